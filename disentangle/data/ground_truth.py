@@ -1,0 +1,108 @@
+"""The ground-truth dataset protocol of disentanglement_lib, for factor-labelled data.
+
+A ground-truth dataset exposes its factors of variation as integer classes. Metrics
+(`disentangle.metrics`) only talk to this protocol, never to a concrete dataset:
+
+- ``factor_sizes``: tuple of ints, the number of values of each factor (K factors);
+- ``sample_factors(num, rng)``: int array [num, K] of factor classes drawn from the data
+  distribution (uniform over the stored examples);
+- ``sample_observations_from_factors(factors, rng)``: float32 images [num, H, W, C] in [0, 1]
+  showing those factors (when several examples share the factors, one is drawn with ``rng``).
+
+``rng`` is a ``numpy.random.Generator`` everywhere.
+"""
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class GroundTruthData(Protocol):
+  """Factor-labelled dataset (disentanglement_lib's `GroundTruthData`)."""
+
+  @property
+  def factor_sizes(self) -> Sequence[int]:
+    ...
+
+  def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
+    ...
+
+  def sample_observations_from_factors(self, factors: np.ndarray,
+                                       rng: np.random.Generator) -> np.ndarray:
+    ...
+
+
+def _as_images(observations: np.ndarray) -> np.ndarray:
+  """uint8 [0, 255] or float [0, 1] images, [N, H, W] or [N, H, W, C] -> float32 NHWC."""
+  x = np.asarray(observations)
+  if x.ndim == 3:
+    x = x[..., None]
+  if x.ndim != 4:
+    raise ValueError(f"observations must be [N, H, W] or [N, H, W, C], got shape {x.shape}")
+  if x.dtype == np.uint8:
+    return x.astype(np.float32) / 255.0
+  return x.astype(np.float32)
+
+
+class InMemoryGroundTruth:
+  """A ground-truth dataset built from arrays.
+
+  Args:
+    factors: int array [N, K]; factor classes of each observation, each column in
+      ``[0, factor_sizes[k])``.
+    observations: [N, ...] array; images (uint8 or float in [0, 1]) or any feature vectors.
+    factor_sizes: optional; defaults to ``factors.max(0) + 1``.
+
+  ``sample_factors`` draws rows of ``factors`` uniformly (the empirical factor distribution);
+  ``sample_observations_from_factors`` returns, for each requested factor row, a random stored
+  observation with exactly those factors, and raises ``KeyError`` for a combination never seen.
+  """
+
+  def __init__(self, factors, observations, factor_sizes: Sequence[int] | None = None):
+    factors = np.asarray(factors)
+    if factors.ndim != 2 or not np.issubdtype(factors.dtype, np.integer):
+      raise ValueError(f"factors must be an int array [N, K], got {factors.dtype} {factors.shape}")
+    observations = np.asarray(observations)
+    if len(observations) != len(factors):
+      raise ValueError(f"factors has {len(factors)} rows but observations has {len(observations)}")
+    if factors.min(initial=0) < 0:
+      raise ValueError("factors must be non-negative class indices")
+    sizes = tuple(int(s) for s in (factors.max(0) + 1 if factor_sizes is None else factor_sizes))
+    if len(sizes) != factors.shape[1] or np.any(factors.max(0) >= np.asarray(sizes)):
+      raise ValueError(f"factor_sizes {sizes} do not cover factors with maxima {factors.max(0)}")
+    self._factors = factors.astype(np.int64)
+    self._observations = observations
+    self._sizes = sizes
+    # Mixed-radix code of each row -> indices of the rows with that code.
+    self._radix = np.cumprod((1,) + sizes[:-1]).astype(np.int64)
+    codes = self._factors @ self._radix
+    order = np.argsort(codes, kind="stable")
+    self._sorted_codes = codes[order]
+    self._order = order
+
+  @property
+  def factor_sizes(self) -> tuple[int, ...]:
+    return self._sizes
+
+  @property
+  def factors(self) -> np.ndarray:
+    return self._factors
+
+  def __len__(self) -> int:
+    return len(self._factors)
+
+  def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
+    return self._factors[rng.integers(0, len(self._factors), size=num)]
+
+  def sample_observations_from_factors(self, factors, rng: np.random.Generator) -> np.ndarray:
+    codes = np.asarray(factors, dtype=np.int64) @ self._radix
+    lo = np.searchsorted(self._sorted_codes, codes, side="left")
+    hi = np.searchsorted(self._sorted_codes, codes, side="right")
+    if np.any(hi == lo):
+      missing = np.asarray(factors)[hi == lo][0]
+      raise KeyError(f"no stored observation has factors {missing.tolist()}")
+    pick = lo + np.floor(rng.random(len(codes)) * (hi - lo)).astype(np.int64)
+    obs = self._observations[self._order[pick]]
+    return _as_images(obs) if obs.ndim >= 3 else obs.astype(np.float32)
