@@ -1,0 +1,42 @@
+"""Method registry: ``config.method`` -> (class, default config section, validation rules)."""
+from __future__ import annotations
+
+import ml_collections
+
+from disentangle import config as config_lib
+from disentangle.methods import betavae
+from disentangle.methods import cascadevae
+from disentangle.methods.base import TrainState, VAEMethod  # noqa: F401
+
+# name -> (class, config section name, module with default_config and RULES)
+REGISTRY = {
+    "betavae": (betavae.BetaVAE, "betavae", betavae),
+    "cascadevae": (cascadevae.CascadeVAE, "cascade", cascadevae),
+}
+
+
+def schema(method: str) -> ml_collections.ConfigDict:
+  """The full default config of ``method``: the base fields plus the method's section."""
+  if method not in REGISTRY:
+    raise config_lib.ConfigError(
+        f"config field 'method' must be one of {sorted(REGISTRY)}, got {method!r}")
+  _, section, module = REGISTRY[method]
+  c = config_lib.base_config()
+  c.method = method
+  c[section] = module.default_config()
+  return c
+
+
+def validate(config) -> None:
+  """Check ``config`` against its method's schema (unknown fields, types, values)."""
+  if "method" not in config:
+    raise config_lib.ConfigError("config field 'method' is missing")
+  s = schema(config.method)  # raises for an unknown method
+  config_lib.validate(config, s, REGISTRY[config.method][2].RULES)
+
+
+def build(config, image_shape):
+  """Instantiate the method named by ``config.method``."""
+  validate(config)
+  cls, _, _ = REGISTRY[config.method]
+  return cls(config, image_shape)

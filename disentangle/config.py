@@ -1,0 +1,225 @@
+"""Configs: the one home of hyperparameters, and their validation.
+
+Every experiment config (``experiments/configs/*.py::get_config(arg)``) starts from
+:func:`base_config` plus the chosen method's section (``methods.<name>.default_config``), then
+changes fields. :func:`validate` runs before anything is compiled: an unknown field, a wrong
+type or an impossible value raises :class:`ConfigError` naming the field.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable
+
+import ml_collections
+
+
+class ConfigError(ValueError):
+  """A config field is unknown, of the wrong type, or holds an impossible value."""
+
+
+def base_config() -> ml_collections.ConfigDict:
+  """Fields shared by every method. Method sections are added by the experiment configs."""
+  c = ml_collections.ConfigDict()
+  c.method = "betavae"
+  c.seed = 0
+  c.num_seeds = 1             # >1 trains independent seeds at once (vmap), one run dir each
+  c.num_steps = 1000
+  c.batch_size = 64           # the global batch, split over all devices / processes
+  c.weight_decay = 0.0        # L2 on kernels added to the loss (authors' CascadeVAE code: 4e-5)
+
+  c.dataset = ml_collections.ConfigDict()
+  c.dataset.name = "dsprites"
+  c.dataset.data_dir = "../shared/data"   # overridden by $DISENTANGLE_DATA_DIR
+  c.dataset.source = "auto"               # dSprites: 'file', 'render' or 'auto'
+  c.dataset.synthetic_if_missing = False  # smoke variants: generate canonical-format stand-ins
+  c.dataset.allow_download = True
+  c.dataset.eval_split = "test"           # MNIST / Fashion-MNIST evaluation split
+
+  c.model = ml_collections.ConfigDict()
+  c.model.latent_dim = 10
+  c.model.init = "reference"
+  c.model.posterior_head = "logvar"
+  c.model.conv_impl = "flax"
+
+  c.optimizer = ml_collections.ConfigDict()
+  c.optimizer.learning_rate = 3e-4
+  c.optimizer.b1 = 0.9
+  c.optimizer.b2 = 0.999
+  c.optimizer.eps = 1e-8
+
+  c.log_every = 100
+  c.eval_every = 5000
+  c.checkpoint_every = 5000
+  c.keep_checkpoints = 2
+  c.progress_bar = True
+
+  c.eval = ml_collections.ConfigDict()
+  c.eval.num_images = 64          # reconstructions / traversals in the PNGs
+  c.eval.num_points = 10000       # points for accuracy / information estimates (0 = all)
+  c.eval.factor_score = False     # CascadeVAE supplement C score (ground-truth data only)
+  c.eval.factor_score_votes = 800
+  c.eval.cluster_accuracy = False # discrete code vs labels (needs a discrete code and labels)
+  c.eval.information = True       # I(x; z_j), KL_j, TC at eval steps
+
+  c.mesh = ml_collections.ConfigDict()
+  c.mesh.num_devices = 0          # 0 = all devices
+  c.distributed = ml_collections.ConfigDict()
+  c.distributed.initialize = False
+  c.distributed.coordinator_address = ""
+  c.distributed.num_processes = 0
+  c.distributed.process_id = -1
+  return c
+
+
+def parse_arg(arg: str | None) -> tuple[list[str], dict[str, str]]:
+  """``'smoke,seed=3'`` -> (['smoke'], {'seed': '3'}): big_vision's ``get_config(arg)`` style."""
+  names, kv = [], {}
+  for token in (arg or "").split(","):
+    token = token.strip()
+    if not token:
+      continue
+    if "=" in token:
+      k, v = token.split("=", 1)
+      kv[k.strip()] = v.strip()
+    else:
+      names.append(token)
+  return names, kv
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, str]) -> None:
+  """Set dotted fields from strings, parsed to the type of the existing value."""
+  for key, text in overrides.items():
+    parent, leaf = _lookup_parent(config, key)
+    old = parent[leaf]
+    try:
+      if isinstance(old, bool):
+        value = {"true": True, "1": True, "false": False, "0": False}[text.lower()]
+      elif isinstance(old, int):
+        value = int(float(text)) if float(text).is_integer() else int(text)
+      elif isinstance(old, float):
+        value = float(text)
+      else:
+        value = text
+    except (KeyError, ValueError):
+      raise ConfigError(f"config field {key!r}: cannot parse {text!r} as "
+                        f"{type(old).__name__}") from None
+    with config.unlocked() if hasattr(config, "unlocked") else _null():
+      parent[leaf] = value
+
+
+def _lookup_parent(config, key: str):
+  parts = key.split(".")
+  node = config
+  for i, p in enumerate(parts[:-1]):
+    if p not in node or not isinstance(node[p], ml_collections.ConfigDict):
+      raise ConfigError(f"unknown config field {'.'.join(parts[:i + 1])!r}")
+    node = node[p]
+  if parts[-1] not in node:
+    raise ConfigError(f"unknown config field {key!r}")
+  return node, parts[-1]
+
+
+class _null:
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *a):
+    return False
+
+
+def variant_error(config_name: str, unknown: list[str], known: list[str]) -> ConfigError:
+  return ConfigError(f"{config_name}: unknown variant(s) {unknown}; known variants: {sorted(known)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation.
+
+_Rule = tuple[Callable[[Any], bool], str]
+
+_POSITIVE = (lambda v: v > 0, "> 0")
+_NONNEG = (lambda v: v >= 0, ">= 0")
+
+
+def _one_of(*options) -> _Rule:
+  return (lambda v: v in options, f"one of {list(options)}")
+
+
+RULES: dict[str, _Rule] = {
+    "seed": _NONNEG,
+    "num_seeds": _POSITIVE,
+    "num_steps": _POSITIVE,
+    "batch_size": _POSITIVE,
+    "weight_decay": _NONNEG,
+    "dataset.name": _one_of("dsprites", "mnist", "fashion_mnist", "chairs", "celeba"),
+    "dataset.source": _one_of("auto", "file", "render"),
+    "dataset.eval_split": _one_of("train", "test"),
+    "model.latent_dim": _POSITIVE,
+    "model.init": _one_of("reference", "flax"),
+    "model.posterior_head": _one_of("logvar", "softplus_sigma"),
+    "model.conv_impl": _one_of("flax", "fast"),
+    "optimizer.learning_rate": _POSITIVE,
+    "optimizer.b1": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "optimizer.b2": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "optimizer.eps": _POSITIVE,
+    "log_every": _POSITIVE,
+    "eval_every": _POSITIVE,
+    "checkpoint_every": _POSITIVE,
+    "keep_checkpoints": _POSITIVE,
+    "eval.num_images": _POSITIVE,
+    "eval.num_points": _NONNEG,
+    "eval.factor_score_votes": _POSITIVE,
+    "mesh.num_devices": _NONNEG,
+}
+
+
+def _flatten(config, prefix=""):
+  for key in config.keys():
+    value = config[key]
+    path = f"{prefix}{key}"
+    if isinstance(value, (ml_collections.ConfigDict, ml_collections.FrozenConfigDict)):
+      yield from _flatten(value, path + ".")
+    else:
+      yield path, value
+
+
+def _type_ok(expected, value) -> bool:
+  if isinstance(expected, bool) or isinstance(value, bool):
+    return isinstance(expected, bool) and isinstance(value, bool)
+  if isinstance(expected, float):
+    return isinstance(value, (int, float))
+  if isinstance(expected, int):
+    return isinstance(value, int)
+  if isinstance(expected, (tuple, list)):
+    return isinstance(value, (tuple, list))
+  return isinstance(value, type(expected))
+
+
+def validate(config, schema, rules: dict[str, _Rule] | None = None) -> None:
+  """Raise :class:`ConfigError` naming the first bad field of ``config`` against ``schema``.
+
+  ``schema`` is the default config of the method (base + method section): ``config`` may not have
+  fields the schema lacks, each value must have the schema's type (ints are accepted for floats),
+  and each value must satisfy ``RULES`` plus the method's ``rules``.
+  """
+  schema_flat = dict(_flatten(schema))
+  all_rules = dict(RULES, **(rules or {}))
+  for path, value in _flatten(config):
+    if path not in schema_flat:
+      near = [p for p in schema_flat if p.split(".")[-1] == path.split(".")[-1]]
+      hint = f" (did you mean {near[0]!r}?)" if near else ""
+      raise ConfigError(f"unknown config field {path!r}{hint}")
+    expected = schema_flat[path]
+    if not _type_ok(expected, value):
+      raise ConfigError(f"config field {path!r} must be {type(expected).__name__}, "
+                        f"got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+      raise ConfigError(f"config field {path!r} must be finite, got {value!r}")
+    if path in all_rules:
+      ok, what = all_rules[path]
+      if not ok(value):
+        raise ConfigError(f"config field {path!r} must be {what}, got {value!r}")
+
+
+def to_json(config) -> str:
+  return json.dumps(config.to_dict(), indent=2, sort_keys=True, default=str)

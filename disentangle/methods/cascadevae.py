@@ -1,0 +1,134 @@
+"""CascadeVAE (Jeong & Song, ICML 2019): information cascading + alternating discrete inference.
+
+Loss of one minibatch at iteration t (Algorithm 1, Eq. 6):
+
+  -1/B sum_i log p(x_i | z_i, d_i) + sum_j beta_j(t) KL_j,  KL_j = 1/B sum_i KL(q(z_ij|x_i) || N(0,1))
+
+- beta_j(t): :func:`disentangle.schedules.cascade_betas` (all beta_h = 10, one dimension relieved
+  to beta_l every r iterations, in index order). ``cascade=False`` is the CascadeVAE-D ablation:
+  one constant beta (= ``beta_low``) on every dimension.
+- d: before t_d the decoder sees d = 0 (an all-zero one-hot). For t > t_d, eps is sampled once,
+  the decoder is evaluated at the same z for every e_k (batched, without gradient), giving
+  u[i, k] = log p(x_i | z_i, e_k); the discrete codes solve max_d sum_i u[i, d_i] - lambda' *
+  #(same-class unordered pairs) exactly (:func:`disentangle.assignment.assign`), and the update
+  uses the same eps with d as a constant. ``discrete_start`` beyond the last step is the
+  CascadeVAE-C ablation (no discrete code).
+- No KL term for d (its prior term is the pairwise penalty, Lemma 1).
+
+Inference for new data: d = argmax_k log p(x | mu(x), e_k) (``eval_discrete='argmax'``) or the
+exact assignment over the evaluation batch (``'assignment'``).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from disentangle import assignment
+from disentangle import losses
+from disentangle import schedules
+from disentangle.methods import base
+
+
+def default_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.num_discrete = 3          # S
+  c.penalty = 0.001           # lambda', per unordered same-class pair (authors' code)
+  c.beta_high = 10.0          # beta_h (supplement B)
+  c.beta_low = 1.0            # beta_l
+  c.relieve_every = 20000     # r
+  c.relieved_at_start = 0     # 1 = the authors' code (one dim relieved at step 0)
+  c.discrete_start = 100000   # t_d
+  c.cascade = True            # False: CascadeVAE-D (constant beta_low on every dim)
+  c.solver = "scipy"          # 'scipy' (host, exact) or 'hungarian' (on device, exact)
+  c.assignment_scope = "global"  # 'global': one assignment over the global batch; 'local': per shard
+  c.eval_discrete = "argmax"  # or 'assignment'
+  return c
+
+
+RULES = {
+    "cascade.num_discrete": (lambda v: v >= 2, ">= 2"),
+    "cascade.penalty": (lambda v: v >= 0, ">= 0"),
+    "cascade.beta_high": (lambda v: v >= 0, ">= 0"),
+    "cascade.beta_low": (lambda v: v >= 0, ">= 0"),
+    "cascade.relieve_every": (lambda v: v > 0, "> 0"),
+    "cascade.relieved_at_start": (lambda v: v >= 0, ">= 0"),
+    "cascade.discrete_start": (lambda v: v >= 0, ">= 0"),
+    "cascade.solver": (lambda v: v in ("scipy", "hungarian"), "'scipy' or 'hungarian'"),
+    "cascade.assignment_scope": (lambda v: v in ("global", "local"), "'global' or 'local'"),
+    "cascade.eval_discrete": (lambda v: v in ("argmax", "assignment"), "'argmax' or 'assignment'"),
+}
+
+
+class CascadeVAE(base.VAEMethod):
+  name = "cascadevae"
+
+  def __init__(self, config, image_shape, *, assign_fn=None):
+    self.num_discrete = config.cascade.num_discrete
+    super().__init__(config, image_shape)
+    c = config.cascade
+    self._assign = assign_fn or (lambda u: assignment.assign(u, c.penalty, solver=c.solver))
+
+  def betas(self, t):
+    c = self.config.cascade
+    if not c.cascade:
+      return jnp.full((self.latent_dim,), c.beta_low, jnp.float32)
+    return schedules.cascade_betas(t, num_dims=self.latent_dim, beta_high=c.beta_high,
+                                   beta_low=c.beta_low, relieve_every=c.relieve_every,
+                                   relieved_at_start=c.relieved_at_start)
+
+  def unary(self, vae_params, z, x):
+    """u[i, k] = log p(x_i | z_i, e_k) for every k, in one batched decoder call; [B, S]."""
+    S, B = self.num_discrete, z.shape[0]
+    zs = jnp.broadcast_to(z[None], (S,) + z.shape).reshape(S * B, -1)
+    ks = jnp.repeat(jnp.arange(S), B)
+    logits = self.decode_logits(vae_params, self.decoder_input(zs, ks))
+    xs = jnp.broadcast_to(x[None], (S,) + x.shape).reshape((S * B,) + x.shape[1:])
+    return losses.bernoulli_log_likelihood(logits, xs).reshape(S, B).T
+
+  def discrete_codes(self, vae_params, z, x, active):
+    """The solved d (int32 [B]; -1 = no code yet) at the sampled z, as a constant."""
+    def solve(_):
+      u = self.unary(jax.lax.stop_gradient(vae_params), jax.lax.stop_gradient(z), x)
+      return self._assign(u).astype(jnp.int32)
+
+    def none(_):
+      return jnp.full((z.shape[0],), -1, jnp.int32)
+
+    return jax.lax.stop_gradient(jax.lax.cond(active, solve, none, None))
+
+  def loss(self, vae_params, batch, rng, t):
+    x = batch["image"]
+    mean, logvar = self.encode(vae_params, x)
+    z = losses.reparameterize(rng, mean, logvar)  # eps sampled once, reused for the update
+    active = t > self.config.cascade.discrete_start
+    d = self.discrete_codes(vae_params, z, x, active)
+    log_px = losses.bernoulli_log_likelihood(
+        self.decode_logits(vae_params, self.decoder_input(z, d)), x)
+    rec = -jnp.mean(log_px)
+    kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
+    betas = self.betas(t)
+    loss = rec + jnp.sum(betas * kl) + self.regularizer(vae_params)
+    counts = jnp.sum(jax.nn.one_hot(d, self.num_discrete), axis=0)
+    metrics = dict(loss=loss, reconstruction=rec, num_relieved=jnp.sum(betas < self.config.cascade.beta_high)
+                   if self.config.cascade.cascade else jnp.asarray(0),
+                   discrete_active=active.astype(jnp.float32),
+                   discrete_fraction=counts / x.shape[0], **base.kl_metrics(kl))
+    return loss, (metrics, d)
+
+  def train_step(self, state, batch):
+    rng = jax.random.fold_in(state.rng, state.step)
+    t = state.step + 1  # Algorithm 1 counts iterations from 1
+    grads, (metrics, _) = jax.grad(self.loss, has_aux=True)(state.params["vae"], batch, rng, t)
+    state = self.apply_update(state, "vae", grads)
+    return state.replace(step=state.step + 1), metrics
+
+  def represent(self, params, images):
+    """Encoder means/log-variances and the discrete code of new data (Section 4)."""
+    mean, logvar = self.encode(params["vae"], images)
+    u = self.unary(params["vae"], mean, images)
+    if self.config.cascade.eval_discrete == "assignment":
+      d = self._assign(u)
+    else:
+      d = jnp.argmax(u, axis=-1)
+    return {"mean": mean, "logvar": logvar, "discrete": d.astype(jnp.int32)}

@@ -1,0 +1,120 @@
+"""Encoder and decoder of CascadeVAE supplement Tables 1-2 (= Tables 5-6), after Dupont (2018).
+
+64x64 images (dSprites, Chairs, CelebA): four 4x4 stride-2 convs 32, 32, 64, 64 (ReLU), dense 256
+(ReLU), dense ``2 m``; the decoder mirrors it: dense 256, dense 64*4*4 (ReLU), transposed convs 64,
+32, 32 (ReLU) and one to the image channels. 32x32 images (MNIST, Fashion-MNIST, resized from 28):
+three convs 32, 32, 64, and transposed convs 32, 32, then the output. The decoder returns Bernoulli
+*logits* (the tables' final sigmoid lives in the likelihood).
+
+Options from the authors' code (``../shared/notes/reference-facts.md``), set by config:
+- ``init='reference'``: variance-scaling (He) kernels for convs, Glorot-uniform for dense layers,
+  zero biases (the CascadeVAE TensorFlow code); ``init='flax'``: Flax defaults (LeCun normal).
+- ``posterior_head='logvar'``: the dense head outputs (mean, log sigma^2) (Dupont's code);
+  ``'softplus_sigma'``: (mean, raw) with sigma = softplus(raw) (the CascadeVAE code).
+- ``conv_impl='flax'`` uses ``nn.Conv`` / ``nn.ConvTranspose``; ``'fast'`` uses the exact rewrites in
+  :mod:`disentangle.nn.layers` (same parameters, same outputs, much faster backward on XLA:CPU).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+_ENCODER_WIDTHS = {64: (32, 32, 64, 64), 32: (32, 32, 64)}
+_DECODER_WIDTHS = {64: (64, 32, 32), 32: (32, 32)}
+_HIDDEN = 256
+_BOTTLENECK = (4, 4, 64)
+
+
+def initializers(init: str):
+  """(conv kernel init, dense kernel init) for ``init`` in {'reference', 'flax'}."""
+  if init == "reference":
+    return (nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal"),
+            nn.initializers.glorot_uniform())
+  if init == "flax":
+    return nn.initializers.lecun_normal(), nn.initializers.lecun_normal()
+  raise ValueError(f"model.init must be 'reference' or 'flax', got {init!r}")
+
+
+def _conv(impl: str, features: int, name: str, kernel_init):
+  if impl == "flax":
+    return nn.Conv(features, (4, 4), strides=(2, 2), padding="SAME", kernel_init=kernel_init,
+                   name=name)
+  from disentangle.nn import layers  # pylint: disable=g-import-not-at-top
+  return layers.conv(impl, features, name=name, kernel_init=kernel_init)
+
+
+def _conv_transpose(impl: str, features: int, name: str, kernel_init):
+  if impl == "flax":
+    return nn.ConvTranspose(features, (4, 4), strides=(2, 2), padding="SAME",
+                            kernel_init=kernel_init, name=name)
+  from disentangle.nn import layers  # pylint: disable=g-import-not-at-top
+  return layers.conv_transpose(impl, features, name=name, kernel_init=kernel_init)
+
+
+def check_image_size(size: int) -> None:
+  if size not in _ENCODER_WIDTHS:
+    raise ValueError(f"the papers' networks take 64x64 or 32x32 images, got {size}x{size}")
+
+
+class Encoder(nn.Module):
+  """q(z | x): image [B, H, W, C] -> (mean [B, m], logvar [B, m]), plus optional extra heads.
+
+  ``extra_outputs`` adds a dense head of that width on the 256-unit trunk (e.g. JointVAE's
+  categorical logits); it is returned as a third value when non-zero.
+  """
+  latent_dim: int
+  posterior_head: str = "logvar"
+  init_scheme: str = "reference"
+  conv_impl: str = "flax"
+  extra_outputs: int = 0
+
+  @nn.compact
+  def __call__(self, x):
+    check_image_size(x.shape[-2])
+    conv_init, dense_init = initializers(self.init_scheme)
+    h = x
+    for i, width in enumerate(_ENCODER_WIDTHS[x.shape[-2]]):
+      h = _conv(self.conv_impl, width, f"conv{i}", conv_init)(h)
+      h = nn.relu(h)
+    h = h.reshape(h.shape[:-3] + (-1,))
+    h = nn.relu(nn.Dense(_HIDDEN, kernel_init=dense_init, name="fc")(h))
+    out = nn.Dense(2 * self.latent_dim, kernel_init=dense_init, name="head")(h)
+    mean, raw = jnp.split(out, 2, axis=-1)
+    if self.posterior_head == "logvar":
+      logvar = raw
+    elif self.posterior_head == "softplus_sigma":
+      logvar = 2.0 * jnp.log(jax.nn.softplus(raw) + 1e-8)
+    else:
+      raise ValueError(f"model.posterior_head must be 'logvar' or 'softplus_sigma', "
+                       f"got {self.posterior_head!r}")
+    if self.extra_outputs:
+      return mean, logvar, nn.Dense(self.extra_outputs, kernel_init=dense_init, name="extra")(h)
+    return mean, logvar
+
+
+class Decoder(nn.Module):
+  """p(x | z[, d]): latent [..., k] -> Bernoulli logits [..., H, W, C].
+
+  The input is whatever the method feeds (z, or concat(z, one-hot d) for CascadeVAE).
+  """
+  image_shape: Sequence[int]
+  init_scheme: str = "reference"
+  conv_impl: str = "flax"
+
+  @nn.compact
+  def __call__(self, latent):
+    size, _, channels = self.image_shape
+    check_image_size(size)
+    conv_init, dense_init = initializers(self.init_scheme)
+    h = nn.relu(nn.Dense(_HIDDEN, kernel_init=dense_init, name="fc0")(latent))
+    h = nn.relu(nn.Dense(_BOTTLENECK[0] * _BOTTLENECK[1] * _BOTTLENECK[2],
+                         kernel_init=dense_init, name="fc1")(h))
+    h = h.reshape(h.shape[:-1] + _BOTTLENECK)
+    for i, width in enumerate(_DECODER_WIDTHS[size]):
+      h = _conv_transpose(self.conv_impl, width, f"deconv{i}", conv_init)(h)
+      h = nn.relu(h)
+    return _conv_transpose(self.conv_impl, channels, "logits", conv_init)(h)

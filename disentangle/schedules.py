@@ -1,0 +1,36 @@
+"""Schedules: pure functions of the training iteration.
+
+Iterations are counted as in CascadeVAE's Algorithm 1: ``t = 1, ..., MAXITER``; the trainer's
+``state.step`` counts completed updates, so the update being computed is ``t = step + 1``.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def num_relieved(t, *, num_dims: int, relieve_every: int, relieved_at_start: int = 0):
+  """How many continuous dimensions run at beta_l during iteration ``t`` (Algorithm 1).
+
+  Algorithm 1: all beta_j start at beta_h; "if t is a multiple of r: switch beta_j to beta_l and
+  j <- j + 1", so at iteration t, floor(t / r) dimensions are relieved, in index order.
+  ``relieved_at_start=1`` is the authors' TensorFlow code, where one dimension is already relieved
+  at step 0 (``../shared/notes/reference-facts.md``).
+  """
+  t = jnp.asarray(t)
+  n = t // relieve_every + relieved_at_start
+  return jnp.clip(n, 0, num_dims)
+
+
+def cascade_betas(t, *, num_dims: int, beta_high: float, beta_low: float, relieve_every: int,
+                  relieved_at_start: int = 0):
+  """Per-dimension beta_j at iteration ``t`` (CascadeVAE Section 6, Algorithm 1); float32 [m]."""
+  n = num_relieved(t, num_dims=num_dims, relieve_every=relieve_every,
+                   relieved_at_start=relieved_at_start)
+  relieved = jnp.arange(num_dims) < n
+  return jnp.where(relieved, jnp.float32(beta_low), jnp.float32(beta_high))
+
+
+def linear_capacity(t, *, c_min: float, c_max: float, num_steps: int):
+  """JointVAE's capacity C(t): linear from c_min to c_max over ``num_steps``, then constant."""
+  frac = jnp.clip(jnp.asarray(t, jnp.float32) / max(num_steps, 1), 0.0, 1.0)
+  return c_min + (c_max - c_min) * frac

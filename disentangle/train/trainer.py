@@ -1,0 +1,208 @@
+"""The one trainer every method runs on.
+
+``train(config, workdir)``: validate the config (before any compilation), build data, mesh and
+method, resume from ``<workdir>/checkpoints`` if a checkpoint exists, then loop over jit-compiled
+steps (state donated, batch sharded along the ``data`` axis). Metrics are read on host only at
+log steps; evaluation hooks run every ``eval_every`` steps; checkpoints are written atomically
+every ``checkpoint_every`` steps and at the end. A non-finite loss stops the run with
+:class:`NonFiniteError` before anything bad is saved.
+
+``config.num_seeds = N > 1`` trains N independent seeds (``seed, seed+1, ...``) at once by
+``vmap`` over parameters, optimiser states, rng and per-seed batches; each seed gets its own run
+directory ``<workdir>/seed_<s>`` with its config, metrics and images.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from disentangle import config as config_lib
+from disentangle import data as data_lib
+from disentangle import methods
+from disentangle.train import checkpoint as checkpoint_lib
+from disentangle.train import host
+from disentangle.train import input_pipeline
+from disentangle.train import mesh as mesh_lib
+from disentangle.train import writers
+
+# Fields that may change between a run and its resumption.
+RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
+                    "progress_bar", "dataset.data_dir", "dataset.allow_download", "mesh.num_devices",
+                    "distributed.initialize", "distributed.coordinator_address",
+                    "distributed.num_processes", "distributed.process_id")
+
+
+class NonFiniteError(FloatingPointError):
+  """The loss or the parameters became NaN/Inf; the last good checkpoint is kept."""
+
+
+def write_atomic(path: pathlib.Path, text: str) -> None:
+  tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+  tmp.write_text(text)
+  os.replace(tmp, path)
+
+
+def check_config_matches(path: pathlib.Path, config) -> None:
+  """On resume, the saved config must equal the new one except for ``RESUMABLE_FIELDS``."""
+  old = dict(config_lib._flatten(ml_collections.ConfigDict(json.loads(path.read_text()))))  # pylint: disable=protected-access
+  new = dict(config_lib._flatten(config))  # pylint: disable=protected-access
+  diff = sorted(k for k in set(old) | set(new)
+                if k not in RESUMABLE_FIELDS and _norm(old.get(k)) != _norm(new.get(k)))
+  if diff:
+    details = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff[:6])
+    raise config_lib.ConfigError(
+        f"{path.parent} holds a run with a different config ({details}); use a new --workdir "
+        f"or the same config to resume")
+
+
+def _norm(v):
+  return list(v) if isinstance(v, tuple) else v
+
+
+def run_dirs(config, workdir: pathlib.Path) -> list[pathlib.Path]:
+  if config.num_seeds == 1:
+    return [workdir]
+  return [workdir / f"seed_{config.seed + i}" for i in range(config.num_seeds)]
+
+
+def seed_config(config, i: int):
+  c = ml_collections.ConfigDict(config.to_dict())
+  c.seed = config.seed + i
+  c.num_seeds = 1
+  return c
+
+
+def load_training_data(config):
+  d = config.dataset
+  return data_lib.load_dataset(d.name, data_dir=d.data_dir, split="train", source=d.source,
+                               synthetic_if_missing=d.synthetic_if_missing,
+                               allow_download=d.allow_download)
+
+
+def _all_finite(tree) -> jax.Array:
+  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
+            if jnp.issubdtype(x.dtype, jnp.floating)]
+  return jnp.all(jnp.stack(leaves))
+
+
+def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
+          evaluator_factory: Callable | None = None):
+  """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint). Returns the state."""
+  methods.validate(config)
+  mesh_lib.initialize_distributed(config.distributed)
+  host.configure_malloc()
+  workdir = pathlib.Path(workdir)
+  is_main = jax.process_index() == 0
+  dirs = run_dirs(config, workdir)
+  for i, d in enumerate(dirs):
+    d.mkdir(parents=True, exist_ok=True)
+    cfg_i = config if config.num_seeds == 1 else seed_config(config, i)
+    path = d / "config.json"
+    if path.exists():
+      check_config_matches(path, cfg_i)
+    if is_main:
+      write_atomic(path, config_lib.to_json(cfg_i))
+
+  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
+  n_dev = mesh.devices.size
+  if config.batch_size % n_dev:
+    raise config_lib.ConfigError(f"config field 'batch_size' ({config.batch_size}) must be "
+                                 f"divisible by the number of devices ({n_dev})")
+  dataset = dataset if dataset is not None else load_training_data(config)
+  method = methods.build(config, dataset.image_shape)
+  multi = config.num_seeds > 1
+  repl = mesh_lib.replicated(mesh)
+  data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)
+
+  keys = jnp.stack([jax.random.PRNGKey(config.seed + i) for i in range(config.num_seeds)])
+  init = jax.vmap(method.init) if multi else (lambda k: method.init(k[0]))
+  state = jax.jit(init, out_shardings=repl)(keys)
+
+  ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.keep_checkpoints)
+  metric_writers = [writers.MetricWriter(d, enabled=is_main) for d in dirs]
+  if ckpt.latest_step() is not None:
+    state = ckpt.restore(state)
+    logging.info("resumed from %s at step %d", ckpt.directory, int(_first(state.step)))
+    for w in metric_writers:
+      w.truncate_after(int(_first(state.step)))
+  start = int(_first(state.step))
+
+  step_impl = jax.vmap(method.train_step) if multi else method.train_step
+  train_step = jax.jit(step_impl, donate_argnums=0, in_shardings=(repl, data_sharding),
+                       out_shardings=(repl, repl))
+  all_finite = jax.jit(_all_finite)
+
+  sources = [input_pipeline.BatchSource(dataset, global_batch=config.batch_size,
+                                        seed=config.seed + i, process_index=jax.process_index(),
+                                        process_count=jax.process_count())
+             for i in range(config.num_seeds)]
+  source = input_pipeline.MultiSeedSource(sources) if multi else sources[0]
+  evaluators = []
+  if evaluator_factory is not None:
+    evaluators = [evaluator_factory(method, d, i) for i, d in enumerate(dirs)]
+
+  bar = _progress(config, start, is_main)
+  last_time, last_step = time.perf_counter(), start
+  for step, local in input_pipeline.prefetch(source, start, config.num_steps):
+    batch = mesh_lib.global_batch(mesh, local, 1 if multi else 0)
+    state, metrics = train_step(state, batch)
+    done = step + 1
+    if bar is not None:
+      bar.update(1)
+    is_last = done == config.num_steps
+    log_now = done % config.log_every == 0 or is_last
+    save_now = done % config.checkpoint_every == 0 or is_last
+    if log_now or save_now:
+      m = jax.device_get(metrics)
+      losses = np.atleast_1d(m["loss"])
+      if not np.all(np.isfinite(losses)):
+        raise NonFiniteError(
+            f"loss became {losses.tolist()} at step {done}; stopping. The last good checkpoint "
+            f"(step {ckpt.latest_step()}) in {ckpt.directory} is intact")
+      now = time.perf_counter()
+      rate = (done - last_step) / max(now - last_time, 1e-9)
+      last_time, last_step = now, done
+      for i, w in enumerate(metric_writers):
+        mi = jax.tree_util.tree_map(lambda a: a[i], m) if multi else m
+        w.write(done, dict(mi, steps_per_sec=rate))
+      if bar is not None:
+        bar.set_postfix(loss=f"{float(losses.mean()):.2f}")
+    if evaluators and (done % config.eval_every == 0 or is_last):
+      for i, ev in enumerate(evaluators):
+        params_i = jax.tree_util.tree_map(lambda a: a[i], state.params) if multi else state.params
+        result = ev.run(params_i, done)
+        metric_writers[i].write(done, result)
+    for hook in hooks or ():
+      hook(state, done)
+    if save_now:
+      if not bool(all_finite(state.params)):
+        raise NonFiniteError(f"parameters became non-finite by step {done}; not saved. The last "
+                             f"good checkpoint (step {ckpt.latest_step()}) is intact")
+      ckpt.save(done, state)
+  if bar is not None:
+    bar.close()
+  for w in metric_writers:
+    w.close()
+  ckpt.close()
+  return state
+
+
+def _first(x):
+  return np.asarray(jax.device_get(x)).reshape(-1)[0]
+
+
+def _progress(config, start, enabled):
+  if not (enabled and config.progress_bar):
+    return None
+  from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
+  return tqdm.tqdm(total=config.num_steps, initial=start, unit="step", dynamic_ncols=True,
+                   smoothing=0.05, desc=config.method)

@@ -1,0 +1,77 @@
+"""Run-directory writers: ``metrics.jsonl`` (one JSON object per log step) and TensorBoard.
+
+Only process 0 writes. Vector metrics (e.g. ``kl_per_dim``) are stored as lists in JSON and as
+``name/j`` scalars in TensorBoard.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+
+import numpy as np
+
+
+def _jsonable(v):
+  a = np.asarray(v)
+  if a.ndim == 0:
+    x = a.item()
+    return x if not isinstance(x, float) or math.isfinite(x) else str(x)
+  return [_jsonable(e) for e in a]
+
+
+class MetricWriter:
+  """Append-only JSON lines plus TensorBoard scalars (tensorboardX, no TensorFlow needed)."""
+
+  def __init__(self, workdir, *, enabled: bool = True, tensorboard: bool = True):
+    self.enabled = enabled
+    self.path = pathlib.Path(workdir) / "metrics.jsonl"
+    self._tb = None
+    if enabled and tensorboard:
+      try:
+        from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+        self._tb = SummaryWriter(str(pathlib.Path(workdir) / "tensorboard"), flush_secs=30)
+      except ImportError:
+        self._tb = None
+
+  def truncate_after(self, step: int) -> None:
+    """On resume, drop lines logged after the restored checkpoint (they will be logged again)."""
+    if not self.enabled or not self.path.exists():
+      return
+    kept = []
+    for line in self.path.read_text().splitlines():
+      try:
+        if json.loads(line).get("step", -1) <= step:
+          kept.append(line)
+      except json.JSONDecodeError:
+        continue  # a line cut by a kill
+    tmp = self.path.with_suffix(".tmp")
+    tmp.write_text("".join(l + "\n" for l in kept))
+    os.replace(tmp, self.path)
+
+  def write(self, step: int, metrics: dict) -> None:
+    if not self.enabled:
+      return
+    record = {"step": int(step)}
+    record.update({k: _jsonable(v) for k, v in metrics.items()})
+    with open(self.path, "a") as f:
+      f.write(json.dumps(record) + "\n")
+    if self._tb is not None:
+      for k, v in metrics.items():
+        a = np.asarray(v, dtype=np.float64) if np.asarray(v).dtype != object else None
+        if a is None:
+          continue
+        if a.ndim == 0:
+          self._tb.add_scalar(k, float(a), step)
+        elif a.ndim == 1 and a.size <= 64:
+          for j, x in enumerate(a):
+            self._tb.add_scalar(f"{k}/{j}", float(x), step)
+
+  def flush(self) -> None:
+    if self._tb is not None:
+      self._tb.flush()
+
+  def close(self) -> None:
+    if self._tb is not None:
+      self._tb.close()

@@ -1,0 +1,53 @@
+"""Small in-memory datasets and configs for trainer tests (no files, no network)."""
+import numpy as np
+
+from disentangle import methods
+
+
+class TinyImages:
+  """A structured 32x32 dataset: bright squares at class-dependent places, in [0, 1]."""
+
+  def __init__(self, n=256, size=32, seed=0, nan_after_calls=None):
+    rng = np.random.default_rng(seed)
+    self.labels = rng.integers(0, 4, n)
+    imgs = np.zeros((n, size, size, 1), np.float32)
+    for i, c in enumerate(self.labels):
+      r, col = 4 + 12 * (c // 2) + rng.integers(0, 4), 4 + 12 * (c % 2) + rng.integers(0, 4)
+      imgs[i, r:r + 8, col:col + 8] = 1.0
+    self.images = imgs
+    self.nan_after_calls = nan_after_calls
+    self.calls = 0
+    self.num_examples = n
+    self.image_shape = (size, size, 1)
+
+  def get_images(self, idx):
+    out = self.images[idx].copy()
+    self.calls += 1
+    if self.nan_after_calls is not None and self.calls > self.nan_after_calls:
+      out[:] = np.nan  # every batch after the first `nan_after_calls` ones
+    return out
+
+
+def tiny_config(method="betavae", **overrides):
+  c = methods.schema(method)
+  c.dataset.name = "mnist"
+  c.num_steps = 6
+  c.batch_size = 8
+  c.model.latent_dim = 3
+  c.log_every = 2
+  c.eval_every = 1000
+  c.checkpoint_every = 3
+  c.progress_bar = False
+  c.optimizer.learning_rate = 1e-3
+  if method == "cascadevae":
+    c.cascade.num_discrete = 3
+    c.cascade.relieve_every = 2
+    c.cascade.discrete_start = 2
+    c.cascade.penalty = 0.5
+  for k, v in overrides.items():
+    node = c
+    parts = k.split(".")
+    for p in parts[:-1]:
+      node = node[p]
+    node[parts[-1]] = v
+  return c

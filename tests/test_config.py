@@ -1,0 +1,87 @@
+"""Bad configs fail before compilation with an error naming the field."""
+import importlib
+
+import pytest
+
+from disentangle import config as config_lib
+from disentangle import methods
+
+
+def cfg():
+  return importlib.import_module("experiments.configs.dsprites_betavae").get_config("smoke")
+
+
+@pytest.mark.parametrize("field,value,expect", [
+    ("betavae.beta", -1.0, "betavae.beta"),
+    ("batch_size", 0, "batch_size"),
+    ("num_steps", -5, "num_steps"),
+    ("model.init", "xavier", "model.init"),
+    ("optimizer.learning_rate", 0.0, "optimizer.learning_rate"),
+    ("optimizer.learning_rate", float("nan"), "optimizer.learning_rate"),
+])
+def test_impossible_values_name_the_field(field, value, expect):
+  c = cfg()
+  parent, leaf = field.rsplit(".", 1) if "." in field else ("", field)
+  node = c[parent] if parent else c
+  with c.unlocked():
+    node[leaf] = value
+  with pytest.raises(config_lib.ConfigError, match=expect.replace(".", r"\.")):
+    methods.validate(c)
+
+
+def test_wrong_type_names_the_field():
+  c = cfg()
+  with c.unlocked(), c.ignore_type():
+    c.batch_size = "64"
+  with pytest.raises(config_lib.ConfigError, match="'batch_size' must be int"):
+    methods.validate(c)
+
+
+def test_unknown_field_is_rejected():
+  c = cfg()
+  with c.unlocked():
+    c.model.latent_dims = 4
+  with pytest.raises(config_lib.ConfigError, match="unknown config field 'model.latent_dims'"):
+    methods.validate(c)
+
+
+def test_unknown_method():
+  c = cfg()
+  with c.unlocked():
+    c.method = "nope"
+  with pytest.raises(config_lib.ConfigError, match="'method'"):
+    methods.validate(c)
+
+
+def test_variant_overrides_and_unknown_variant():
+  mod = importlib.import_module("experiments.configs.dsprites_cascade")
+  c = mod.get_config("m4,seed=3,cascade.penalty=0.5")
+  assert (c.model.latent_dim, c.cascade.beta_low, c.seed, c.cascade.penalty) == (4, 2.0, 3, 0.5)
+  with pytest.raises(config_lib.ConfigError, match="unknown variant"):
+    mod.get_config("m7")
+  with pytest.raises(config_lib.ConfigError, match="unknown config field 'cascade.lambda'"):
+    mod.get_config("cascade.lambda=1")
+
+
+@pytest.mark.parametrize("name", ["dsprites_betavae", "dsprites_cascade", "mnist_cascade",
+                                  "fashion_mnist_cascade", "chairs_cascade"])
+def test_every_shipped_config_validates(name):
+  mod = importlib.import_module(f"experiments.configs.{name}")
+  for variant in mod.VARIANTS:
+    methods.validate(mod.get_config(variant))
+
+
+def test_paper_settings_of_cascade_configs():
+  d = importlib.import_module("experiments.configs.dsprites_cascade").get_config("")
+  assert (d.cascade.num_discrete, d.cascade.penalty, d.cascade.relieve_every,
+          d.cascade.discrete_start, d.num_steps, d.optimizer.learning_rate) == (
+              3, 0.001, 20_000, 100_000, 300_000, 3e-4)
+  m = importlib.import_module("experiments.configs.mnist_cascade").get_config("")
+  assert (m.cascade.num_discrete, m.cascade.penalty, m.cascade.relieve_every,
+          m.cascade.discrete_start, m.num_steps, m.optimizer.learning_rate) == (
+              10, 0.1, 10_000, 0, 120_000, 3e-4)
+  f = importlib.import_module("experiments.configs.fashion_mnist_cascade").get_config("m4")
+  assert (f.dataset.name, f.optimizer.learning_rate, f.model.latent_dim) == (
+      "fashion_mnist", 1e-4, 4)
+  ch = importlib.import_module("experiments.configs.chairs_cascade").get_config("")
+  assert (ch.cascade.penalty, ch.cascade.discrete_start, ch.num_steps) == (0.01, 60_000, 150_000)
