@@ -44,6 +44,10 @@ def tiny_config(method="betavae", **overrides):
     c.cascade.relieve_every = 2
     c.cascade.discrete_start = 2
     c.cascade.penalty = 0.5
+  if method == "factorvae":
+    c.factorvae.disc_hidden = 32
+    c.factorvae.disc_layers = 2
+    c.factorvae.gamma = 5.0
   for k, v in overrides.items():
     node = c
     parts = k.split(".")

@@ -6,12 +6,14 @@ import ml_collections
 from disentangle import config as config_lib
 from disentangle.methods import betavae
 from disentangle.methods import cascadevae
+from disentangle.methods import factorvae
 from disentangle.methods.base import TrainState, VAEMethod  # noqa: F401
 
 # name -> (class, config section name, module with default_config and RULES)
 REGISTRY = {
     "betavae": (betavae.BetaVAE, "betavae", betavae),
     "cascadevae": (cascadevae.CascadeVAE, "cascade", cascadevae),
+    "factorvae": (factorvae.FactorVAE, "factorvae", factorvae),
 }
 
 
@@ -35,8 +37,10 @@ def validate(config) -> None:
   config_lib.validate(config, s, REGISTRY[config.method][2].RULES)
 
 
-def build(config, image_shape):
-  """Instantiate the method named by ``config.method``."""
+def build(config, image_shape, *, mesh=None):
+  """Instantiate the method named by ``config.method`` (``mesh``: the trainer's device mesh)."""
   validate(config)
   cls, _, _ = REGISTRY[config.method]
-  return cls(config, image_shape)
+  method = cls(config, image_shape)
+  method.mesh = mesh
+  return method

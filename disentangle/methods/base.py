@@ -44,6 +44,7 @@ class VAEMethod:
 
   name = "vae"
   num_discrete = 0  # size of the discrete code fed to the decoder (CascadeVAE's S)
+  mesh = None       # the trainer's mesh, for per-shard host work (``assignment_scope='local'``)
 
   def __init__(self, config, image_shape):
     self.config = config

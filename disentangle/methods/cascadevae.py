@@ -28,6 +28,7 @@ from disentangle import assignment
 from disentangle import losses
 from disentangle import schedules
 from disentangle.methods import base
+from disentangle.train import mesh as mesh_lib
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -63,11 +64,24 @@ RULES = {
 class CascadeVAE(base.VAEMethod):
   name = "cascadevae"
 
-  def __init__(self, config, image_shape, *, assign_fn=None):
+  def __init__(self, config, image_shape):
     self.num_discrete = config.cascade.num_discrete
     super().__init__(config, image_shape)
-    c = config.cascade
-    self._assign = assign_fn or (lambda u: assignment.assign(u, c.penalty, solver=c.solver))
+
+  def _assign(self, u):
+    """The exact assignment of ``u`` [B, S]: over the global batch, or per shard of the mesh.
+
+    ``assignment_scope='global'`` (default) solves one problem over the whole global batch: the
+    paper's semantics when the global batch is the paper's 64 (the host callback receives the
+    gathered unaries). ``'local'`` solves each device's shard on its own inside ``shard_map``, so
+    the host calls run in parallel on every host; with one device both are the same.
+    """
+    c = self.config.cascade
+    solve = lambda v: assignment.assign(v, c.penalty, solver=c.solver)
+    if c.assignment_scope == "local" and self.mesh is not None and self.mesh.size > 1:
+      spec = jax.sharding.PartitionSpec(mesh_lib.DATA_AXIS)
+      return jax.shard_map(solve, mesh=self.mesh, in_specs=spec, out_specs=spec)(u)
+    return solve(u)
 
   def betas(self, t):
     c = self.config.cascade

@@ -101,7 +101,7 @@ class Evaluator:
     recon = np.asarray(self._reconstruct(params, jnp.asarray(images[:n])))
     viz.save_image_grid(img_dir / "reconstructions.png",
                         viz.reconstruction_grid(images[:n], recon), nrow=None)
-    kl = np.mean(metrics.kl_per_dim(rep.mean, rep.logvar), 0) if rep.logvar is not None else \
+    kl = metrics.kl_per_dim(rep.mean, rep.logvar) if rep.logvar is not None else \
         np.var(rep.mean, 0)
     order = np.argsort(-kl)
     span = TRAVERSAL_RANGE.get(self.config.dataset.name, 2.0)

@@ -39,9 +39,11 @@ def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:
   if n > len(devices):
     raise ValueError(f"config field 'mesh.num_devices' asks for {n} devices but only "
                      f"{len(devices)} exist")
+  # Auto axes: the compiler propagates shardings (GSPMD), so method code needs no annotations.
+  auto = (jax.sharding.AxisType.Auto,)
   if n == len(devices):
-    return jax.make_mesh((n,), (DATA_AXIS,))
-  return jax.sharding.Mesh(np.asarray(devices[:n]), (DATA_AXIS,))
+    return jax.make_mesh((n,), (DATA_AXIS,), axis_types=auto)
+  return jax.sharding.Mesh(np.asarray(devices[:n]), (DATA_AXIS,), axis_types=auto)
 
 
 def replicated(mesh) -> NamedSharding:

@@ -118,7 +118,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     raise config_lib.ConfigError(f"config field 'batch_size' ({config.batch_size}) must be "
                                  f"divisible by the number of devices ({n_dev})")
   dataset = dataset if dataset is not None else load_training_data(config)
-  method = methods.build(config, dataset.image_shape)
+  method = methods.build(config, dataset.image_shape, mesh=mesh)
   multi = config.num_seeds > 1
   repl = mesh_lib.replicated(mesh)
   data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)

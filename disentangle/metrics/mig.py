@@ -1,0 +1,160 @@
+"""Mutual Information Gap (Chen et al., 2018), two estimators that are not comparable.
+
+MIG = 1/K sum_k (I(z_{j*}; v_k) - I(z_{j'}; v_k)) / H(v_k), where j* and j' are the dimensions
+with the largest and second largest mutual information with factor v_k.
+
+``estimator='histogram'`` (default; disentanglement_lib `evaluation/metrics/mig.py` with the
+study's settings): `num_points` = 10,000 points sampled from the dataset, representation = the
+posterior means; each dimension is discretised with `np.digitize(x, np.histogram(x, 20)[1][:-1])`
+(20 equal bins over that dimension's range in the sample); I(z_j; v_k) is the plug-in discrete
+mutual information of the contingency table (sklearn `mutual_info_score`, nats) and H(v_k) the
+plug-in entropy of the sampled factor.
+
+``estimator='sampled'`` (Chen et al.'s `disentanglement_metrics.py` / `mi_metric.py` for a
+factorised Gaussian posterior): with one sample z_n ~ q(z|x_n) per point,
+  H(z_j)       = E[log N - logsumexp_n log q(z_j|x_n)]       over the N points' mixture,
+  H(z_j | v_k) = sum_v p(v_k = v) H(z_j | v_k = v),  each term the same estimate restricted to the
+                 points with v_k = v (their own mixture and their own samples),
+  I(z_j; v_k)  = H(z_j) - H(z_j | v_k), sorted over j and clamped at 0, normalised by
+                 log(factor size) (their `factor_entropies`, exact for a uniform factor).
+At most `num_samples` = 10,000 samples enter each entropy (their `randperm(...)[:10000]`).
+Departure: Chen et al. use every image of dSprites (N = 737,280, on a GPU); we use `num_points`
+sampled points, so the mixture q(z) is over those points, and p(v_k = v) is the empirical
+frequency (1 / size on their full grid). They exclude shape on dSprites: pass
+`factor_indices` to do the same. Cost: N x samples x m log-densities for H(z_j) plus about
+N^2 / size per factor for the conditionals; 10,000 points and 10,000 samples with m = 10 take
+about 20 s on two CPU cores (the histogram estimator: a few hundredths of a second).
+
+Factors with a single value (zero entropy) are skipped. The discrete code, when given, is one
+more dimension whose mutual information with each factor is the plug-in value from the labels
+(under both estimators: it is already discrete, and deterministic given x).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from disentangle.metrics.information import (discrete_entropy, mixture_neg_log_density,
+                                             plugin_mutual_information, sample_posterior)
+from disentangle.metrics.representation import Representation, encode_factors
+
+
+def histogram_discretize(values: np.ndarray, num_bins: int) -> np.ndarray:
+  """Per-column bin index of `values` [N, m], as disentanglement_lib's histogram discretizer."""
+  out = np.zeros(values.shape, dtype=np.int64)
+  for j in range(values.shape[1]):
+    edges = np.histogram(values[:, j], num_bins)[1][:-1]
+    out[:, j] = np.digitize(values[:, j], edges)
+  return out
+
+
+def mutual_information_matrix_histogram(rep: Representation, factors: np.ndarray,
+                                        num_bins: int) -> np.ndarray:
+  """Plug-in I(z_j; v_k) [dims, K] of the discretised means (+ the discrete code)."""
+  codes = histogram_discretize(rep.mean, num_bins)
+  if rep.discrete is not None:
+    codes = np.concatenate([codes, rep.discrete[:, None]], axis=1)
+  return np.array([[plugin_mutual_information(codes[:, j], factors[:, k])
+                    for k in range(factors.shape[1])] for j in range(codes.shape[1])])
+
+
+def _entropies_of(z: np.ndarray, mean: np.ndarray, logvar: np.ndarray) -> np.ndarray:
+  marginal, _ = mixture_neg_log_density(z, mean, logvar)
+  return marginal.mean(axis=0)
+
+
+def mutual_information_matrix_sampled(rep: Representation, factors: np.ndarray,
+                                      rng: np.random.Generator,
+                                      num_samples: Optional[int]) -> np.ndarray:
+  """Chen et al.'s I(z_j; v_k) = H(z_j) - H(z_j | v_k) [dims, K] (+ the discrete code)."""
+  if rep.logvar is None:
+    raise ValueError("the sampled MIG estimator needs posterior log-variances")
+  n = rep.num_examples
+  z_all = sample_posterior(rep.mean, rep.logvar, rng, None)  # one sample per point
+  def entropy_over(index):
+    chosen = index if num_samples is None or len(index) <= num_samples else (
+        index[rng.permutation(len(index))[:num_samples]])
+    return _entropies_of(z_all[chosen], rep.mean[index], rep.logvar[index])
+  marginal = entropy_over(np.arange(n))
+  mi = np.zeros((rep.num_continuous, factors.shape[1]))
+  for k in range(factors.shape[1]):
+    values, counts = np.unique(factors[:, k], return_counts=True)
+    conditional = np.zeros(rep.num_continuous)
+    for v, c in zip(values, counts):
+      conditional += (c / n) * entropy_over(np.flatnonzero(factors[:, k] == v))
+    mi[:, k] = marginal - conditional
+  if rep.discrete is not None:
+    disc = [plugin_mutual_information(rep.discrete, factors[:, k])
+            for k in range(factors.shape[1])]
+    mi = np.concatenate([mi, np.array(disc)[None]], axis=0)
+  return mi
+
+
+def mig_from_matrix(mi: np.ndarray, entropies: np.ndarray) -> tuple[float, np.ndarray]:
+  """Mean over factors of (top - second) / H(v_k); per-factor gaps. mi is [dims, K]."""
+  top = np.sort(np.maximum(mi, 0.0), axis=0)[::-1]
+  second = top[1] if len(top) > 1 else np.zeros(mi.shape[1])
+  gaps = (top[0] - second) / entropies
+  return float(np.mean(gaps)), gaps
+
+
+def mig(dataset, representation_fn: Callable[[np.ndarray], Any], rng: np.random.Generator, *,
+        num_points: int = 10_000, num_bins: int = 20, estimator: str = "histogram",
+        num_samples: Optional[int] = 10_000, factor_indices: Optional[Sequence[int]] = None,
+        use_discrete: bool = True, encode_batch_size: int = 1000) -> dict:
+  """Mutual Information Gap of `representation_fn` on `dataset` (see module doc).
+
+  Args:
+    dataset: ground-truth data (`disentangle.data.ground_truth` protocol).
+    representation_fn: observations [k, ...] -> `Representation` (or means [k, m]).
+    rng: numpy Generator.
+    num_points: points sampled from the dataset.
+    num_bins: histogram bins per dimension ('histogram').
+    estimator: 'histogram' (disentanglement_lib) or 'sampled' (Chen et al. 2018).
+    num_samples: z samples per entropy estimate ('sampled'; None: all points).
+    factor_indices: factors to score (default: all with more than one value).
+    use_discrete: include the discrete code as one more dimension.
+    encode_batch_size: rows per `representation_fn` call.
+
+  Returns:
+    dict with 'score' (the MIG), 'per_factor' gaps, 'mutual_information' [dims, K'],
+    'factor_entropy', 'factors_used', 'estimator' and the settings.
+  """
+  if estimator not in ("histogram", "sampled"):
+    raise ValueError(f"unknown estimator {estimator!r}")
+  sizes = tuple(int(s) for s in dataset.factor_sizes)
+  factors = np.asarray(dataset.sample_factors(num_points, rng))
+  rep = encode_factors(dataset, representation_fn, factors, rng, encode_batch_size)
+  if not use_discrete:
+    rep = rep._replace(discrete=None)
+  if factor_indices is None:
+    factor_indices = [k for k, s in enumerate(sizes) if s > 1]
+  if estimator == "histogram":
+    entropies = np.array([discrete_entropy(factors[:, k]) for k in factor_indices])
+  else:
+    entropies = np.log(np.array([sizes[k] for k in factor_indices], dtype=np.float64))
+  used = [k for k, h in zip(factor_indices, entropies) if h > 0]
+  entropies = entropies[entropies > 0]
+  chosen = factors[:, used]
+  if estimator == "histogram":
+    mi = mutual_information_matrix_histogram(rep, chosen, num_bins)
+  else:
+    mi = mutual_information_matrix_sampled(rep, chosen, rng, num_samples)
+  score, gaps = mig_from_matrix(mi, entropies) if used else (float("nan"), np.zeros(0))
+  return {
+      "score": score,
+      "per_factor": gaps,
+      "mutual_information": mi,
+      "factor_entropy": entropies,
+      "factors_used": used,
+      "estimator": estimator,
+      "source": ("disentanglement_lib histogram (means)" if estimator == "histogram"
+                 else "Chen et al. 2018 sampled entropies (mean, logvar)"),
+      "num_points": int(num_points),
+      "num_bins": int(num_bins) if estimator == "histogram" else None,
+      "num_samples": num_samples if estimator == "sampled" else None,
+      "discrete_dim": rep.num_continuous if rep.discrete is not None else None,
+      "encode_batch_size": encode_batch_size,
+      "units": "nats",
+  }

@@ -1,0 +1,162 @@
+"""The representation a metric reads from an encoder, and batched encoding on the host.
+
+A representation function maps a batch of observations to a `Representation`: the posterior
+mean of the continuous code (what disentanglement_lib calls the representation), optionally its
+log-variance (needed for KL pruning, CascadeVAE supplement C, and for the sampled estimators of
+Chen et al. 2018) and optionally one discrete code per example (CascadeVAE's d = z_{m+1},
+JointVAE's argmax c). A plain array is read as the mean alone; a mapping with keys
+``mean``/``logvar``/``discrete`` is accepted too.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, NamedTuple, Optional
+
+import numpy as np
+
+
+class Representation(NamedTuple):
+  """Encoder output for n examples.
+
+  Attributes:
+    mean: float [n, m], posterior means of the m continuous dimensions.
+    logvar: optional float [n, m], posterior log-variances log sigma^2.
+    discrete: optional int [n], one discrete code per example (class index).
+  """
+  mean: np.ndarray
+  logvar: Optional[np.ndarray] = None
+  discrete: Optional[np.ndarray] = None
+
+  @property
+  def num_examples(self) -> int:
+    return int(self.mean.shape[0])
+
+  @property
+  def num_continuous(self) -> int:
+    return int(self.mean.shape[1])
+
+  def take(self, index) -> "Representation":
+    """Rows `index` of every field (fancy indexing or a slice)."""
+    return Representation(
+        mean=self.mean[index],
+        logvar=None if self.logvar is None else self.logvar[index],
+        discrete=None if self.discrete is None else self.discrete[index])
+
+
+def as_representation(value: Any) -> Representation:
+  """Reads an encoder output (Representation, mapping, tuple or array) as numpy arrays.
+
+  The mean becomes float64 [n, m] (a 1-D array is one dimension), the log-variance float64,
+  the discrete code int64 [n] (an [n, 1] column is flattened).
+  """
+  if isinstance(value, Representation):
+    mean, logvar, discrete = value
+  elif isinstance(value, Mapping):
+    mean, logvar, discrete = value["mean"], value.get("logvar"), value.get("discrete")
+  elif isinstance(value, tuple):
+    mean, logvar, discrete = (tuple(value) + (None, None))[:3]
+  else:
+    mean, logvar, discrete = value, None, None
+  mean = np.asarray(mean, dtype=np.float64)
+  if mean.ndim == 1:
+    mean = mean[:, None]
+  if mean.ndim != 2:
+    raise ValueError(f"representation mean must be [n, m], got shape {mean.shape}")
+  if logvar is not None:
+    logvar = np.asarray(logvar, dtype=np.float64).reshape(mean.shape)
+  if discrete is not None:
+    discrete = np.asarray(discrete)
+    if discrete.ndim == 2 and discrete.shape[1] == 1:
+      discrete = discrete[:, 0]
+    if discrete.shape != (mean.shape[0],):
+      raise ValueError(f"discrete code must be [n], got shape {discrete.shape}")
+    if not np.issubdtype(discrete.dtype, np.integer):
+      raise ValueError(f"discrete code must be integer class indices, got {discrete.dtype}")
+    discrete = discrete.astype(np.int64)
+  return Representation(mean, logvar, discrete)
+
+
+def concatenate(parts: list[Representation]) -> Representation:
+  """Concatenates representations along the example axis."""
+  if not parts:
+    raise ValueError("nothing to concatenate")
+  def cat(field):
+    values = [getattr(p, field) for p in parts]
+    if any(v is None for v in values):
+      if not all(v is None for v in values):
+        raise ValueError(f"field {field!r} present in some batches only")
+      return None
+    return np.concatenate(values, axis=0)
+  return Representation(cat("mean"), cat("logvar"), cat("discrete"))
+
+
+def encode_in_batches(representation_fn: Callable[[np.ndarray], Any], images: np.ndarray,
+                      batch_size: int, *, pad_last: bool = True) -> Representation:
+  """Applies `representation_fn` to `images` in batches and concatenates the results.
+
+  Args:
+    representation_fn: maps observations [k, ...] to a `Representation` (or array) of k rows.
+    images: observations [n, ...].
+    batch_size: examples per call.
+    pad_last: repeat the last example so that every call sees exactly `batch_size` rows (a jitted
+      encoder then compiles once, whatever n is); the padded rows are dropped from the result.
+
+  Returns:
+    The `Representation` of all n examples, numpy arrays (mean float64).
+  """
+  images = np.asarray(images)
+  n = len(images)
+  if n == 0:
+    raise ValueError("no images to encode")
+  parts = []
+  for start in range(0, n, batch_size):
+    batch = images[start:start + batch_size]
+    k = len(batch)
+    if pad_last and k < batch_size:
+      filler = np.repeat(batch[-1:], batch_size - k, axis=0)
+      batch = np.concatenate([batch, filler], axis=0)
+    out = as_representation(representation_fn(batch))
+    if out.num_examples < k:
+      raise ValueError(f"representation_fn returned {out.num_examples} rows for {k} inputs")
+    parts.append(out.take(slice(0, k)))
+  return concatenate(parts)
+
+
+def encode_factors(dataset, representation_fn: Callable[[np.ndarray], Any], factors: np.ndarray,
+                   rng: np.random.Generator, batch_size: int) -> Representation:
+  """Encodes the observations of the given factor rows, fetching `batch_size` at a time.
+
+  Only one batch of observations is held in memory, so the whole of dSprites (737,280 images)
+  can be encoded. The last batch is padded to `batch_size` (see `encode_in_batches`).
+  """
+  factors = np.asarray(factors)
+  parts = []
+  for start in range(0, len(factors), batch_size):
+    chunk = factors[start:start + batch_size]
+    observations = dataset.sample_observations_from_factors(chunk, rng)
+    parts.append(encode_in_batches(representation_fn, observations, batch_size))
+  return concatenate(parts)
+
+
+def dataset_size(dataset) -> Optional[int]:
+  """Number of stored examples: `num_examples`, else `len(dataset)`, else None."""
+  n = getattr(dataset, "num_examples", None)
+  if n is None and hasattr(dataset, "__len__"):
+    n = len(dataset)
+  return None if n is None else int(n)
+
+
+def enumerate_factors(dataset) -> Optional[np.ndarray]:
+  """Factor rows of every stored example, or None when the dataset cannot be enumerated.
+
+  Uses the dataset's `factors` array [N, K] when it has one (e.g. `InMemoryGroundTruth`);
+  otherwise, when the dataset is a complete grid (prod(factor_sizes) == number of examples, as
+  dSprites), every combination in C order (last factor fastest).
+  """
+  factors = getattr(dataset, "factors", None)
+  if factors is not None:
+    return np.asarray(factors, dtype=np.int64)
+  sizes = tuple(int(s) for s in dataset.factor_sizes)
+  n = dataset_size(dataset)
+  if n is not None and int(np.prod(sizes)) == n:
+    return np.indices(sizes).reshape(len(sizes), -1).T.astype(np.int64)
+  return None
