@@ -1,0 +1,105 @@
+"""Datasets: loaders of the canonical files, the dSprites renderer, synthetic stand-ins.
+
+``load_dataset(name, data_dir=...)`` is the one entry point used by experiments; it returns an
+object with ``num_examples``, ``image_shape``, ``get_images(indices)`` (float32 NHWC in [0, 1])
+and ``labels`` (int64 array or None). dSprites also implements the ground-truth protocol
+(``ground_truth.GroundTruthData``) used by the metrics.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+
+from disentangle.data import synthetic
+from disentangle.data.arrays import ArrayImages, ImageDataset, to_float_images
+from disentangle.data.celeba import CelebAImages, load_celeba, read_attributes
+from disentangle.data.chairs import load_chairs
+from disentangle.data.dsprites import (DSprites, FACTOR_NAMES as DSPRITES_FACTOR_NAMES,
+                                       FACTOR_SIZES as DSPRITES_FACTOR_SIZES,
+                                       ProceduralDataWarning, factors_to_index, index_to_factors)
+from disentangle.data.dsprites_render import render, render_latents
+from disentangle.data.files import (FILES, ChecksumError, DataFile, DataFileError,
+                                    MissingDataError, fetch, resolve_data_dir,
+                                    resolve_synthetic_dir)
+from disentangle.data.ground_truth import GroundTruthData, InMemoryGroundTruth
+from disentangle.data.image_folder import FolderImages
+from disentangle.data.mnist import load_fashion_mnist, load_mnist, read_idx, write_idx
+from disentangle.data.synthetic import ensure_synthetic
+
+_LOG = logging.getLogger(__name__)
+
+DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba")
+
+__all__ = [
+    "ArrayImages", "CelebAImages", "ChecksumError", "DATASETS", "DSPRITES_FACTOR_NAMES",
+    "DSPRITES_FACTOR_SIZES", "DSprites", "DataFile", "DataFileError", "FILES", "FolderImages",
+    "GroundTruthData", "ImageDataset", "InMemoryGroundTruth", "MissingDataError",
+    "ProceduralDataWarning", "ensure_synthetic", "factors_to_index", "fetch", "index_to_factors",
+    "load_celeba", "load_chairs", "load_dataset", "load_fashion_mnist", "load_mnist",
+    "read_attributes", "read_idx", "render", "render_latents", "resolve_data_dir",
+    "resolve_synthetic_dir",
+    "to_float_images", "write_idx",
+]
+
+
+# load_dataset's CelebA splits -> load_celeba's: the papers train on all 202599 images.
+_CELEBA_SPLITS = {"train": "all", "all": "all", "official_train": "train",
+                  "official_valid": "valid", "official_test": "test"}
+
+
+def _load(name, data_dir, split, source, allow_download, verify):
+  if name in ("mnist", "fashion_mnist"):
+    loader = load_mnist if name == "mnist" else load_fashion_mnist
+    return loader(data_dir, split, allow_download=allow_download, verify=verify)
+  if name == "celeba":
+    if split not in _CELEBA_SPLITS:
+      raise ValueError(f"celeba split must be one of {sorted(_CELEBA_SPLITS)}, got {split!r}")
+    return load_celeba(data_dir, _CELEBA_SPLITS[split])
+  if split not in ("train", "all"):
+    raise ValueError(f"{name} has no {split!r} split: use 'train' (= all images)")
+  if name == "chairs":
+    return load_chairs(data_dir)
+  if verify:
+    return DSprites(data_dir, source=source, allow_download=allow_download)
+  return DSprites(path=pathlib.Path(data_dir) / synthetic.DSPRITES_SUBSET)
+
+
+def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = "train",
+                 source: str = "auto", synthetic_if_missing: bool = False,
+                 allow_download: bool = True, synthetic_dir: str | os.PathLike | None = None):
+  """Loads dataset ``name`` from the data folder.
+
+  Args:
+    name: one of ``DATASETS``: 'dsprites', 'mnist', 'fashion_mnist', 'chairs', 'celeba'.
+    data_dir: the configured data folder (``$DISENTANGLE_DATA_DIR`` overrides it).
+    split: MNIST / Fashion-MNIST: 'train' (60000) or 'test' (10000). dSprites, Chairs and
+      CelebA: 'train' (= all images, as the papers train on). CelebA also takes
+      'official_train' / 'official_valid' / 'official_test' (needs list_eval_partition.txt).
+    source: dSprites: 'auto' (official file, else the procedural renderer with a warning),
+      'file' or 'render'. Other datasets: 'auto' or 'file' (both read the files).
+    synthetic_if_missing: when the real files are missing, load small synthetic stand-ins
+      (``synthetic.ensure_synthetic``; logged loudly). For dSprites this applies only with
+      ``source='file'`` (with 'auto' the renderer already stands in for the missing file).
+    allow_download: download missing canonical files (MNIST, Fashion-MNIST, dSprites).
+    synthetic_dir: where stand-ins are written (``resolve_synthetic_dir``; never the data folder).
+
+  Returns:
+    An object with ``num_examples``, ``image_shape``, ``get_images(indices)`` and ``labels``.
+  """
+  if name not in DATASETS:
+    raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
+  if source not in ("auto", "file", "render"):
+    raise ValueError(f"source must be 'auto', 'file' or 'render', got {source!r}")
+  if source == "render" and name != "dsprites":
+    raise ValueError(f"source='render' only exists for dsprites, not {name}")
+  root = resolve_data_dir(data_dir)
+  try:
+    return _load(name, root, split, source, allow_download, verify=True)
+  except MissingDataError as e:
+    if not synthetic_if_missing:
+      raise
+    folder = ensure_synthetic(name, resolve_synthetic_dir(synthetic_dir))
+    _LOG.warning("%s is missing (%s); loading the SYNTHETIC stand-in from %s instead", name,
+                 str(e).splitlines()[0], folder)
+    return _load(name, folder, split, source, allow_download, verify=False)

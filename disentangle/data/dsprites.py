@@ -1,0 +1,315 @@
+"""dSprites (Matthey et al. 2017): 737280 64x64 binary images of 2D shapes on a full factor grid.
+
+Factors (``latents_classes`` columns 1..5 of the official file; column 0, color, has one value):
+
+=========== ====== ===========================================================================
+factor      values latent value of class k
+=========== ====== ===========================================================================
+shape       3      k + 1 (1 square, 2 ellipse, 3 heart)
+scale       6      ``linspace(0.5, 1, 6)``
+orientation 40     ``linspace(0, 2 pi, 40)``: both ends included, step 2 pi / 39, so classes 0
+                   and 39 draw the same image; confirmed on the 12 real latents, which hold the
+                   values 0 and 6.2831853 = 2 pi and are all multiples of 2 pi / 39.
+pos_x       32     ``linspace(0, 1, 32)``
+pos_y       32     ``linspace(0, 1, 32)``
+=========== ====== ===========================================================================
+
+Index ``i`` of the official file has the mixed-radix digits (shape, scale, orientation, pos_x,
+pos_y), pos_y fastest, as in disentanglement_lib's ``factor_bases``.
+
+``DSprites`` is backed by the official npz when it is in the data folder (md5 checked; images
+decompressed once into a bit-packed ``.npy`` in ``files.resolve_cache_dir()``, memory-mapped
+afterwards), or by the
+procedural renderer of ``dsprites_render`` (``source='render'``, or ``'auto'`` when the file is
+missing), which warns that scores are then not comparable with published numbers.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+import warnings
+import zipfile
+
+import numpy as np
+
+from disentangle.data import dsprites_render
+from disentangle.data import files
+
+_LOG = logging.getLogger(__name__)
+
+FACTOR_NAMES = ("shape", "scale", "orientation", "pos_x", "pos_y")
+FACTOR_SIZES = (3, 6, 40, 32, 32)
+NUM_EXAMPLES = int(np.prod(FACTOR_SIZES))  # 737280
+IMAGE_SHAPE = (64, 64, 1)
+FACTOR_VALUES = (np.array([1.0, 2.0, 3.0]), np.linspace(0.5, 1.0, 6),
+                 np.linspace(0.0, 2.0 * np.pi, 40), np.linspace(0.0, 1.0, 32),
+                 np.linspace(0.0, 1.0, 32))
+_BASES = np.array([int(np.prod(FACTOR_SIZES[k + 1:])) for k in range(5)], np.int64)
+
+
+class ProceduralDataWarning(UserWarning):
+  """Images are procedurally rendered, not read from the official dataset file."""
+
+
+def factors_to_index(factors) -> np.ndarray:
+  """Factor classes [..., 5] -> index in the official file (pos_y fastest)."""
+  factors = np.asarray(factors, np.int64)
+  if factors.shape[-1] != 5 or np.any(factors < 0) or np.any(factors >= FACTOR_SIZES):
+    raise ValueError(f"factors must be [..., 5] classes within {FACTOR_SIZES}")
+  return factors @ _BASES
+
+
+def index_to_factors(indices) -> np.ndarray:
+  """Index in the official file -> factor classes [..., 5]."""
+  indices = np.asarray(indices, np.int64)
+  if np.any(indices < 0) or np.any(indices >= NUM_EXAMPLES):
+    raise IndexError(f"dSprites indices must lie in [0, {NUM_EXAMPLES})")
+  return (indices[..., None] // _BASES) % np.asarray(FACTOR_SIZES)
+
+
+def factors_to_latents(factors) -> tuple[np.ndarray, np.ndarray]:
+  """Factor classes [n, 5] -> official (``latents_classes``, ``latents_values``), both [n, 6]."""
+  factors = np.asarray(factors, np.int64)
+  classes = np.concatenate([np.zeros_like(factors[:, :1]), factors], axis=1)
+  values = np.stack([np.ones(len(factors))] +
+                    [FACTOR_VALUES[k][factors[:, k]] for k in range(5)], axis=1)
+  return classes, values
+
+
+def latents_values_to_factors(values) -> np.ndarray:
+  """Official ``latents_values`` [n, 6] -> factor classes [n, 5] (nearest grid value)."""
+  values = np.asarray(values, np.float64)
+  return np.stack([np.abs(values[:, k + 1, None] - FACTOR_VALUES[k][None]).argmin(1)
+                   for k in range(5)], axis=1)
+
+
+def render_factors(factors) -> np.ndarray:
+  """Factor classes [n, 5] -> rendered uint8 images [n, 64, 64] in {0, 1}."""
+  return dsprites_render.render_latents(factors_to_latents(factors)[1])
+
+
+def _read_exact(f, n: int) -> bytes:
+  parts, got = [], 0
+  while got < n:
+    part = f.read(n - got)
+    if not part:
+      raise EOFError(f"expected {n} bytes, got {got}")
+    parts.append(part)
+    got += len(part)
+  return b"".join(parts)
+
+
+def read_packed_images(npz_path: str | os.PathLike, chunk: int = 4096) -> np.ndarray:
+  """Streams ``imgs`` ([N, 64, 64] uint8 in {0, 1}) out of an npz into ``packbits`` form [N, 64, 8].
+
+  Peak memory stays at the packed size (377 MB for the full file), not the 3 GB of ``imgs``.
+  """
+  npz_path = pathlib.Path(npz_path)
+  try:
+    with zipfile.ZipFile(npz_path) as zf, zf.open("imgs.npy") as f:
+      version = np.lib.format.read_magic(f)
+      read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                     else np.lib.format.read_array_header_2_0)
+      shape, fortran, dtype = read_header(f)
+      if fortran or dtype != np.uint8 or len(shape) != 3 or shape[1:] != (64, 64):
+        raise files.DataFileError(f"{npz_path}: 'imgs' must be C-ordered uint8 [N, 64, 64], got "
+                                  f"{dtype} {shape} fortran={fortran}")
+      out = np.empty((shape[0], 64, 8), np.uint8)
+      for start in range(0, shape[0], chunk):
+        n = min(chunk, shape[0] - start)
+        block = np.frombuffer(_read_exact(f, n * 4096), np.uint8).reshape(n, 64, 64)
+        if block.max(initial=0) > 1:
+          raise files.DataFileError(f"{npz_path}: 'imgs' must hold 0/1 values")
+        out[start:start + n] = np.packbits(block, axis=-1)
+  except (KeyError, zipfile.BadZipFile, EOFError, ValueError) as e:
+    raise files.DataFileError(f"{npz_path}: not a readable dSprites npz ({e})") from e
+  return out
+
+
+def _cached_packed(npz_path: pathlib.Path) -> np.ndarray:
+  """Packed images of the (md5-verified) official file, via a memory-mapped .npy cache.
+
+  The cache lives in ``files.resolve_cache_dir()``; its name carries the file's md5, so it can
+  only hold the official images. Without a writable cache folder the images stay in memory.
+  """
+  cache = files.resolve_cache_dir() / "dsprites_imgs_packbits_md5_7da33b31.npy"
+  if cache.is_file():
+    try:
+      packed = np.load(cache, mmap_mode="r")
+      if packed.shape == (NUM_EXAMPLES, 64, 8) and packed.dtype == np.uint8:
+        return packed
+    except (OSError, ValueError) as e:
+      _LOG.warning("ignoring unreadable cache %s (%s)", cache, e)
+  _LOG.info("decompressing dSprites images from %s (once; cached in %s)", npz_path, cache)
+  packed = read_packed_images(npz_path)
+  tmp = cache.with_suffix(f".tmp{os.getpid()}.npy")
+  try:
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.save(tmp, packed)
+    os.replace(tmp, cache)
+    return np.load(cache, mmap_mode="r")
+  except OSError as e:
+    _LOG.info("could not write the cache %s (%s); keeping the images in memory", cache, e)
+    tmp.unlink(missing_ok=True)
+    return packed
+
+
+class DSprites:
+  """dSprites as a ground-truth dataset (``GroundTruthData``) and a training set.
+
+  Args:
+    data_dir: the data folder (holding ``dsprites/<official npz>``); may be None for 'render'.
+    source: 'file' (official npz, error if missing), 'render' (procedural renderer), or 'auto'
+      (the file when present or downloadable, else the renderer with a warning).
+    allow_download: download the official file when missing (see ``files.fetch``).
+    path: an npz in the official format (``imgs``, ``latents_classes``) to read instead of the
+      canonical file, without checksum, e.g. a synthetic subset; its rows need not cover the grid.
+  """
+
+  def __init__(self, data_dir: str | os.PathLike | None = None, *, source: str = "auto",
+               allow_download: bool = True, path: str | os.PathLike | None = None):
+    if source not in ("auto", "file", "render"):
+      raise ValueError(f"source must be 'auto', 'file' or 'render', got {source!r}")
+    self._packed = None
+    self._canonical = False
+    self._classes = None  # factor classes [N, 5] of the file's rows (None: the full grid)
+    self.path = None
+    if path is not None:
+      if source == "render":
+        raise ValueError("path= reads a file; it cannot be combined with source='render'")
+      self.path = pathlib.Path(path)
+    elif source != "render":
+      if data_dir is None:
+        raise ValueError("data_dir is required unless source='render'")
+      try:
+        self.path = files.fetch(files.DSPRITES_FILE, data_dir, allow_download)
+        self._canonical = True
+      except files.MissingDataError as e:
+        if source == "file":
+          raise
+        _LOG.warning("official dSprites file unavailable: %s", str(e).splitlines()[0])
+    self.source = "render" if self.path is None else "file"
+    if self.source == "render":
+      msg = ("dSprites images are procedurally rendered (disentangle.data.dsprites_render), not "
+             "read from the official dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz: metric scores "
+             "are NOT comparable with published numbers.")
+      warnings.warn(msg, ProceduralDataWarning, stacklevel=2)
+      _LOG.warning(msg)
+    else:
+      self._load_classes()
+
+  def _load_classes(self) -> None:
+    try:
+      npz = np.load(self.path, allow_pickle=False)
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+      raise files.DataFileError(f"{self.path}: not a readable dSprites npz ({e})") from e
+    with npz:
+      if "latents_classes" in npz.files:
+        classes = np.asarray(npz["latents_classes"], np.int64)
+        if classes.ndim != 2 or classes.shape[1] != 6:
+          raise files.DataFileError(f"{self.path}: latents_classes must be [N, 6], got "
+                                    f"{classes.shape}")
+        factors = classes[:, 1:]
+      elif "latents_values" in npz.files:
+        factors = latents_values_to_factors(npz["latents_values"])
+      else:
+        raise files.DataFileError(f"{self.path}: needs 'latents_classes' or 'latents_values'")
+    codes = factors_to_index(factors)
+    if len(codes) == NUM_EXAMPLES and np.array_equal(codes, np.arange(NUM_EXAMPLES)):
+      self._num = NUM_EXAMPLES  # the official ordering: index == code
+      return
+    if self._canonical:
+      raise files.DataFileError(f"{self.path}: rows are not in the official factor order")
+    self._num = len(codes)
+    self._classes = factors
+    self._order = np.argsort(codes, kind="stable")
+    self._sorted_codes = codes[self._order]
+
+  def _images_packed(self) -> np.ndarray:
+    """Bit-packed images [N, 64, 8] (the canonical file's are cached, see ``_cached_packed``)."""
+    if self._packed is None:
+      self._packed = _cached_packed(self.path) if self._canonical else read_packed_images(self.path)
+      if len(self._packed) != self._num:
+        raise files.DataFileError(f"{self.path}: {len(self._packed)} images but {self._num} "
+                                  f"latents")
+    return self._packed
+
+  # --- training-set interface -------------------------------------------------------------------
+  @property
+  def num_examples(self) -> int:
+    return NUM_EXAMPLES if self.source == "render" else self._num
+
+  @property
+  def image_shape(self) -> tuple[int, int, int]:
+    return IMAGE_SHAPE
+
+  @property
+  def labels(self) -> None:
+    return None
+
+  def __len__(self) -> int:
+    return self.num_examples
+
+  def _check(self, indices) -> np.ndarray:
+    indices = np.asarray(indices, np.int64)
+    if np.any(indices < 0) or np.any(indices >= self.num_examples):
+      raise IndexError(f"indices must lie in [0, {self.num_examples})")
+    return indices
+
+  def get_images(self, indices) -> np.ndarray:
+    """float32 [n, 64, 64, 1] in {0, 1} for rows ``indices`` (official order for the full grid)."""
+    indices = self._check(indices)
+    if self.source == "render":
+      imgs = dsprites_render.render_latents(factors_to_latents(index_to_factors(indices))[1])
+    else:
+      imgs = np.unpackbits(self._images_packed()[indices], axis=-1)
+    return imgs.astype(np.float32)[..., None]
+
+  def factors(self, indices) -> np.ndarray:
+    """Factor classes [n, 5] of rows ``indices``."""
+    indices = self._check(indices)
+    return index_to_factors(indices) if self._classes is None else self._classes[indices]
+
+  def latents_classes(self, indices) -> np.ndarray:
+    """Official ``latents_classes`` [n, 6] (color class 0 first) of rows ``indices``."""
+    return factors_to_latents(self.factors(indices))[0]
+
+  def latents_values(self, indices) -> np.ndarray:
+    """Official ``latents_values`` [n, 6] of rows ``indices``."""
+    return factors_to_latents(self.factors(indices))[1]
+
+  # --- ground-truth interface (disentangle.data.ground_truth.GroundTruthData) ------------------
+  @property
+  def factor_sizes(self) -> tuple[int, ...]:
+    return FACTOR_SIZES
+
+  @property
+  def factor_names(self) -> tuple[str, ...]:
+    return FACTOR_NAMES
+
+  def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
+    """Factor classes [num, 5], uniform over the stored rows (full grid: independent factors)."""
+    if self._classes is None:
+      return np.stack([rng.integers(0, s, size=num) for s in FACTOR_SIZES], axis=1)
+    return self._classes[rng.integers(0, len(self._classes), size=num)]
+
+  def indices_of_factors(self, factors, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Row indices showing ``factors`` [n, 5] (random among duplicates); KeyError if absent."""
+    codes = factors_to_index(factors)
+    if self._classes is None:
+      return codes
+    lo = np.searchsorted(self._sorted_codes, codes, side="left")
+    hi = np.searchsorted(self._sorted_codes, codes, side="right")
+    if np.any(hi == lo):
+      raise KeyError(f"no stored dSprites image has factors "
+                     f"{np.asarray(factors)[hi == lo][0].tolist()} ({self.path})")
+    offset = 0 if rng is None else np.floor(rng.random(len(codes)) * (hi - lo)).astype(np.int64)
+    return self._order[lo + offset]
+
+  def sample_observations_from_factors(self, factors, rng: np.random.Generator) -> np.ndarray:
+    """float32 images [n, 64, 64, 1] showing ``factors`` [n, 5]."""
+    factors = np.asarray(factors, np.int64)
+    if self.source == "render":
+      return render_factors(factors).astype(np.float32)[..., None]
+    return self.get_images(self.indices_of_factors(factors, rng))
