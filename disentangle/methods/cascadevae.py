@@ -115,7 +115,7 @@ class CascadeVAE(base.VAEMethod):
     x = batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)  # eps sampled once, reused for the update
-    active = t > self.config.cascade.discrete_start
+    active = jnp.asarray(t) > self.config.cascade.discrete_start
     d = self.discrete_codes(vae_params, z, x, active)
     log_px = losses.bernoulli_log_likelihood(
         self.decode_logits(vae_params, self.decoder_input(z, d)), x)
@@ -124,8 +124,7 @@ class CascadeVAE(base.VAEMethod):
     betas = self.betas(t)
     loss = rec + jnp.sum(betas * kl) + self.regularizer(vae_params)
     counts = jnp.sum(jax.nn.one_hot(d, self.num_discrete), axis=0)
-    metrics = dict(loss=loss, reconstruction=rec, num_relieved=jnp.sum(betas < self.config.cascade.beta_high)
-                   if self.config.cascade.cascade else jnp.asarray(0),
+    metrics = dict(loss=loss, reconstruction=rec, betas=betas,
                    discrete_active=active.astype(jnp.float32),
                    discrete_fraction=counts / x.shape[0], **base.kl_metrics(kl))
     return loss, (metrics, d)
