@@ -20,6 +20,8 @@ def initialize_distributed(cfg) -> None:
   """``jax.distributed.initialize`` from ``config.distributed`` (no-op unless ``initialize``)."""
   if not cfg.initialize:
     return
+  # CPU processes need a collectives backend (GPU/TPU bring their own).
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
   kwargs = {}
   if cfg.coordinator_address:
     kwargs["coordinator_address"] = cfg.coordinator_address

@@ -147,7 +147,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
              for i in range(config.num_seeds)]
   source = input_pipeline.MultiSeedSource(sources) if multi else sources[0]
   evaluators = []
-  if evaluator_factory is not None:
+  if evaluator_factory is not None and is_main:  # evaluation runs on process 0, on a host copy
     evaluators = [evaluator_factory(method, d, i) for i, d in enumerate(dirs)]
 
   bar = _progress(config, start, is_main)
@@ -177,8 +177,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       if bar is not None:
         bar.set_postfix(loss=f"{float(losses.mean()):.2f}")
     if evaluators and (done % config.eval_every == 0 or is_last):
+      params = _local_copy(state.params)
       for i, ev in enumerate(evaluators):
-        params_i = jax.tree_util.tree_map(lambda a: a[i], state.params) if multi else state.params
+        params_i = jax.tree_util.tree_map(lambda a: a[i], params) if multi else params
         result = ev.run(params_i, done)
         metric_writers[i].write(done, result)
     for hook in hooks or ():
@@ -194,6 +195,11 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     w.close()
   ckpt.close()
   return state
+
+
+def _local_copy(tree):
+  """Host numpy copy of replicated arrays (works when they span several processes)."""
+  return jax.tree_util.tree_map(lambda a: np.asarray(a.addressable_data(0)), tree)
 
 
 def _first(x):
