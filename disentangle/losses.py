@@ -53,3 +53,93 @@ def l2_kernel_penalty(params, coeff: float) -> jax.Array:
     if getattr(path[-1], "key", None) == "kernel":
       total = total + jnp.sum(jnp.square(leaf))
   return 0.5 * coeff * total
+
+
+# ---------------------------------------------------------------------------------------------
+# JointVAE (Dupont 2018): relaxed categorical codes and capacities.
+
+
+def gumbel_softmax_sample(rng: jax.Array, logits: jax.Array, temperature: float) -> jax.Array:
+  """A relaxed one-hot sample softmax((log pi + g) / tau), g ~ Gumbel(0, 1), over the last axis.
+
+  The Gumbel-softmax / concrete reparameterisation (Jang et al. 2016; Maddison et al. 2016) that
+  JointVAE uses for q(c | x) = Cat(pi), pi = softmax(logits) (Dupont 2018, Sec. 3; temperature
+  0.67 in their code). As tau -> 0 the sample tends to the one-hot of argmax(log pi + g), which
+  is an exact draw from Cat(pi) (the Gumbel-max trick). Dupont's code writes log(pi + 1e-12)
+  and g = -log(-log(u + 1e-12) + 1e-12); here log_softmax and ``jax.random.gumbel`` (the same
+  distribution without the epsilons).
+  """
+  g = jax.random.gumbel(rng, logits.shape, logits.dtype)
+  return jax.nn.softmax((jax.nn.log_softmax(logits, axis=-1) + g) / temperature, axis=-1)
+
+
+def categorical_kl_uniform(logits: jax.Array) -> jax.Array:
+  """KL(Cat(softmax(logits)) || Uniform(K)) = log K + sum_k pi_k log pi_k over the last axis.
+
+  JointVAE's analytic discrete KL against the uniform prior (Dupont 2018, Sec. 3; their
+  ``_kl_discrete_loss``, which adds 1e-12 inside the log; here log_softmax, exact at pi_k -> 0).
+  In [0, log K]. Shape: ``logits.shape[:-1]``.
+  """
+  log_p = jax.nn.log_softmax(logits, axis=-1)
+  return jnp.log(float(logits.shape[-1])) + jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+
+
+def capacity_penalty(kl: jax.Array, capacity, gamma: float) -> jax.Array:
+  """gamma * |C - KL|: the controlled-capacity term (Burgess et al. 2018; JointVAE, Sec. 3)."""
+  return gamma * jnp.abs(capacity - kl)
+
+
+# ---------------------------------------------------------------------------------------------
+# beta-TCVAE (Chen et al. 2018): minibatch estimators of log q(z) and log prod_j q(z_j).
+
+
+def stratified_log_weights(batch_size: int, dataset_size: int) -> jax.Array:
+  """log W [B, B] of minibatch-stratified sampling (MSS; Chen et al. 2018, appendix).
+
+  Row i weighs the posteriors q(z_i | x_k) of the batch to estimate q(z_i) = 1/N sum_n q(z_i|x_n)
+  with M = B - 1 other samples: W[i, i] = 1/N (the sample's own posterior, exactly),
+  W[i, (i + 1) mod B] = (N - M) / (N M) (the stratum holding the rest of the data set) and 1/M
+  for the other B - 2 columns; every row sums to 1. The authors' ``_log_importance_weight_matrix``
+  means the same weights but writes them with a stride of B instead of B + 1, so its 1/N lands in
+  column 0 of every row rather than on the diagonal (rtqichen/beta-tcvae pull request #1); this
+  is the intended matrix.
+  """
+  if batch_size < 2:
+    raise ValueError(f"minibatch-stratified sampling needs a batch of >= 2, got {batch_size}")
+  n, m = float(dataset_size), float(batch_size - 1)
+  eye = jnp.eye(batch_size, dtype=bool)
+  nxt = jnp.roll(eye, 1, axis=1)  # (i, i + 1 mod B)
+  w = jnp.where(eye, 1.0 / n, jnp.where(nxt, (n - m) / (n * m), 1.0 / m))
+  return jnp.log(w)
+
+
+def minibatch_log_densities(z: jax.Array, mean: jax.Array, logvar: jax.Array, *,
+                            dataset_size: int, stratified: bool = False):
+  """Per-sample log q(z_i | x_i), log q(z_i) and log prod_j q(z_ij) from one minibatch.
+
+  The estimators of Chen et al. (2018) for the terms of the ELBO TC-decomposition
+  E KL(q(z|x) || p(z)) = I(x; z) + KL(q(z) || prod_j q(z_j)) + sum_j KL(q(z_j) || p(z_j))
+  (CascadeVAE Eq. 3). With B samples z_i ~ q(z | x_i) of a batch from N data points and the
+  posterior matrix L[i, k, j] = log q(z_ij | x_k):
+
+  - MWS (minibatch-weighted sampling, ``stratified=False``, the authors' default):
+    log q(z_i) ~ logsumexp_k sum_j L[i, k, j] - log(N B),
+    log prod_j q(z_ij) ~ sum_j (logsumexp_k L[i, k, j] - log(N B)).
+  - MSS (minibatch-stratified sampling): the same logsumexps with the weights
+    :func:`stratified_log_weights` added inside instead of - log(N B).
+
+  MWS is biased (the own-sample term gets weight 1/(N B), not 1/N), so its TC value carries a
+  constant offset; gradients do not see constants. Returns three arrays of shape [B].
+  """
+  b = z.shape[0]
+  mat = gaussian_log_density(z[:, None, :], mean[None], logvar[None])  # [B, B, m]
+  log_qz_x = jnp.sum(gaussian_log_density(z, mean, logvar), axis=-1)
+  if stratified:
+    log_w = stratified_log_weights(b, dataset_size)
+    log_qz = jax.nn.logsumexp(log_w + jnp.sum(mat, axis=-1), axis=1)
+    log_prod_qzj = jnp.sum(jax.nn.logsumexp(log_w[:, :, None] + mat, axis=1), axis=-1)
+  else:
+    log_nb = jnp.log(float(dataset_size) * b)
+    log_qz = jax.nn.logsumexp(jnp.sum(mat, axis=-1), axis=1) - log_nb
+    log_prod_qzj = jnp.sum(jax.nn.logsumexp(mat, axis=1) - log_nb, axis=-1)
+  return log_qz_x, log_qz, log_prod_qzj

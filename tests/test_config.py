@@ -65,7 +65,12 @@ def test_variant_overrides_and_unknown_variant():
 
 @pytest.mark.parametrize("name", ["dsprites_betavae", "dsprites_cascade", "mnist_cascade",
                                   "fashion_mnist_cascade", "chairs_cascade",
-                                  "dsprites_factorvae"])
+                                  "dsprites_factorvae",
+                                  "dsprites_jointvae",
+                                  "mnist_jointvae",
+                                  "fashion_mnist_jointvae",
+                                  "dsprites_anchorvae",
+                                  "dsprites_betatcvae"])
 def test_every_shipped_config_validates(name):
   mod = importlib.import_module(f"experiments.configs.{name}")
   for variant in mod.VARIANTS:

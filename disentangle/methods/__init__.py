@@ -4,9 +4,12 @@ from __future__ import annotations
 import ml_collections
 
 from disentangle import config as config_lib
+from disentangle.methods import anchorvae
+from disentangle.methods import betatcvae
 from disentangle.methods import betavae
 from disentangle.methods import cascadevae
 from disentangle.methods import factorvae
+from disentangle.methods import jointvae
 from disentangle.methods.base import TrainState, VAEMethod  # noqa: F401
 
 # name -> (class, config section name, module with default_config and RULES)
@@ -14,6 +17,9 @@ REGISTRY = {
     "betavae": (betavae.BetaVAE, "betavae", betavae),
     "cascadevae": (cascadevae.CascadeVAE, "cascade", cascadevae),
     "factorvae": (factorvae.FactorVAE, "factorvae", factorvae),
+    "jointvae": (jointvae.JointVAE, "jointvae", jointvae),
+    "betatcvae": (betatcvae.BetaTCVAE, "betatcvae", betatcvae),
+    "anchorvae": (anchorvae.AnchorVAE, "anchorvae", anchorvae),
 }
 
 

@@ -6,12 +6,12 @@
 """
 from __future__ import annotations
 
-import logging
 import pathlib
 import sys
 
 from absl import app
 from absl import flags
+from absl import logging as absl_logging
 from ml_collections import config_flags
 
 from disentangle import config as config_lib
@@ -31,7 +31,8 @@ def default_workdir(config_arg: str) -> pathlib.Path:
 def _run(_):
   from disentangle.train import evaluation  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  logging.getLogger().setLevel(logging.INFO)
+  # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
+  absl_logging.set_verbosity(absl_logging.WARNING)
   config = _CONFIG.value
   workdir = pathlib.Path(_WORKDIR.value)
   print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)

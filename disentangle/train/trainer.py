@@ -131,7 +131,8 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   metric_writers = [writers.MetricWriter(d, enabled=is_main) for d in dirs]
   if ckpt.latest_step() is not None:
     state = ckpt.restore(state)
-    logging.info("resumed from %s at step %d", ckpt.directory, int(_first(state.step)))
+    if is_main:
+      print(f"resumed from {ckpt.directory} at step {int(_first(state.step))}", flush=True)
     for w in metric_writers:
       w.truncate_after(int(_first(state.step)))
   start = int(_first(state.step))

@@ -1,0 +1,45 @@
+"""Full evaluation of a finished or running run: ``results.json``, ``report.md``, pictures.
+
+python -m experiments.evaluate --workdir=runs/dsprites_cascade_m6 [--step=N]
+    [--factor_score_votes=800] [--mig_points=10000] [--encode_batch_size=1000] [--conv_impl=fast]
+
+Restores the latest checkpoint (or ``--step``; every seed of a multi-seed workdir) read-only and
+writes ``RUN/results.json``, ``RUN/report.md`` and ``RUN/images/evaluate_step_<n>_*.png``; see
+`disentangle.train.evaluation.evaluate_run`.
+"""
+import sys
+
+from absl import app
+from absl import flags
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (or multi-seed workdir).",
+                               required=True)
+_STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
+_VOTES = flags.DEFINE_integer("factor_score_votes", 800, "Votes M of the score (paper: 800).")
+_VOTE_BATCH = flags.DEFINE_integer("vote_batch", 100, "Examples L per vote (paper: 100).")
+_MIG_POINTS = flags.DEFINE_integer("mig_points", 10_000, "Points of the MIG estimate.")
+_BATCH = flags.DEFINE_integer("encode_batch_size", 1000, "Images per encoder call.")
+_CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
+                          "Override model.conv_impl (same parameters and outputs).")
+
+
+def main(_):
+  from disentangle.train import evaluation  # pylint: disable=g-import-not-at-top
+  try:
+    results = evaluation.evaluate_run(
+        _WORKDIR.value, _STEP.value, factor_score_votes=_VOTES.value,
+        vote_batch=_VOTE_BATCH.value, mig_points=_MIG_POINTS.value,
+        encode_batch_size=_BATCH.value, conv_impl=_CONV.value)
+  except (FileNotFoundError, ValueError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  for run in results.get("seeds", [results]):
+    values = ", ".join(f"{k} {v['value']:.4f}" for k, v in run["metrics"].items()
+                       if isinstance(v, dict) and "value" in v)
+    print(f"{run['run_dir']}: seed {run['seed']} step {run['checkpoint']['step']} "
+          f"(final: {run['checkpoint']['final']}): {values}")
+  print(f"wrote {_WORKDIR.value}/results.json and report.md")
+
+
+if __name__ == "__main__":
+  app.run(main)
