@@ -40,7 +40,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.model.latent_dim = 10
   c.model.init = "reference"
   c.model.posterior_head = "logvar"
-  c.model.conv_impl = "flax"
+  c.model.conv_impl = "fast"
 
   c.optimizer = ml_collections.ConfigDict()
   c.optimizer.learning_rate = 3e-4
