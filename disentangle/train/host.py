@@ -6,14 +6,22 @@ the top of the heap above ``M_TRIM_THRESHOLD`` to the OS, so every step pays pag
 MB of zeroed pages. glibc's dynamic threshold (raised to the size of the largest freed mmap'd chunk,
 capped at 32 MiB) does not catch up with XLA's larger buffers.
 
-Measured on a jitted CascadeVAE-shaped encoder + decoder forward/backward + Adam step (dSprites
-64x64, batch 64, ``conv_impl='fast'``, 2-core CPU, ``python -m benchmarks.layers --step``):
-default malloc ~22,500 minor page faults and ~36-41 ms of system time per step; with
-`configure_malloc` (both thresholds 1 GiB) 1,000-6,000 faults (10,000 once) and 3-9 ms; adding
-``arena_max=1`` (every thread on the main heap, so no per-thread arena falls back to ``mmap``)
-a steady ~950 faults, 3-8 ms. Setting only ``M_TRIM_THRESHOLD`` is worse than nothing (~55,000
-faults): any explicit threshold switches off glibc's dynamic mmap threshold, which then stays at
-128 KiB. Thresholds of 64 or 256 MiB left ~5,000-7,000 faults per step.
+Measured on a jitted encoder + decoder forward/backward + Adam step (dSprites 64x64, batch 64,
+2-core CPU shared with other jobs at load average 6-7; ``python -m benchmarks.layers --step``, two
+fresh processes per setting), per step, default malloc -> `configure_malloc()` (1 GiB / 1 GiB):
+
+  conv_impl='fast': minor page faults 22,400 -> 2,500-5,700; system CPU 38-41 -> 6-20 ms;
+                    wall 396-432 -> 355-358 ms (median);
+  conv_impl='flax': minor page faults 29,700 -> 1,100-1,900; system CPU 58-70 -> 4-13 ms;
+                    wall 1560-1760 -> 1565-1635 ms (the 1.2 s of convolution time drowns it).
+
+Other settings, same step (fast), minor page faults per step: mmap/trim thresholds 64/128 MiB
+~6,300-7,300, 256/512 MiB ~5,400-5,900 (1 GiB/1 GiB ranged 1,300-10,000 across runs);
+``arena_max=1`` on top of 1 GiB a steady ~950 (every thread on the main heap: presumably no
+per-thread arena, whose heaps are at most 64 MiB, then falls back to ``mmap``); ``M_MMAP_MAX=0``
+(no mmap at all) 1,100-3,600. Setting only ``M_TRIM_THRESHOLD`` is worse than nothing (~55,000):
+any explicit threshold switches off glibc's dynamic mmap threshold, which then stays at 128 KiB.
+glibc 2.36 accepts a 1 GiB M_MMAP_THRESHOLD.
 
 The same effect from the environment, before the process starts:
 ``MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824``.

@@ -1,0 +1,216 @@
+"""Convolution layers of the conv VAEs, with a faster transposed convolution for XLA on CPU.
+
+The networks pick their layers with a config option ``conv_impl`` in ``{'flax', 'fast'}`` through
+`conv` and `conv_transpose`; both implementations have identical parameters (names, shapes,
+initialisers, init rng use), so checkpoints and ``init`` results are interchangeable, and the same
+outputs up to float rounding (~1e-6 relative in float32).
+
+Why: XLA's CPU backend computes the kernel gradient of ``lax.conv_transpose`` (what
+``nn.ConvTranspose`` calls) very slowly, which made the decoder most of a CascadeVAE train step.
+`PhaseConvTranspose` rewrites the 4x4 stride-2 SAME transposed convolution exactly as four stride-1
+2x2 convolutions whose outputs are interleaved (the sub-pixel / phase decomposition), which XLA
+differentiates quickly. ``python -m benchmarks.layers`` (median ms of forward + backward w.r.t.
+input, kernel and bias, batch 64, float32, flax vs fast; a 2-core CPU shared with other jobs, load
+average 6-7, so absolute figures are inflated several-fold, the ratios are what carries over):
+
+  decoder 4->8 64->64ch 102 vs 6.1 (17x); 8->16 64->32ch 166 vs 15.9 (10x);
+  16->32 32->32ch 1051 vs 59 (18x); 32->64 32->1ch 31.5 vs 28.8 (1.1x).
+
+A jitted encoder + decoder forward/backward + Adam step at batch 64 (``--step``): 1560-1760 ms
+(flax) vs 355-430 ms (fast) wall, 730-800 vs 165-180 ms of user CPU per step.
+
+Encoder convolutions stay ``nn.Conv`` under both options: its one candidate rewrite (pad by 1,
+space-to-depth by 2, stride-1 2x2 VALID convolution with the kernel reshaped to [2, 2, 4 in, out],
+exact as well) was slower for every encoder layer (same run, flax vs space-to-depth: 64->32 1->32ch
+23.9 vs 33.4, 32->16 32->32ch 91 vs 124, 16->8 32->64ch 16.0 vs 20.8, 8->4 64->64ch 7.2 vs 8.6; an
+earlier, quieter run 19 vs 19, 40 vs 66, 7.6 vs 11.6, 3.8 vs 5.6), so `conv` returns ``nn.Conv``
+for ``'fast'`` too; ``benchmarks.layers`` keeps timing the rewrite.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax.numpy as jnp
+from flax.linen import dtypes
+from flax.linen import initializers
+from flax.linen.linear import default_kernel_init
+from jax import lax
+
+Array = Any
+Dtype = Any
+Initializer = Any
+PrecisionLike = Any
+
+CONV_IMPLS = ("flax", "fast")
+KERNEL_SIZE = (4, 4)
+STRIDES = (2, 2)
+_DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
+# At or below this many output channels one 3x3 convolution with 4x the channels beats four 2x2
+# convolutions with few output channels each (see `PhaseConvTranspose`).
+_MAX_FEATURES_SINGLE_CONV = 4
+
+
+def _depth_to_space(z: Array, features: int) -> Array:
+  """[N, H, W, (a, b, C)] -> [N, 2H, 2W, C] with output pixel (2i + a, 2j + b) = z[i, j, a, b]."""
+  n, h, w, _ = z.shape
+  z = z.reshape(n, h, w, 2, 2, features).transpose(0, 1, 3, 2, 4, 5)
+  return z.reshape(n, 2 * h, 2 * w, features)
+
+
+def _interleave(phases: dict[tuple[int, int], Array]) -> Array:
+  """Four [N, H, W, C] phases -> [N, 2H, 2W, C]: pixel (2i + a, 2j + b) = phases[a, b][i, j]."""
+  n, h, w, c = phases[0, 0].shape
+  rows = [jnp.stack([phases[a, 0], phases[a, 1]], axis=3) for a in (0, 1)]  # [N, H, W, 2, C]
+  return jnp.stack(rows, axis=2).reshape(n, 2 * h, 2 * w, c)  # [N, H, 2, W, 2, C]
+
+
+def phase_conv_transpose(inputs: Array, kernel: Array,
+                         precision: PrecisionLike = None) -> Array:
+  """``lax.conv_transpose(inputs, kernel, (2, 2), 'SAME')`` for a 4x4 kernel, without bias.
+
+  Index mapping. ``lax.conv_transpose`` with ``transpose_kernel=False`` and SAME padding (kernel 4,
+  stride 2) dilates the input by 2, pads it by (2, 2) and correlates it with the kernel as stored.
+  Along one spatial axis, with x out of range read as zero, this gives for a in {0, 1}
+
+      y[2j + a] = sum_{u in {0, 1}} x[j + a + u - 1] * W[2u + a],
+
+  so the output phase a is a stride-1 correlation of x, padded by (1 - a, a), with the 2-tap kernel
+  W[a::2]. In 2D, phase (a, b) uses ``kernel[a::2, b::2]`` with padding ((1 - a, a), (1 - b, b)).
+  This holds for every input size (the output is always twice the input).
+
+  Formulations tried (median ms forward + backward w.r.t. input, kernel and bias, batch 64,
+  float32, timed round-robin on the shared 2-core CPU, so ranges span runs at different loads):
+
+  - four 2x2 convolutions + interleave (used for features > 4): 4->8 64->64ch 4-6 ms (flax
+    85-100), 8->16 64->32ch 8-18 (flax 90-190), 16->32 32->32ch 32-84 (flax 530-1300);
+  - one 3x3 convolution on the input padded by 1, with the four phase kernels zero-filled into
+    [3, 3, in, 4 * out], then depth-to-space (used for features <= 4): 2.25x the multiply-adds,
+    so ~2x slower than four convolutions at 32 channels, but faster where four convolutions would
+    each have very few output channels (32->64 32->1ch: 11-33 vs four convs 39-87, flax 20-36;
+    32->3ch: 61 vs 88, flax 176; 32->8ch: 172 vs 159, flax 785; hence the threshold 4);
+  - one 2x2 convolution padded by (1, 1) to [N, H+1, W+1, 4 * out], sliced per phase: XLA's kernel
+    gradient for that shape is pathological (16->32 32ch: ~1900 ms);
+  - four convolutions in NCHW layout: same as NHWC at small sizes, 2x slower at 16->32;
+  - one grouped convolution (feature_group_count=4) on four shifted copies of the input: 10-30x
+    slower (8->16: ~420 ms, 16->32: ~860);
+  - im2col matmuls (per phase, or one 9-tap matmul against a [9 in, 4 out] kernel): 1.5-2x slower
+    than four convolutions, ~10x slower at 32->64 1ch;
+  - a custom VJP combining the fastest piece of each (input gradient by the stride-2 convolution
+    that XLA does well, kernel gradient as matmuls): no faster than four convolutions, and it
+    would lose forward-mode differentiation, so not used.
+
+  Args:
+    inputs: [N, H, W, in] input.
+    kernel: [4, 4, in, out] kernel, as stored by ``nn.ConvTranspose``.
+    precision: ``lax`` precision of the convolutions.
+
+  Returns:
+    [N, 2H, 2W, out] output.
+  """
+  if kernel.shape[:2] != KERNEL_SIZE:
+    raise ValueError(f"kernel must be 4x4 [4, 4, in, out], got shape {kernel.shape}")
+  features = kernel.shape[-1]
+  if features <= _MAX_FEATURES_SINGLE_CONV:
+    # Window offset r in {0, 1, 2} of the input padded by 1 holds kernel row 2u + a for r = a + u:
+    # the 2x2 phase kernel sits at offset (a, b) of a zero 3x3 kernel.
+    phase_kernels = [
+        jnp.pad(kernel[a::2, b::2], ((a, 1 - a), (b, 1 - b), (0, 0), (0, 0)))
+        for a in (0, 1) for b in (0, 1)
+    ]
+    z = lax.conv_general_dilated(
+        inputs, jnp.concatenate(phase_kernels, axis=-1), (1, 1), ((1, 1), (1, 1)),
+        dimension_numbers=_DIMENSION_NUMBERS, precision=precision)
+    return _depth_to_space(z, features)
+  phases = {}
+  for a in (0, 1):
+    for b in (0, 1):
+      phases[a, b] = lax.conv_general_dilated(
+          inputs, kernel[a::2, b::2], (1, 1), ((1 - a, a), (1 - b, b)),
+          dimension_numbers=_DIMENSION_NUMBERS, precision=precision)
+  return _interleave(phases)
+
+
+class PhaseConvTranspose(nn.Module):
+  """Drop-in for ``nn.ConvTranspose(features, (4, 4), strides=(2, 2), padding='SAME')``.
+
+  Same parameters ('kernel' [4, 4, in, features] then 'bias' [features], created in that order
+  with the same initialisers, so ``init`` with the same key gives identical trees) and the same
+  output up to float rounding, computed by `phase_conv_transpose`: four stride-1 2x2 convolutions
+  whose outputs are interleaved, which XLA differentiates ~10x faster on CPU.
+
+  Attributes:
+    features: number of output channels.
+    use_bias: whether to add a bias.
+    dtype: computation dtype (default: inferred from inputs and params).
+    param_dtype: parameter dtype.
+    precision: ``lax`` precision of the convolutions.
+    kernel_init: kernel initialiser (flax's default: LeCun normal).
+    bias_init: bias initialiser.
+  """
+  features: int
+  use_bias: bool = True
+  dtype: Dtype | None = None
+  param_dtype: Dtype = jnp.float32
+  precision: PrecisionLike = None
+  kernel_init: Initializer = default_kernel_init
+  bias_init: Initializer = initializers.zeros_init()
+
+  @nn.compact
+  def __call__(self, inputs: Array) -> Array:
+    """Upsamples [*batch, H, W, in] (or unbatched [H, W, in]) to [*batch, 2H, 2W, features]."""
+    batch_shape = inputs.shape[:-3]
+    flat = inputs.reshape((-1,) + inputs.shape[-3:])
+    kernel = self.param("kernel", self.kernel_init,
+                        KERNEL_SIZE + (inputs.shape[-1], self.features), self.param_dtype)
+    bias = (self.param("bias", self.bias_init, (self.features,), self.param_dtype)
+            if self.use_bias else None)
+    flat, kernel, bias = dtypes.promote_dtype(flat, kernel, bias, dtype=self.dtype)
+    y = phase_conv_transpose(flat, kernel, precision=self.precision)
+    if bias is not None:
+      y += bias
+    return y.reshape(batch_shape + y.shape[1:])
+
+
+def _check_impl(impl: str) -> None:
+  if impl not in CONV_IMPLS:
+    raise ValueError(f"conv_impl must be one of {CONV_IMPLS}, got {impl!r}")
+
+
+def conv_transpose(impl: str, features: int, name: str | None = None,
+                   **kwargs: Any) -> nn.Module:
+  """The decoder's 4x4 stride-2 SAME transposed convolution for ``conv_impl`` = `impl`.
+
+  Args:
+    impl: 'flax' (``nn.ConvTranspose``) or 'fast' (`PhaseConvTranspose`); same params either way.
+    features: output channels.
+    name: module name.
+    **kwargs: further module fields (kernel_init, bias_init, use_bias, dtype, precision, ...).
+
+  Returns:
+    An unbound module.
+  """
+  _check_impl(impl)
+  if impl == "flax":
+    return nn.ConvTranspose(features, KERNEL_SIZE, strides=STRIDES, padding="SAME", name=name,
+                            **kwargs)
+  return PhaseConvTranspose(features, name=name, **kwargs)
+
+
+def conv(impl: str, features: int, name: str | None = None, **kwargs: Any) -> nn.Module:
+  """The encoder's 4x4 stride-2 SAME convolution for ``conv_impl`` = `impl`.
+
+  ``nn.Conv`` for both options: the exact space-to-depth rewrite was measured slower on XLA CPU
+  (module docstring).
+
+  Args:
+    impl: 'flax' or 'fast'.
+    features: output channels.
+    name: module name.
+    **kwargs: further ``nn.Conv`` fields (kernel_init, bias_init, use_bias, dtype, precision, ...).
+
+  Returns:
+    An unbound module.
+  """
+  _check_impl(impl)
+  return nn.Conv(features, KERNEL_SIZE, strides=STRIDES, padding="SAME", name=name, **kwargs)

@@ -1,0 +1,149 @@
+"""`disentangle.nn.layers` against the plain Flax layers (the reference).
+
+Inputs and parameters come from numpy and every JAX computation of a test is one jitted
+function: eager JAX random ops and flax inits compile per shape and would take most of the time.
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from disentangle.nn import layers
+
+RTOL = 1e-5
+
+# (batch, height, width, in channels, out channels): decoder layers 4->8 64ch, 16->32 32ch and
+# 32->64 1ch (the few-channel path, out <= 4) at small batches; odd, rectangular sizes on both
+# paths.
+CASES = [
+    (2, 4, 4, 64, 64),
+    (3, 16, 16, 32, 32),
+    (1, 32, 32, 32, 1),
+    (3, 5, 3, 7, 6),
+    (2, 5, 3, 7, 3),
+]
+
+
+def assert_close(actual, reference, rtol: float = RTOL) -> None:
+  """max |actual - reference| <= rtol * max |reference|, leaf by leaf (rtol=0: bitwise equal)."""
+  assert jax.tree.structure(actual) == jax.tree.structure(reference)
+  for a, r in zip(jax.tree.leaves(actual), jax.tree.leaves(reference)):
+    a, r = np.asarray(a, np.float64), np.asarray(r, np.float64)
+    assert a.shape == r.shape
+    diff, scale = np.max(np.abs(a - r)), np.max(np.abs(r))
+    assert diff <= rtol * scale, (
+        f"max |diff| {diff:.3g} > {rtol:.0e} * max |reference| {scale:.3g} (shape {r.shape})")
+
+
+def _reference(features: int, **kwargs) -> nn.ConvTranspose:
+  return nn.ConvTranspose(features, (4, 4), strides=(2, 2), padding="SAME", **kwargs)
+
+
+def _random_case(batch, height, width, cin, cout, seed=0):
+  """Input, params (nonzero bias) and output weights of one case, float32 from numpy."""
+  rng = np.random.default_rng(seed)
+  normal = lambda shape, scale=1.0: (scale * rng.standard_normal(shape)).astype(np.float32)
+  x = normal((batch, height, width, cin))
+  params = {"params": {"kernel": normal((4, 4, cin, cout), 1.0 / np.sqrt(4 * cin)),
+                       "bias": normal((cout,), 0.5)}}
+  weights = normal((batch, 2 * height, 2 * width, cout))
+  return x, params, weights
+
+
+@pytest.mark.parametrize("batch,height,width,cin,cout", CASES)
+def test_forward_and_gradients_match_flax(batch, height, width, cin, cout):
+  x, params, weights = _random_case(batch, height, width, cin, cout, seed=height * 100 + cout)
+  ref, fast = _reference(cout), layers.PhaseConvTranspose(cout)
+
+  def loss(module, p, inputs):
+    # Nonuniform output weights, so every gradient entry is exercised.
+    return jnp.sum(jnp.sin(module.apply(p, inputs)) * weights)
+
+  @jax.jit  # one compilation per case
+  def run(p, inputs):
+    grad = lambda module: jax.grad(lambda q, i: loss(module, q, i), argnums=(0, 1))(p, inputs)
+    return ref.apply(p, inputs), fast.apply(p, inputs), grad(ref), grad(fast)
+
+  y_ref, y_fast, grads_ref, grads_fast = run(params, x)
+  assert y_ref.shape == (batch, 2 * height, 2 * width, cout)
+  assert_close(y_fast, y_ref)
+  assert_close(grads_fast, grads_ref)
+
+
+def test_comparison_detects_a_wrong_index_mapping():
+  """Negative control: the same computation with the kernel flipped must fail `assert_close`."""
+  x, params, _ = _random_case(2, 4, 4, 8, 8)
+  kernel, bias = params["params"]["kernel"], params["params"]["bias"]
+  flipped, y_ref = jax.jit(lambda p, i: (
+      layers.phase_conv_transpose(i, kernel[::-1, ::-1]) + bias, _reference(8).apply(p, i)))(
+          params, x)
+  with pytest.raises(AssertionError):
+    assert_close(flipped, y_ref)
+
+
+def test_batch_dims_unbatched_and_no_bias():
+  x, params, _ = _random_case(6, 4, 4, 6, 5)
+  params = {"params": {"kernel": params["params"]["kernel"]}}
+  x = x.reshape(2, 3, 4, 4, 6)
+  fast, ref = layers.PhaseConvTranspose(5, use_bias=False), _reference(5, use_bias=False)
+
+  @jax.jit
+  def run(p, inputs):
+    return (ref.apply(p, inputs), fast.apply(p, inputs),
+            ref.apply(p, inputs[0, 0]), fast.apply(p, inputs[0, 0]))
+
+  y_ref, y_fast, y_ref_unbatched, y_fast_unbatched = run(params, x)
+  assert y_fast.shape == (2, 3, 8, 8, 5) and y_fast_unbatched.shape == (8, 8, 5)
+  assert_close(y_fast, y_ref)
+  assert_close(y_fast_unbatched, y_ref_unbatched)
+
+
+class _TinyNet(nn.Module):
+  """Named layers in a parent: params and init rng streams must match across impls."""
+  impl: str
+
+  @nn.compact
+  def __call__(self, x):
+    x = nn.relu(layers.conv_transpose(self.impl, 8, name="up0")(x))
+    x = layers.conv_transpose(self.impl, 1, name="up1",
+                              kernel_init=nn.initializers.variance_scaling(
+                                  2.0, "fan_in", "truncated_normal"),
+                              bias_init=nn.initializers.normal(0.5))(x)
+    return layers.conv(self.impl, 2, name="down")(x)
+
+
+def test_init_params_identical_and_helpers():
+  """Same names and shapes at init for every case, same values standalone and inside a network."""
+  flax_net, fast_net = _TinyNet("flax"), _TinyNet("fast")
+  x_net = np.random.default_rng(1).standard_normal((2, 4, 4, 16)).astype(np.float32)
+
+  for batch, height, width, cin, cout in CASES:  # names, shapes, dtypes: abstract init, free
+    x = jax.ShapeDtypeStruct((batch, height, width, cin), jnp.float32)
+    shapes_ref = jax.eval_shape(_reference(cout).init, jax.random.key(0), x)
+    assert jax.eval_shape(layers.PhaseConvTranspose(cout).init, jax.random.key(0), x) == shapes_ref
+    assert set(shapes_ref["params"]) == {"kernel", "bias"}
+
+  @jax.jit  # values: one compilation, as each random sampler instance costs compile time
+  def run(key):
+    batch, height, width, cin, cout = CASES[0]
+    x = jnp.zeros((batch, height, width, cin))
+    inits = [(_reference(cout).init(key, x), layers.PhaseConvTranspose(cout).init(key, x))]
+    params = flax_net.init(key, x_net)
+    inits.append((params, fast_net.init(key, x_net)))
+    return inits, flax_net.apply(params, x_net), fast_net.apply(params, x_net)
+
+  inits, y_ref, y_fast = run(jax.random.key(5))
+  for params_ref, params_fast in inits:
+    assert_close(params_fast, params_ref, rtol=0.0)
+  assert set(inits[-1][0]["params"]) == {"up0", "up1", "down"}
+  assert_close(y_fast, y_ref)
+  assert isinstance(layers.conv_transpose("flax", 3), nn.ConvTranspose)
+  assert isinstance(layers.conv_transpose("fast", 3), layers.PhaseConvTranspose)
+  assert isinstance(layers.conv("fast", 3), nn.Conv)
+  with pytest.raises(ValueError, match="conv_impl"):
+    layers.conv_transpose("torch", 3)
+  with pytest.raises(ValueError, match="conv_impl"):
+    layers.conv("torch", 3)
