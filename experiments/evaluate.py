@@ -1,7 +1,7 @@
 """Full evaluation of a finished or running run: ``results.json``, ``report.md``, pictures.
 
 python -m experiments.evaluate --workdir=runs/dsprites_cascade_m6 [--step=N]
-    [--factor_score_votes=800] [--mig_points=10000] [--encode_batch_size=1000] [--conv_impl=fast]
+    [--factor_score_votes=800] [--mig_points=10000] [--encode_batch_size=100] [--conv_impl=fast]
 
 Restores the latest checkpoint (or ``--step``; every seed of a multi-seed workdir) read-only and
 writes ``RUN/results.json``, ``RUN/report.md`` and ``RUN/images/evaluate_step_<n>_*.png``; see
@@ -18,7 +18,8 @@ _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest
 _VOTES = flags.DEFINE_integer("factor_score_votes", 800, "Votes M of the score (paper: 800).")
 _VOTE_BATCH = flags.DEFINE_integer("vote_batch", 100, "Examples L per vote (paper: 100).")
 _MIG_POINTS = flags.DEFINE_integer("mig_points", 10_000, "Points of the MIG estimate.")
-_BATCH = flags.DEFINE_integer("encode_batch_size", 1000, "Images per encoder call.")
+_BATCH = flags.DEFINE_integer("encode_batch_size", None,
+                              "Images per encoder call (default: 100 on CPU, 1000 otherwise).")
 _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
                           "Override model.conv_impl (same parameters and outputs).")
 

@@ -14,7 +14,6 @@ directory ``<workdir>/seed_<s>`` with its config, metrics and images.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import pathlib
 import time
