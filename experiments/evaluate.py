@@ -11,6 +11,7 @@ import sys
 
 from absl import app
 from absl import flags
+from absl import logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (or multi-seed workdir).",
                                required=True)
@@ -26,6 +27,8 @@ _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
 
 def main(_):
   from disentangle.train import evaluation  # pylint: disable=g-import-not-at-top
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
   try:
     results = evaluation.evaluate_run(
         _WORKDIR.value, _STEP.value, factor_score_votes=_VOTES.value,

@@ -23,7 +23,10 @@ read-only (the latest, or ``step``; every seed of a multi-seed run) and runs the
 - ``information``: as the `Evaluator`, on ``config.eval.num_points`` points;
 
 and writes ``results.json`` (every number with its settings, the seed, the step and whether it is
-the run's final checkpoint), ``report.md`` and pictures ``images/evaluate_step_<n>_*.png``.
+the run's final checkpoint), ``report.md`` and pictures ``images/evaluate_step_<n>_*.png`` (named
+apart from the trainer's pictures). The checkpoints are opened with a read-only orbax manager
+(never saves, deletes or cleans), so a running run can be evaluated: orbax renames a checkpoint
+into place only once complete, and the latest complete one is read.
 
 Ground-truth data that can be enumerated (dSprites: 737,280 images) is encoded once, streamed, and
 every ground-truth metric reads those encodings (`disentangle.train.encodings`): the authors'

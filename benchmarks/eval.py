@@ -1,0 +1,135 @@
+"""Timing of the evaluation: encoder throughput and the full dSprites disentanglement score.
+
+  python -m benchmarks.eval --config=experiments/configs/dsprites_cascade.py[:variant]
+      [--num_images=N] [--batch_size=1000] [--encode_batch_size=B] [--conv_impl=flax|fast]
+
+Prints one JSON line, on freshly initialised parameters (the cost does not depend on training):
+
+- ``represent_images_per_s``: jitted ``method.represent`` at ``batch_size`` (CascadeVAE: encoder
+  plus S decoder passes for the discrete code); ``encoder_images_per_s``: the encoder alone;
+  ``represent_images_per_s_at_encode_batch``: ``represent`` at the batch the score's encoding
+  uses (``encode_batch_size``, default `encodings.default_batch_size()`: 100 on CPU);
+  ``render_images_per_s``: producing dSprites images on the host (``get_images``);
+- the score exactly as `evaluation.evaluate_run` computes it (the same functions): the images of
+  ``num_images`` grid rows (default all 737,280; else a random subset) rendered and encoded once
+  in streamed batches (``encode_s``; of which ``render_s`` host time producing images,
+  overlapping the encoder), then the cores reading those encodings: ``factor_score_s`` (800
+  votes x 100, global variances over all encoded points), ``mig_s`` (10,000 points, histogram),
+  ``shape_accuracy_s`` (Hungarian over all encoded points). ``full_score_s`` = encode + score
+  core for the whole grid (extrapolated linearly in the encoding when ``num_images`` is smaller;
+  ``extrapolated`` says so), ``full_render_s`` likewise; ``target_s`` = 300 (the issue's five
+  minutes). The 1-minute load average is recorded before and after: on a shared machine the
+  figures scale with the other processes' load.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from disentangle import data as data_lib
+from disentangle import methods
+from disentangle.train import encodings
+
+TARGET_S = 300.0
+
+
+def load_config(spec: str):
+  """``path.py[:arg]`` -> (config, module name, arg)."""
+  path, _, arg = spec.partition(":")
+  module_spec = importlib.util.spec_from_file_location(pathlib.Path(path).stem, path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module.get_config(arg or None), pathlib.Path(path).stem, arg
+
+
+def _rate(fn, n: int, reps: int) -> float:
+  jax.block_until_ready(fn())  # compile
+  t0 = time.perf_counter()
+  for _ in range(reps):
+    jax.block_until_ready(fn())
+  return n * reps / (time.perf_counter() - t0)
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--config", required=True)
+  parser.add_argument("--num_images", type=int, default=None, help="grid rows encoded")
+  parser.add_argument("--batch_size", type=int, default=1000, help="throughput batch")
+  parser.add_argument("--encode_batch_size", type=int, default=None,
+                      help="batch of the score's streamed encoding (default: as evaluate_run)")
+  parser.add_argument("--conv_impl", choices=("flax", "fast"), default=None)
+  parser.add_argument("--reps", type=int, default=3)
+  args = parser.parse_args(argv)
+  config, name, arg = load_config(args.config)
+  if args.conv_impl:
+    config.model.conv_impl = args.conv_impl
+  d = config.dataset
+  dataset = data_lib.load_dataset(d.name, data_dir=d.data_dir, source=d.source,
+                                  synthetic_if_missing=d.synthetic_if_missing,
+                                  allow_download=False)
+  method = methods.build(config, dataset.image_shape)
+  params = jax.jit(method.init)(jax.random.PRNGKey(0)).params
+  b = args.batch_size
+  eb = args.encode_batch_size or encodings.default_batch_size()
+  rng = np.random.default_rng(0)
+
+  t0 = time.perf_counter()
+  images = dataset.get_images(rng.integers(0, dataset.num_examples, b))
+  render_rate = b / (time.perf_counter() - t0)
+  x = jnp.asarray(images)
+  represent = jax.jit(method.represent)
+  encode = jax.jit(lambda p, v: method.encode(p["vae"], v))
+  record = {"config": name, "variant": arg, "method": config.method,
+            "latent_dim": config.model.latent_dim,
+            "num_discrete": getattr(method, "num_discrete", 0),
+            "conv_impl": config.model.conv_impl, "batch_size": b,
+            "backend": jax.default_backend(), "devices": jax.device_count(),
+            "cpu_count": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2),
+            "render_source": getattr(dataset, "source", None),
+            "render_images_per_s": round(render_rate, 1),
+            "represent_images_per_s": round(_rate(lambda: represent(params, x), b, args.reps), 1),
+            "encoder_images_per_s": round(_rate(lambda: encode(params, x), b, args.reps), 1),
+            "encode_batch_size": eb}
+  xs = x[:eb]
+  record["represent_images_per_s_at_encode_batch"] = round(
+      _rate(lambda: represent(params, xs), eb, max(args.reps, 1000 // eb)), 1)
+
+  full, _ = encodings.enumerate_rows(dataset)
+  n = len(full) if args.num_images is None else min(args.num_images, len(full))
+  index = (np.arange(n) if n == len(full)
+           else np.sort(rng.choice(len(full), n, replace=False)))
+  rep, enc = encodings.encode_streamed(lambda a, c: dataset.get_images(index[a:c]), n,
+                                        lambda v: represent(params, v), eb)
+  sampler = dataset.sample_factors if n == len(full) else None
+  encoded = encodings.EncodedGroundTruth(full[index], rep, dataset.factor_sizes, sampler)
+  gt = encodings.ground_truth_metrics(dataset, None, np.random.default_rng([0, 0]),
+                                       encoded=encoded, encode_batch_size=eb)
+  cores = gt["timings"]
+  scale = len(full) / n
+  record.update({
+      "num_images": n, "dataset_size": len(full), "extrapolated": n < len(full),
+      "encode_s": round(enc["total_s"], 2), "render_s": round(enc["images_s"], 2),
+      "factor_score_s": round(cores["factor_score_s"], 2), "mig_s": round(cores["mig_s"], 3),
+      "shape_accuracy_s": round(cores.get("shape_accuracy_s", float("nan")), 3),
+      "score": gt["factor_score"]["value"],
+      "kept_dims": gt["factor_score"]["kept_dims"],
+      "variance_source": gt["factor_score"]["variance_source"],
+      "num_votes": gt["factor_score"]["num_votes"],
+      "full_score_s": round(enc["total_s"] * scale + cores["factor_score_s"], 1),
+      "full_render_s": round(enc["images_s"] * scale, 1),
+      "target_s": TARGET_S})
+  record["meets_target"] = record["full_score_s"] <= TARGET_S
+  record["load_average_1min_end"] = round(os.getloadavg()[0], 2)
+  print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,202 @@
+"""Tables over seeds in the papers' format: mean (std) / best of each metric beside the paper's.
+
+Input: run directories evaluated by `evaluation.evaluate_run` (``results.json`` beside
+``config.json``; a multi-seed workdir expands to its ``seed_<s>`` runs). Each run is matched to
+the experiment config it reproduces, from ``config.json`` alone (nothing extra is stored by the
+trainer): every ``(experiments/configs/<module>.py, variant)`` of the same method and dataset is
+built with ``get_config(variant)`` and the variant differing from the run in the fewest
+significant fields wins (fields in `IGNORED_FIELDS` never count: bookkeeping, seeds, evaluation
+settings, exact-equivalent implementations). The differences are recorded and printed, so a run
+with e.g. fewer steps is labelled with its nearest variant and flagged, never silently equated.
+
+Runs are pooled into one row when their significant config fields, the data actually used
+(``results.json``: dataset class and source) and the evaluated step are equal. Per metric the
+row gives n, mean, standard deviation and best (max) over seeds, in percent as the papers. The
+papers do not say which standard deviation they report; the table uses the population form
+(``ddof=0``, numpy's default, what ``np.std`` over the seeds gives); the JSON has both ddof=0 and
+ddof=1. The published numbers come from the config modules' ``PUBLISHED`` dicts.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import pathlib
+import pkgutil
+from typing import Iterable, Optional, Sequence
+
+import ml_collections
+import numpy as np
+
+from disentangle import config as config_lib
+
+METRICS = ("factor_score", "shape_accuracy", "accuracy", "mig")
+METRIC_TITLES = {"factor_score": "score", "shape_accuracy": "shape acc.",
+                 "accuracy": "accuracy", "mig": "MIG"}
+STD_DDOF = 0
+# Fields that do not change what a run computes: seeds, logging, checkpointing, evaluation, the
+# data location and download policy, devices, and implementations with identical results
+# (``model.conv_impl``: same parameters and outputs; ``cascade.solver``: both exact).
+IGNORED_FIELDS = ("seed", "num_seeds", "log_every", "eval_every", "checkpoint_every",
+                  "keep_checkpoints", "progress_bar", "dataset.data_dir", "dataset.allow_download",
+                  "dataset.synthetic_if_missing", "dataset.source", "model.conv_impl",
+                  "cascade.solver")
+IGNORED_PREFIXES = ("eval.", "mesh.", "distributed.")
+
+
+def significant_fields(config) -> dict:
+  """Flattened config without `IGNORED_FIELDS` (tuples as lists)."""
+  flatten = config_lib._flatten  # pylint: disable=protected-access
+  flat = dict(flatten(ml_collections.ConfigDict(config)))
+  return {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(flat.items())
+          if k not in IGNORED_FIELDS and not k.startswith(IGNORED_PREFIXES)}
+
+
+def config_candidates(package: str = "experiments.configs") -> list[dict]:
+  """Every (module, variant) of the experiment configs: config, published numbers and path."""
+  pkg = importlib.import_module(package)
+  out = []
+  for info in pkgutil.iter_modules(pkg.__path__):
+    module = importlib.import_module(f"{package}.{info.name}")
+    if not hasattr(module, "get_config") or not hasattr(module, "PUBLISHED"):
+      continue
+    seen = set()
+    for variant in tuple(getattr(module, "VARIANTS", ())) + (None,):
+      fields = significant_fields(module.get_config(variant))
+      key = json.dumps(fields, sort_keys=True, default=str)
+      if key in seen:  # the default equals a named variant
+        continue
+      seen.add(key)
+      out.append({"module": info.name, "variant": variant or "default",
+                  "file": f"{package.replace('.', '/')}/{info.name}.py", "fields": fields,
+                  "published": module.PUBLISHED.get(variant, {}) if variant else {}})
+  return out
+
+
+def match_experiment(config, candidates: Sequence[dict]) -> Optional[dict]:
+  """The nearest candidate of the same method and dataset, with the differing fields."""
+  fields = significant_fields(config)
+  best = None
+  for cand in candidates:
+    other = cand["fields"]
+    if other.get("method") != fields.get("method") or \
+        other.get("dataset.name") != fields.get("dataset.name"):
+      continue
+    diff = {k: [fields.get(k), other.get(k)] for k in sorted(set(fields) | set(other))
+            if fields.get(k) != other.get(k)}
+    rank = (len(diff), not cand["published"], cand["variant"] == "default")
+    if best is None or rank < best[0]:
+      best = (rank, dict(cand, differences=diff))
+  if best is None:
+    return None
+  match = {k: v for k, v in best[1].items() if k != "fields"}
+  match["exact"] = not match["differences"]
+  return match
+
+
+def load_runs(paths: Iterable) -> list[dict]:
+  """Per-seed records {run_dir, config, results} of run dirs or multi-seed workdirs."""
+  records = []
+  for path in map(pathlib.Path, paths):
+    res_path = path / "results.json"
+    if not res_path.is_file():
+      raise FileNotFoundError(f"{res_path} not found: run `python -m experiments.evaluate "
+                              f"--workdir={path}` first")
+    results = json.loads(res_path.read_text())
+    for seed_result in results.get("seeds", [results]):
+      run_dir = pathlib.Path(seed_result["run_dir"])
+      if not run_dir.is_dir():  # moved since evaluation: resolve relative to `path`
+        run_dir = path if "seeds" not in results else path / run_dir.name
+      config = json.loads((run_dir / "config.json").read_text())
+      records.append({"run_dir": str(run_dir), "config": config, "results": seed_result})
+  return records
+
+
+def summarize(values: Sequence[float]) -> dict:
+  """n, mean, std (ddof 0 and 1), best and worst of fractions, in percent."""
+  v = 100.0 * np.asarray(values, np.float64)
+  return {"n": int(len(v)), "values": v.tolist(), "mean": float(v.mean()),
+          "std": float(v.std(ddof=STD_DDOF)),
+          "std_ddof1": float(v.std(ddof=1)) if len(v) > 1 else None,
+          "best": float(v.max()), "worst": float(v.min())}
+
+
+def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
+  """Groups per-seed records into table rows; see the module doc. JSON-serialisable."""
+  groups = {}
+  for rec in records:
+    res = rec["results"]
+    match = match_experiment(rec["config"], candidates)
+    data = res["dataset"]
+    key = json.dumps([significant_fields(rec["config"]), data["class"], data["source"],
+                      res["checkpoint"]["step"]], sort_keys=True, default=str)
+    group = groups.setdefault(key, {
+        "experiment": match, "method": res["method"], "latent_dim": res["latent_dim"],
+        "dataset": data["name"], "data_class": data["class"], "data_source": data["source"],
+        "comparable_with_published": data["comparable_with_published"],
+        "step": res["checkpoint"]["step"], "num_steps": res["checkpoint"]["num_steps"],
+        "final": res["checkpoint"]["final"], "runs": [], "seeds": [], "_values": {}})
+    group["runs"].append(rec["run_dir"])
+    group["seeds"].append(res["seed"])
+    for name in METRICS:
+      if name in res["metrics"]:
+        group["_values"].setdefault(name, []).append(res["metrics"][name]["value"])
+  rows = []
+  for group in groups.values():
+    values = group.pop("_values")
+    published = (group["experiment"] or {}).get("published", {})
+    group["metrics"] = {name: dict(summarize(v), published=published.get(name))
+                        for name, v in values.items()}
+    if len(set(group["seeds"])) != len(group["seeds"]):
+      group["warning"] = "the same seed appears more than once"
+    rows.append(group)
+  rows.sort(key=lambda g: (str((g["experiment"] or {}).get("module")),
+                           str((g["experiment"] or {}).get("variant")), g["step"]))
+  return {"units": "percent", "std_ddof": STD_DDOF, "best": "max over seeds", "rows": rows}
+
+
+def _cell(s: Optional[dict]) -> str:
+  if not s:
+    return "-"
+  std = "-" if s["n"] < 2 else f"{s['std']:.2f}"
+  return f"{s['mean']:.2f} ({std}) / {s['best']:.2f}"
+
+
+def markdown_table(table: dict) -> str:
+  """The papers' format: method, m, n, step, then ours and published per metric."""
+  names = [n for n in METRICS if any(n in r["metrics"] for r in table["rows"])]
+  head = ["experiment", "method", "m", "seeds", "step"]
+  for n in names:
+    head += [f"{METRIC_TITLES[n]}", f"{METRIC_TITLES[n]} (paper)"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  notes = []
+  for i, row in enumerate(table["rows"], 1):
+    exp = row["experiment"]
+    label = f"{exp['module']}:{exp['variant']}" if exp else "(no matching config)"
+    marks = ""
+    if exp and not exp["exact"]:
+      marks += f" [{i}]"
+      diff = ", ".join(f"{k} {a!r} (variant {b!r})" for k, (a, b) in exp["differences"].items())
+      notes.append(f"[{i}] differs from {label}: {diff}")
+    if row["comparable_with_published"] is not True:
+      marks += " †"
+    step = f"{row['step']}" + ("" if row["final"] else f" of {row['num_steps']} (not final)")
+    cells = [label + marks, row["method"], str(row["latent_dim"]), str(len(row["seeds"])), step]
+    for n in names:
+      cells += [_cell(row["metrics"].get(n)), _cell_published(row["metrics"].get(n))]
+    lines.append("| " + " | ".join(cells) + " |")
+  footer = ["", "Values in percent: mean (std) / best over seeds; std with "
+            f"ddof={table['std_ddof']} (population); best = max. Published numbers: the config "
+            "modules' PUBLISHED.",
+            "† data not comparable with the papers' (rendered dSprites, a stand-in or an "
+            "override; see results.json 'dataset')."]
+  return "\n".join(lines + footer + notes) + "\n"
+
+
+def _cell_published(s: Optional[dict]) -> str:
+  p = (s or {}).get("published")
+  return "-" if not p else f"{p['mean']:.2f} ({p['std']:.2f}) / {p['best']:.2f}"
+
+
+def aggregate_runs(paths: Iterable, *, package: str = "experiments.configs") -> dict:
+  """`aggregate` of the runs at ``paths`` against the configs of ``package``."""
+  return aggregate(load_runs(paths), config_candidates(package))

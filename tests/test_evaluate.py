@@ -1,0 +1,273 @@
+"""Evaluation of saved runs (`evaluate_run`) and tables over seeds (`aggregate`)."""
+import importlib
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from disentangle import config as config_lib
+from disentangle import data as data_lib
+from disentangle import methods
+from disentangle import metrics
+from disentangle.train import aggregate
+from disentangle.train import checkpoint
+from disentangle.train import encodings
+from disentangle.train import evaluation
+from disentangle.train import trainer
+from tests import helpers
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SEED = 3
+
+
+class TinyGrid:
+  """A complete factor grid (4 places x 4 row shifts x 4 column shifts) of TinyImages' squares.
+
+  Ground-truth protocol with a ``factors`` array and deterministic observations (no randomness
+  drawn), so a metric called on it directly sees the same random stream as through
+  `encodings.EncodedGroundTruth`.
+  """
+  factor_sizes = (4, 4, 4)
+  factor_names = ("shape", "row", "col")
+  image_shape = (32, 32, 1)
+  labels = None
+
+  def __init__(self):
+    self.factors = np.indices(self.factor_sizes).reshape(3, -1).T.astype(np.int64)
+    self.images = np.stack([self._draw(f) for f in self.factors])
+    self.num_examples = len(self.factors)
+
+  @staticmethod
+  def _draw(f):
+    img = np.zeros((32, 32, 1), np.float32)
+    r, c = 4 + 12 * (f[0] // 2) + f[1], 4 + 12 * (f[0] % 2) + f[2]
+    img[r:r + 8, c:c + 8] = 1.0
+    return img
+
+  def get_images(self, idx):
+    return self.images[np.asarray(idx)]
+
+  def sample_factors(self, num, rng):
+    return self.factors[rng.integers(0, len(self.factors), size=num)]
+
+  def sample_observations_from_factors(self, factors, rng):
+    del rng
+    return self.images[np.asarray(factors) @ np.array([16, 4, 1])]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """A 6-step CascadeVAE run (checkpoints at steps 3 and 6) and its final state."""
+  workdir = tmp_path_factory.mktemp("run")
+  data = helpers.TinyImages()
+  config = helpers.tiny_config("cascadevae", seed=SEED, **{"mesh.num_devices": 1})
+  state = trainer.train(config, workdir, dataset=data)
+  return workdir, config, data, state
+
+
+def _copy(trained, tmp_path):
+  workdir = tmp_path / "run"
+  shutil.copytree(trained[0], workdir)
+  return workdir
+
+
+def _direct(method, params, images):
+  return metrics.as_representation(jax.device_get(jax.jit(method.represent)(params, images)))
+
+
+def test_evaluate_run_matches_direct_computation(trained, tmp_path):
+  workdir = _copy(trained, tmp_path)
+  _, config, data, state = trained
+  ckpt_files = {p: p.stat().st_mtime_ns for p in (workdir / "checkpoints").rglob("*")}
+  results = evaluation.evaluate_run(workdir, dataset=data)
+
+  saved = json.loads((workdir / "results.json").read_text())
+  assert saved["seed"] == SEED and saved["method"] == "cascadevae"
+  assert saved["checkpoint"]["step"] == 6 and saved["checkpoint"]["final"]
+  assert saved["checkpoint"]["available_steps"] == [3, 6]
+  assert saved["checkpoint"]["selection"] == "latest"
+  assert saved["dataset"]["override"] and saved["dataset"]["comparable_with_published"] is False
+  method = methods.build(config, data.image_shape)
+  rep = _direct(method, state.params, data.images)
+  direct = metrics.cluster_accuracy(data.labels, rep.discrete)
+  assert saved["metrics"]["accuracy"]["value"] == direct["one_to_one"]
+  assert saved["metrics"]["accuracy"]["num_examples"] == data.num_examples
+  np.testing.assert_allclose(saved["metrics"]["information"]["kl_per_dim"],
+                             metrics.kl_per_dim(rep.mean, rep.logvar), rtol=1e-6)
+  assert "factor_score" not in saved["metrics"]  # no ground truth
+  assert results["metrics"]["accuracy"]["value"] == saved["metrics"]["accuracy"]["value"]
+
+  report = (workdir / "report.md").read_text()
+  assert "seed 3, step 6 of 6 (final checkpoint" in report
+  assert f"| {direct['one_to_one']:.4f} |" in report
+  for rel in saved["images"].values():
+    assert (workdir / rel).is_file() and f"]({rel})" in report
+  # Read-only on the checkpoints.
+  assert {p: p.stat().st_mtime_ns for p in (workdir / "checkpoints").rglob("*")} == ckpt_files
+
+
+def test_evaluate_earlier_step_is_flagged_not_final(trained, tmp_path):
+  workdir = _copy(trained, tmp_path)
+  _, config, data, _ = trained
+  saved = evaluation.evaluate_run(workdir, step=3, dataset=data)
+  assert saved["checkpoint"]["step"] == 3 and not saved["checkpoint"]["final"]
+  assert saved["checkpoint"]["selection"] == "requested"
+  assert "NOT the final checkpoint" in (workdir / "report.md").read_text()
+  method = methods.build(config, data.image_shape)
+  ckpt = checkpoint.Checkpointer(workdir)
+  state3 = ckpt.restore(jax.jit(method.init)(jax.random.PRNGKey(SEED)), step=3)
+  ckpt.close()
+  rep = _direct(method, state3.params, data.images)
+  assert saved["metrics"]["accuracy"]["value"] == \
+      metrics.cluster_accuracy(data.labels, rep.discrete)["one_to_one"]
+  with pytest.raises(ValueError, match=r"available steps: \[3, 6\]"):
+    evaluation.evaluate_run(workdir, step=5, dataset=data, write=False)
+
+
+def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_path):
+  workdir = _copy(trained, tmp_path)
+  _, config, _, state = trained
+  grid = TinyGrid()
+  saved = evaluation.evaluate_run(workdir, dataset=grid, encode_batch_size=64, mig_points=2000)
+  score = saved["metrics"]["factor_score"]
+  # M = 800 spread evenly over the 3 factors, int(800 / 3) each (the authors' code): 798 cast.
+  assert (score["num_votes"], score["batch_size"]) == (3 * 266, 100)
+  assert score["variance_source"] == "whole_dataset" and score["num_variance_points"] == 64
+  assert score["vote_source"] == "dataset_encodings"
+
+  # The metrics called on the dataset itself, encoding through the model, same random stream.
+  method = methods.build(config, grid.image_shape)
+  represent = jax.jit(method.represent)
+  fn = lambda x: jax.device_get(represent(state.params, x))
+  rng = np.random.default_rng([SEED, 6])
+  direct = metrics.factor_vae_score(grid, fn, rng, num_votes=800, batch_size=100,
+                                    encode_batch_size=64)
+  direct_mig = metrics.mig(grid, fn, rng, num_points=2000, encode_batch_size=64)
+  assert score["value"] == direct["score"]
+  np.testing.assert_array_equal(score["votes"], direct["votes"])
+  assert saved["metrics"]["mig"]["value"] == pytest.approx(direct_mig["score"], abs=1e-12)
+  rep = _direct(method, state.params, grid.images)
+  assert saved["metrics"]["shape_accuracy"]["value"] == \
+      metrics.cluster_accuracy(grid.factors[:, 0], rep.discrete)["one_to_one"]
+  assert saved["metrics"]["shape_accuracy"]["num_examples"] == 64
+
+
+def test_enumerate_rows_of_an_indexed_dataset_and_encoded_lookup():
+  class Indexed:  # like DSprites: factors(indices) is a method, rows are image indices
+    factor_sizes = (2, 3)
+    num_examples = 6
+
+    def factors(self, idx):
+      return np.stack([np.asarray(idx) // 3, np.asarray(idx) % 3], axis=1)
+
+    def get_images(self, idx):
+      return np.asarray(idx, np.float32)[:, None]
+
+  rows, are_indices = encodings.enumerate_rows(Indexed())
+  np.testing.assert_array_equal(rows, np.indices((2, 3)).reshape(2, -1).T)
+  assert are_indices
+  rep = metrics.Representation(mean=np.arange(6.0)[:, None] * 10)
+  encoded = encodings.EncodedGroundTruth(rows, rep, (2, 3))
+  found = encoded.sample_observations_from_factors(np.array([[1, 2], [0, 1]]), None)
+  np.testing.assert_array_equal(encoded.represent(found).mean[:, 0], [50.0, 10.0])
+
+
+def test_multi_seed_workdir_evaluates_every_seed(tmp_path):
+  data = helpers.TinyImages(n=64)
+  config = helpers.tiny_config("cascadevae", num_seeds=2, num_steps=3, seed=SEED,
+                               **{"mesh.num_devices": 1})
+  state = trainer.train(config, tmp_path, dataset=data)
+  summary = evaluation.evaluate_run(tmp_path, dataset=data)
+  assert [r["seed"] for r in summary["seeds"]] == [SEED, SEED + 1]
+  assert json.loads((tmp_path / "results.json").read_text())["checkpoint"]["step"] == 3
+  method = methods.build(config, data.image_shape)
+  accuracies = []
+  for i, result in enumerate(summary["seeds"]):
+    assert (tmp_path / f"seed_{SEED + i}" / "results.json").is_file()
+    params = jax.tree_util.tree_map(lambda a, i=i: a[i], state.params)
+    rep = _direct(method, params, data.images)
+    accuracies.append(metrics.cluster_accuracy(data.labels, rep.discrete)["one_to_one"])
+    assert result["metrics"]["accuracy"]["value"] == accuracies[-1]
+  table = aggregate.aggregate_runs([tmp_path])
+  (row,) = table["rows"]
+  assert row["seeds"] == [SEED, SEED + 1]
+  assert row["metrics"]["accuracy"]["mean"] == pytest.approx(100 * np.mean(accuracies))
+
+
+def _fake_run(path, config, score, shape_acc, *, step=None):
+  path.mkdir(parents=True)
+  (path / "config.json").write_text(config_lib.to_json(config))
+  step = config.num_steps if step is None else step
+  results = {
+      "run_dir": str(path), "seed": config.seed, "method": config.method,
+      "latent_dim": config.model.latent_dim,
+      "dataset": {"name": "dsprites", "class": "DSprites", "source": "file",
+                  "comparable_with_published": True},
+      "checkpoint": {"step": step, "num_steps": config.num_steps,
+                     "final": step == config.num_steps},
+      "metrics": {"factor_score": {"value": score}, "shape_accuracy": {"value": shape_acc}}}
+  (path / "results.json").write_text(json.dumps(results))
+  return path
+
+
+def test_aggregate_mean_std_best_beside_published(tmp_path):
+  module = importlib.import_module("experiments.configs.dsprites_cascade")
+  runs = [_fake_run(tmp_path / f"s{s}", module.get_config(f"m4,seed={s}"), score, acc)
+          for s, score, acc in ((0, 0.80, 0.5), (1, 0.90, 0.6), (2, 0.70, 0.7))]
+  other = _fake_run(tmp_path / "short", module.get_config("m4,num_steps=1000,seed=0"), 0.5, 0.5)
+  table = aggregate.aggregate_runs(runs + [other])
+  assert table["std_ddof"] == 0 and len(table["rows"]) == 2
+  full, short = sorted(table["rows"], key=lambda r: -r["num_steps"])
+  assert full["experiment"]["module"] == "dsprites_cascade"
+  assert full["experiment"]["variant"] == "m4" and full["experiment"]["exact"]
+  s = full["metrics"]["factor_score"]
+  assert s["n"] == 3 and s["mean"] == pytest.approx(80.0) and s["best"] == pytest.approx(90.0)
+  assert s["std"] == pytest.approx(np.sqrt(200 / 3))  # ddof=0: deviations 0, 10, -10
+  assert s["std_ddof1"] == pytest.approx(10.0)
+  assert s["published"] == module.PUBLISHED["m4"]["factor_score"]
+  a = full["metrics"]["shape_accuracy"]
+  assert (a["mean"], a["best"]) == (pytest.approx(60.0), pytest.approx(70.0))
+  assert short["experiment"]["variant"] == "m4" and not short["experiment"]["exact"]
+  assert short["experiment"]["differences"] == {"num_steps": [1000, 300_000]}
+  text = aggregate.markdown_table(table)
+  assert "80.00 (8.16) / 90.00" in text and "91.34 (7.36) / 98.62" in text
+  assert "num_steps 1000 (variant 300000)" in text
+  json.dumps(table)  # machine-readable as it is
+
+  out = tmp_path / "table.md"
+  proc = subprocess.run([sys.executable, "-m", "experiments.aggregate", *map(str, runs),
+                         f"--output={out}"], cwd=REPO, capture_output=True, text=True,
+                        timeout=120, check=False)
+  assert proc.returncode == 0, proc.stderr
+  assert "80.00 (8.16) / 90.00" in out.read_text()
+  assert json.loads(out.with_suffix(".json").read_text())["rows"][0]["metrics"][
+      "factor_score"]["n"] == 3
+
+
+def test_training_time_evaluator_on_rendered_dsprites(tmp_path):
+  module = importlib.import_module("experiments.configs.dsprites_cascade")
+  config = module.get_config("smoke,eval.num_points=300,eval.factor_score_votes=100,"
+                             "eval.num_images=8")
+  config.model.latent_dim = 3
+  with pytest.warns(data_lib.ProceduralDataWarning):
+    dsprites = data_lib.DSprites(source="render")
+  method = methods.build(config, dsprites.image_shape)
+  params = jax.jit(method.init)(jax.random.PRNGKey(0)).params
+  evaluator = evaluation.Evaluator(config, method, tmp_path, dataset=dsprites)
+  out = evaluator.run(params, step=7)
+  details = json.loads((tmp_path / "eval" / "step_7.json").read_text())
+  score = details["factor_score"]
+  assert score["points"] == "the 300 eval points' encodings"
+  assert score["num_variance_points"] == 300 and score["vote_source"] == "dataset_encodings"
+  assert score["num_votes"] == 100  # 20 per factor over the 5 factors
+  assert out["eval/factor_score"] == score["score"]
+  # The discrete code against the shape factor (not the constant colour column).
+  rep = _direct(method, params, dsprites.get_images(evaluator.indices))
+  shape = dsprites.factors(evaluator.indices)[:, 0]
+  assert out["eval/shape_accuracy"] == metrics.cluster_accuracy(shape, rep.discrete)["one_to_one"]
+  assert (tmp_path / "images" / "reconstructions.png").is_file()
