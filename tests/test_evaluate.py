@@ -158,11 +158,11 @@ def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_pat
 
 
 def test_enumerate_rows_of_an_indexed_dataset_and_encoded_lookup():
-  class Indexed:  # like DSprites: factors(indices) is a method, rows are image indices
+  class Indexed:  # like DSprites: factors_of(indices) is a method, rows are image indices
     factor_sizes = (2, 3)
     num_examples = 6
 
-    def factors(self, idx):
+    def factors_of(self, idx):
       return np.stack([np.asarray(idx) // 3, np.asarray(idx) % 3], axis=1)
 
     def get_images(self, idx):
@@ -268,6 +268,6 @@ def test_training_time_evaluator_on_rendered_dsprites(tmp_path):
   assert out["eval/factor_score"] == score["score"]
   # The discrete code against the shape factor (not the constant colour column).
   rep = _direct(method, params, dsprites.get_images(evaluator.indices))
-  shape = dsprites.factors(evaluator.indices)[:, 0]
+  shape = dsprites.factors_of(evaluator.indices)[:, 0]
   assert out["eval/shape_accuracy"] == metrics.cluster_accuracy(shape, rep.discrete)["one_to_one"]
   assert (tmp_path / "images" / "reconstructions.png").is_file()

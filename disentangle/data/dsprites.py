@@ -266,18 +266,18 @@ class DSprites:
       imgs = np.unpackbits(self._images_packed()[indices], axis=-1)
     return imgs.astype(np.float32)[..., None]
 
-  def factors(self, indices) -> np.ndarray:
+  def factors_of(self, indices) -> np.ndarray:
     """Factor classes [n, 5] of rows ``indices``."""
     indices = self._check(indices)
     return index_to_factors(indices) if self._classes is None else self._classes[indices]
 
   def latents_classes(self, indices) -> np.ndarray:
     """Official ``latents_classes`` [n, 6] (color class 0 first) of rows ``indices``."""
-    return factors_to_latents(self.factors(indices))[0]
+    return factors_to_latents(self.factors_of(indices))[0]
 
   def latents_values(self, indices) -> np.ndarray:
     """Official ``latents_values`` [n, 6] of rows ``indices``."""
-    return factors_to_latents(self.factors(indices))[1]
+    return factors_to_latents(self.factors_of(indices))[1]
 
   # --- ground-truth interface (disentangle.data.ground_truth.GroundTruthData) ------------------
   @property

@@ -50,16 +50,16 @@ def is_ground_truth(dataset) -> bool:
 def enumerate_rows(dataset) -> tuple[Optional[np.ndarray], bool]:
   """Factor rows [N, K] of every stored example, and whether row i is example ``get_images(i)``.
 
-  A ``factors`` array (``InMemoryGroundTruth``), a ``factors(indices)`` method (``DSprites``), or
-  every combination of a complete grid (C order); (None, False) when none applies. (The metrics'
-  own ``representation.enumerate_factors`` reads ``factors`` as an array only and fails on
-  ``DSprites``, whose ``factors`` is a method: the metrics get dSprites through this module.)
+  A ``factors_of(indices)`` method (``DSprites``: row i is ``get_images(i)``), a ``factors``
+  array (``InMemoryGroundTruth``), or every combination of a complete grid (C order);
+  (None, False) when none applies.
   """
-  factors = getattr(dataset, "factors", None)
   n = rep_lib.dataset_size(dataset)
-  if callable(factors) and n is not None:
-    return np.asarray(factors(np.arange(n)), np.int64), hasattr(dataset, "get_images")
-  if factors is not None and not callable(factors):
+  factors_of = getattr(dataset, "factors_of", None)
+  if factors_of is not None and n is not None:
+    return np.asarray(factors_of(np.arange(n)), np.int64), hasattr(dataset, "get_images")
+  factors = getattr(dataset, "factors", None)
+  if factors is not None:
     return np.asarray(factors, np.int64), False
   sizes = tuple(int(s) for s in dataset.factor_sizes)
   if n is not None and int(np.prod(sizes)) == n:
