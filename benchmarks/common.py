@@ -1,0 +1,407 @@
+"""Shared pieces of the speed benchmarks: the trainer's jitted step on synthetic batches.
+
+Every benchmark times the step exactly as :func:`disentangle.train.trainer.train` compiles it
+(``jax.jit(step, donate_argnums=0, in_shardings=(replicated, batch sharding),
+out_shardings=(replicated, replicated))``, with ``jax.vmap(method.train_step)`` over stacked states
+and per-seed batches when ``num_seeds > 1``), fed with synthetic batches of the configured shape
+(uniform random images in [0, 1], placed on the devices before timing) so that data loading and
+host-to-device copies are excluded.
+
+Timing: every step is followed by ``block_until_ready`` on the new state and metrics, so one
+sample is the latency of one step; figures are medians (and 10th / 90th percentiles) after a
+warm-up. The host assignment callback (CascadeVAE, ``cascade.solver='scipy'``) is timed by
+:class:`CallbackTimer`, which wraps the host function of :mod:`disentangle.assignment` for the
+duration of the benchmark (it must be entered before the step is traced).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import os
+import pathlib
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+# Image shapes of the loaders (``disentangle.data``), so that synthetic batches need no data.
+IMAGE_SHAPES = {
+    "dsprites": (64, 64, 1),
+    "mnist": (32, 32, 1),
+    "fashion_mnist": (32, 32, 1),
+    "chairs": (64, 64, 1),
+    "celeba": (64, 64, 3),
+}
+SEED_BATCHINGS = ("vmap", "map", "unroll")
+DATA_NOTE = ("synthetic batches: uniform random images in [0, 1] of the configured shape, on "
+             "device before timing (data loading and host-to-device copies excluded)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Host and environment.
+# ---------------------------------------------------------------------------------------------
+def configure_host() -> dict[str, Any] | str:
+  """Calls ``disentangle.train.host.configure_malloc()`` (as the trainer does) when it exists.
+
+  Call it early, before JAX starts its threads.
+
+  Returns:
+    For the JSON output: the malloc settings applied (``{}`` where none could be), or
+    ``'absent'`` when the module or function does not exist.
+  """
+  try:
+    host = importlib.import_module("disentangle.train.host")
+  except ImportError:
+    return "absent"
+  configure = getattr(host, "configure_malloc", None)
+  if configure is None:
+    return "absent"
+  applied = configure()
+  return dict(applied) if isinstance(applied, dict) else "configure_malloc"
+
+
+def num_cores() -> int:
+  """The cores this process may run on (the affinity mask, else ``os.cpu_count()``)."""
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:  # not Linux
+    return os.cpu_count() or 1
+
+
+def load_average() -> list[float] | None:
+  try:
+    return [round(v, 2) for v in os.getloadavg()]
+  except OSError:
+    return None
+
+
+def environment() -> dict[str, Any]:
+  """Versions, devices and machine load, for every JSON line."""
+  return {
+      "jax_version": jax.__version__,
+      "backend": jax.default_backend(),
+      "num_devices": jax.device_count(),
+      "cores": num_cores(),
+      "loadavg": load_average(),
+  }
+
+
+# ---------------------------------------------------------------------------------------------
+# Configs.
+# ---------------------------------------------------------------------------------------------
+def describe_config(config_flag) -> dict[str, Any]:
+  """Name, variant and command-line overrides of an ml_collections ``--config`` flag."""
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  spec = config_flags.get_config_filename(config_flag)
+  path, _, variant = spec.partition(":")
+  overrides = {k: _jsonable(v) for k, v in config_flags.get_override_values(config_flag).items()}
+  return {"config": pathlib.Path(path).stem, "variant": variant or None,
+          "config_overrides": overrides}
+
+
+def _jsonable(v):
+  if isinstance(v, (bool, int, float, str)) or v is None:
+    return v
+  if isinstance(v, (tuple, list)):
+    return [_jsonable(x) for x in v]
+  return str(v)
+
+
+def force_discrete(config: ml_collections.ConfigDict, enabled: bool = True) -> dict[str, Any]:
+  """For CascadeVAE, sets ``cascade.discrete_start = 0`` so every timed step has t > t_d.
+
+  Args:
+    config: the experiment config (changed in place; existing field, so a locked config is fine).
+    enabled: False leaves the config alone (e.g. to time the CascadeVAE-C ablation as configured).
+
+  Returns:
+    JSON fields saying what was done (``discrete_forced`` and the configured ``t_d``).
+  """
+  if config.method != "cascadevae":
+    return {"discrete_forced": None}
+  original = int(config.cascade.discrete_start)
+  if enabled:
+    config.cascade.discrete_start = 0
+  return {"discrete_forced": bool(enabled), "discrete_start_config": original,
+          "discrete_start_used": int(config.cascade.discrete_start)}
+
+
+def image_shape(config) -> tuple[int, int, int]:
+  """The dataset's image shape, without loading the data when the shape is known."""
+  name = config.dataset.name
+  if name in IMAGE_SHAPES:
+    return IMAGE_SHAPES[name]
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  return tuple(trainer.load_training_data(config).image_shape)
+
+
+def model_summary(config) -> dict[str, Any]:
+  """The model and batch fields every JSON line repeats."""
+  out = {"method": config.method, "conv_impl": config.model.conv_impl,
+         "batch_size": int(config.batch_size), "latent_dim": int(config.model.latent_dim),
+         "dataset": config.dataset.name}
+  if config.method == "cascadevae":
+    out.update(num_discrete=int(config.cascade.num_discrete),
+               solver=config.cascade.solver, penalty=float(config.cascade.penalty))
+  return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The host assignment callback.
+# ---------------------------------------------------------------------------------------------
+class CallbackTimer:
+  """Wraps ``disentangle.assignment._assign_host`` (the ``pure_callback`` body) with a timer.
+
+  ``jax.pure_callback`` captures the host function when the step is traced, so enter this before
+  building / lowering the step. Measures the Python body of the callback (the scipy solve, float64
+  conversion and checks); the callback machinery around it (argument copies, the GIL, XLA's
+  callback dispatch) is part of the step but not of this figure, so the share is a lower bound.
+  """
+
+  def __init__(self):
+    self._durations: list[float] = []
+    self._lock = threading.Lock()
+    self._module = None
+    self._original: Callable | None = None
+    self.last_problem: tuple[np.ndarray, np.ndarray] | None = None  # latest (u, penalty)
+
+  def __enter__(self) -> "CallbackTimer":
+    from disentangle import assignment  # pylint: disable=g-import-not-at-top
+    self._module = assignment
+    self._original = assignment._assign_host  # pylint: disable=protected-access
+    original = self._original
+
+    def timed(*args, **kwargs):
+      t0 = time.perf_counter()
+      try:
+        return original(*args, **kwargs)
+      finally:
+        dt = time.perf_counter() - t0
+        with self._lock:
+          self._durations.append(dt)
+          penalty = args[1] if len(args) > 1 else kwargs.get("penalty")
+          self.last_problem = (np.array(args[0]), np.array(penalty))
+
+    assignment._assign_host = timed  # pylint: disable=protected-access
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self._module._assign_host = self._original  # pylint: disable=protected-access
+
+  def mark(self) -> int:
+    with self._lock:
+      return len(self._durations)
+
+  def since(self, mark: int) -> list[float]:
+    """Durations (s) of the calls made after ``mark``."""
+    with self._lock:
+      return list(self._durations[mark:])
+
+
+def time_callback_jit(u: np.ndarray, penalty: np.ndarray, reps: int = 20) -> float:
+  """Median ms of ``jax.jit(assign(., penalty, solver='scipy'))`` alone on the problem ``u``.
+
+  The second measurement of the callback: the same problem sizes (the step's own latest ``u``),
+  through ``jax.pure_callback`` in a jitted program of its own, so the figure includes the callback
+  machinery (and one tiny program's dispatch) that :class:`CallbackTimer` does not see.
+  """
+  from disentangle import assignment  # pylint: disable=g-import-not-at-top
+  u_dev = jnp.asarray(u, jnp.float32)
+  lam = np.asarray(penalty, np.float64)
+  lam = float(lam) if lam.ndim == 0 else lam  # a Python penalty, as the methods pass it
+  fn = jax.jit(lambda v: assignment.assign(v, lam, solver="scipy"))
+  jax.block_until_ready(fn(u_dev))
+  times = []
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(u_dev))
+    times.append(time.perf_counter() - t0)
+  return 1e3 * float(np.median(times))
+
+
+# ---------------------------------------------------------------------------------------------
+# The step.
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class StepBench:
+  """A compiled train step with its (donated) state and a few synthetic batches on device."""
+
+  method: Any
+  compiled: Any          # jax.stages.Compiled of the trainer's jitted step
+  state: Any
+  batches: list[dict]
+  num_seeds: int
+  compile_s: float       # lower + compile (s)
+  flops: float | None    # XLA cost analysis of one step (all seeds)
+  last_metrics: Any = None
+  cpu_times: list[float] = dataclasses.field(default_factory=list)
+  _cursor: int = 0
+
+  def step(self) -> None:
+    """One step, blocked until done."""
+    batch = self.batches[self._cursor % len(self.batches)]
+    self._cursor += 1
+    self.state, self.last_metrics = self.compiled(self.state, batch)
+    jax.block_until_ready((self.state, self.last_metrics))
+
+  def run(self, n: int) -> list[float]:
+    """Wall seconds of each of ``n`` steps (process CPU seconds go to ``self.cpu_times``)."""
+    times = []
+    for _ in range(n):
+      c0, t0 = time.process_time(), time.perf_counter()
+      self.step()
+      times.append(time.perf_counter() - t0)
+      self.cpu_times.append(time.process_time() - c0)
+    return times
+
+  def metrics_summary(self) -> dict[str, Any]:
+    """Loss finiteness and whether the discrete branch ran, from the last step's metrics."""
+    m = jax.device_get(self.last_metrics)
+    out = {"loss_finite": bool(np.all(np.isfinite(np.asarray(m["loss"]))))}
+    if "discrete_active" in m:
+      out["discrete_active"] = float(np.min(m["discrete_active"]))
+    return out
+
+
+def synthetic_batches(image_shape: Sequence[int], batch_size: int, num_seeds: int,
+                      count: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
+  """``count`` host batches {'image': float32 [(N,) B, H, W, C] uniform in [0, 1]}."""
+  rng = np.random.default_rng(seed)
+  lead = (num_seeds,) if num_seeds > 1 else ()
+  shape = lead + (batch_size,) + tuple(image_shape)
+  return [{"image": rng.random(shape, dtype=np.float32)} for _ in range(count)]
+
+
+def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches: int = 4,
+               seed: int = 0, seed_batching: str = "vmap") -> StepBench:
+  """Builds, initialises and compiles the trainer's step for ``config`` on synthetic batches.
+
+  Args:
+    config: a validated experiment config (``config.num_seeds`` is ignored: ``num_seeds`` rules).
+    image: image shape (H, W, C).
+    num_seeds: 1 = the plain step; N > 1 = ``jax.vmap(method.train_step)`` over N stacked states
+      and per-seed batches, as the trainer does with ``config.num_seeds = N``.
+    num_batches: distinct synthetic batches cycled through.
+    seed: seed of the parameters and the synthetic images.
+    seed_batching: how N > 1 seeds are batched in one program: ``'vmap'`` (the trainer),
+      ``'map'`` (``jax.lax.map``: a loop over the seeds) or ``'unroll'`` (N copies of the step,
+      one per seed, in one program); alternatives measured by ``benchmarks.multi_seed``.
+
+  Returns:
+    A :class:`StepBench` ready to step (not yet warmed up).
+  """
+  from disentangle import methods  # pylint: disable=g-import-not-at-top
+  from disentangle.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+
+  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
+  if config.batch_size % mesh.devices.size:
+    raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
+                     f"{mesh.devices.size} devices")
+  method = methods.build(config, image, mesh=mesh)
+  multi = num_seeds > 1
+  repl = mesh_lib.replicated(mesh)
+  data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)
+
+  keys = jnp.stack([jax.random.PRNGKey(seed + i) for i in range(num_seeds)])
+  init = jax.vmap(method.init) if multi else (lambda k: method.init(k[0]))
+  state = jax.jit(init, out_shardings=repl)(keys)
+
+  if not multi:
+    step_impl = method.train_step
+  elif seed_batching == "vmap":
+    step_impl = jax.vmap(method.train_step)
+  elif seed_batching == "map":
+    step_impl = lambda s, b: jax.lax.map(lambda sb: method.train_step(*sb), (s, b))
+  elif seed_batching == "unroll":
+    step_impl = functools.partial(_unrolled_step, method.train_step, num_seeds)
+  else:
+    raise ValueError(f"seed_batching must be one of {SEED_BATCHINGS}, got {seed_batching!r}")
+  jitted = jax.jit(step_impl, donate_argnums=0, in_shardings=(repl, data_sharding),
+                   out_shardings=(repl, repl))
+  batches = [jax.device_put(b, data_sharding)
+             for b in synthetic_batches(image, config.batch_size, num_seeds, num_batches, seed)]
+  jax.block_until_ready((state, batches))
+
+  t0 = time.perf_counter()
+  compiled = jitted.lower(state, batches[0]).compile()
+  compile_s = time.perf_counter() - t0
+  return StepBench(method=method, compiled=compiled, state=state, batches=batches,
+                   num_seeds=num_seeds, compile_s=compile_s, flops=_flops(compiled))
+
+
+def _unrolled_step(train_step: Callable, num_seeds: int, state, batch):
+  """One program holding ``num_seeds`` independent copies of ``train_step`` (stacked in, out)."""
+  take = lambda tree, i: jax.tree_util.tree_map(lambda a: a[i], tree)
+  outs = [train_step(take(state, i), take(batch, i)) for i in range(num_seeds)]
+  return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *outs)
+
+
+def _flops(compiled) -> float | None:
+  try:
+    analysis = compiled.cost_analysis()
+  except Exception:  # pylint: disable=broad-except
+    return None
+  if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
+    analysis = analysis[0] if analysis else None
+  if not analysis or "flops" not in analysis:
+    return None
+  return float(analysis["flops"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics.
+# ---------------------------------------------------------------------------------------------
+def summarize_ms(times_s: Sequence[float]) -> dict[str, float]:
+  """Median, 10th and 90th percentile and mean of ``times_s``, in ms."""
+  ms = 1e3 * np.asarray(times_s, np.float64)
+  return {"median_ms": round(float(np.median(ms)), 3),
+          "p10_ms": round(float(np.percentile(ms, 10)), 3),
+          "p90_ms": round(float(np.percentile(ms, 90)), 3),
+          "mean_ms": round(float(np.mean(ms)), 3),
+          "timed_steps": int(ms.size)}
+
+
+def summarize_cpu_ms(cpu_s: Sequence[float]) -> dict[str, Any]:
+  """Median process CPU time per step (all threads): less sensitive to other processes' load
+  than wall time (but it includes spin-waiting of idle worker threads)."""
+  return {"cpu_median_ms": round(1e3 * float(np.median(cpu_s)), 3)}
+
+
+def callback_summary(callback_s: Sequence[float], step_s: Sequence[float], solver: str | None,
+                     callback_jit_ms: float | None = None) -> dict[str, Any]:
+  """Share of the timed steps spent in the host assignment callback.
+
+  Args:
+    callback_s: durations of the callback body during the timed steps (:class:`CallbackTimer`).
+    step_s: wall time of the timed steps.
+    solver: ``cascade.solver`` (None for methods without a discrete code).
+    callback_jit_ms: optional :func:`time_callback_jit` figure on the same problem.
+
+  Returns:
+    ``callback_share`` (measured body time / step time) and friends, or None fields when the
+    step has no host callback.
+  """
+  if solver != "scipy":
+    return {"callback_share": None, "callback_note": f"no host callback (solver={solver!r})"}
+  total = float(np.sum(step_s))
+  cb = np.asarray(callback_s, np.float64)
+  out = {
+      "callback_share": round(float(cb.sum()) / total, 4) if total > 0 else None,
+      "callback_median_ms": round(1e3 * float(np.median(cb)), 3) if cb.size else None,
+      "callback_calls_per_step": round(cb.size / max(len(step_s), 1), 3),
+  }
+  note = ("callback_share: measured in the step, disentangle.assignment._assign_host wrapped with "
+          "a timer for the benchmark: its wall time summed over the timed steps / their total wall "
+          "time (callback dispatch outside the Python body not included)")
+  if callback_jit_ms is not None:
+    out["callback_jit_median_ms"] = round(callback_jit_ms, 3)
+    out["callback_share_jit"] = round(callback_jit_ms / (1e3 * float(np.median(step_s))), 4)
+    note += ("; callback_share_jit: jax.jit(assign(u, solver='scipy')) timed alone on the step's "
+             "own u (includes the pure_callback machinery) / median step time")
+  out["callback_note"] = note
+  return out
