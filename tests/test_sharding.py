@@ -43,3 +43,21 @@ def test_local_assignment_scope_solves_each_shard(tmp_path):
   np.testing.assert_array_equal(d, expected)
   # a huge penalty forbids two rows of one shard from sharing a class
   assert all(d[2 * i] != d[2 * i + 1] for i in range(8))
+
+
+def test_factorvae_local_permutation_stays_within_shards():
+  from disentangle import methods
+  from disentangle.train import mesh as mesh_lib
+  config = helpers.tiny_config("factorvae", **{"factorvae.permute_scope": "local"})
+  method = methods.build(config, (32, 32, 1), mesh=mesh_lib.make_mesh(8))
+  # Row i of column j holds 100*i + j: a permuted value tells which row (and shard) it came from.
+  z = (100.0 * np.arange(16)[:, None] + np.arange(3)[None, :]).astype(np.float32)
+  z = jax.device_put(z, mesh_lib.batch_sharding(method.mesh))
+  fake = np.asarray(jax.jit(method.permute)(jax.random.PRNGKey(0), z))
+  rows = (fake // 100).astype(int)
+  for s in range(8):  # every value of shard s comes from shard s, each column a permutation
+    block = rows[2 * s:2 * s + 2]
+    assert np.all(block // 2 == s)
+    for j in range(3):
+      assert sorted(block[:, j]) == [2 * s, 2 * s + 1]
+  np.testing.assert_array_equal(fake % 100, np.tile(np.arange(3), (16, 1)))

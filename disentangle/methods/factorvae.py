@@ -22,6 +22,7 @@ import optax
 
 from disentangle import losses
 from disentangle.methods import base
+from disentangle.train import mesh as mesh_lib
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -33,6 +34,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.disc_learning_rate = 1e-4
   c.disc_b1 = 0.5
   c.disc_b2 = 0.9
+  c.permute_scope = "global"  # 'global': permute over the global batch; 'local': within shards
   return c
 
 
@@ -42,6 +44,7 @@ RULES = {
     "factorvae.disc_hidden": (lambda v: v > 0, "> 0"),
     "factorvae.disc_layers": (lambda v: v > 0, "> 0"),
     "factorvae.disc_learning_rate": (lambda v: v > 0, "> 0"),
+    "factorvae.permute_scope": (lambda v: v in ("global", "local"), "'global' or 'local'"),
 }
 
 
@@ -97,9 +100,27 @@ class FactorVAE(base.VAEMethod):
     loss = rec + f.beta * jnp.sum(kl) + f.gamma * tc + self.regularizer(vae_params)
     return loss, (dict(loss=loss, reconstruction=rec, tc_estimate=tc, **base.kl_metrics(kl)), z)
 
+  def permute(self, rng, z):
+    """The fake samples: over the global batch (default), or within each device's shard.
+
+    ``permute_scope='local'`` permutes inside ``shard_map`` with a per-shard key, so no sample
+    crosses devices (cheaper on large meshes; the product of marginals is then estimated per
+    shard). With one device both are the same.
+    """
+    if self.config.factorvae.permute_scope == "local" and self.mesh is not None \
+        and self.mesh.size > 1:
+      spec = jax.sharding.PartitionSpec(mesh_lib.DATA_AXIS)
+
+      def local(key, zz):
+        return permute_dims(jax.random.fold_in(key, jax.lax.axis_index(mesh_lib.DATA_AXIS)), zz)
+
+      return jax.shard_map(local, mesh=self.mesh, in_specs=(jax.sharding.PartitionSpec(), spec),
+                           out_specs=spec)(rng, z)
+    return permute_dims(rng, z)
+
   def disc_loss(self, disc_params, z, rng):
     z = jax.lax.stop_gradient(z)
-    fake = permute_dims(rng, z)
+    fake = self.permute(rng, z)
     logits = self.discriminator.apply({"params": disc_params}, jnp.concatenate([z, fake]))
     labels = jnp.concatenate([jnp.zeros(len(z), jnp.int32), jnp.ones(len(z), jnp.int32)])
     ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
