@@ -13,6 +13,38 @@ def select_variants(module_name: str, arg, known) -> tuple[list[str], dict]:
   return names, overrides
 
 
+def select_row(module_name: str, names: list[str], rows: dict, default: str):
+  """The one table row named among the variants (``default`` when none is named)."""
+  chosen = [n for n in names if n in rows]
+  if len(chosen) > 1:
+    raise config_lib.ConfigError(f"{module_name}: choose one table row, got {chosen}")
+  return rows[chosen[0] if chosen else default]
+
+
+def dsprites_config(method: str, *, latent_dim: int, learning_rate: float):
+  """A dSprites run of the CascadeVAE Table 1 protocol: batch 64, 3e5 iterations, the score."""
+  c = methods.schema(method)
+  c.dataset.name = "dsprites"
+  c.num_steps = 300_000
+  c.batch_size = 64
+  c.optimizer.learning_rate = learning_rate
+  c.model.latent_dim = latent_dim
+  c.eval.factor_score = True
+  c.eval_every = 50_000
+  c.checkpoint_every = 10_000
+  return c
+
+
+def finish(c, names: list[str], overrides: dict, **smoke_kwargs):
+  """Apply the ``smoke`` variant (rendered dSprites when the set is dSprites), then overrides."""
+  if "smoke" in names:
+    if c.dataset.name == "dsprites":
+      c.dataset.source = "render"
+    smoke(c, **smoke_kwargs)
+  config_lib.apply_overrides(c, overrides)
+  return c
+
+
 def cascade_config(dataset: str, *, num_discrete: int, penalty: float, relieve_every: int,
                    discrete_start: int, num_steps: int, learning_rate: float, latent_dim: int,
                    beta_low: float):

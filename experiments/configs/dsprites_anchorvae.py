@@ -14,7 +14,6 @@ beta-VAE rows). ``smoke``: 300 steps on rendered dSprites (not comparable).
 
 Run: python -m experiments.dsprites_anchorvae --config=experiments/configs/dsprites_anchorvae.py:anchor5_m20
 """
-from disentangle import methods
 from experiments.configs import common
 
 PUBLISHED = {
@@ -27,24 +26,9 @@ VARIANTS = tuple(ROWS) + ("smoke",)
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
-  rows = [n for n in names if n in ROWS]
-  if len(rows) > 1:
-    raise common.config_lib.ConfigError(f"{__name__}: choose one table row, got {rows}")
-  m, beta_low = ROWS[rows[0] if rows else "anchor5_m5"]
-  c = methods.schema("anchorvae")
-  c.dataset.name = "dsprites"
-  c.num_steps = 300_000
-  c.batch_size = 64
-  c.optimizer.learning_rate = 3e-4
-  c.model.latent_dim = m
+  m, beta_low = common.select_row(__name__, names, ROWS, "anchor5_m5")
+  c = common.dsprites_config("anchorvae", latent_dim=m, learning_rate=3e-4)
   c.anchorvae.num_anchor = 5
   c.anchorvae.beta_low = beta_low
   c.anchorvae.beta_high = 10.0
-  c.eval.factor_score = True
-  c.eval_every = 50_000
-  c.checkpoint_every = 10_000
-  if "smoke" in names:
-    c.dataset.source = "render"
-    common.smoke(c)
-  common.config_lib.apply_overrides(c, overrides)
-  return c
+  return common.finish(c, names, overrides)

@@ -8,8 +8,7 @@ Append ``,seed=N`` or any ``field=value`` to a variant, e.g. ``:beta10_m5,seed=3
 
 Settings: batch 64, Adam 3e-4, 3e5 iterations (the dSprites protocol of supplement B).
 """
-from disentangle import config as config_lib
-from disentangle import methods
+from experiments.configs import common
 
 PUBLISHED = {
     "beta10_m5": {"factor_score": {"mean": 70.11, "std": 7.54, "best": 84.62}},
@@ -19,27 +18,8 @@ VARIANTS = ("beta10_m5", "beta4_m10", "smoke")
 
 
 def get_config(arg=None):
-  names, overrides = config_lib.parse_arg(arg)
-  unknown = [n for n in names if n not in VARIANTS]
-  if unknown:
-    raise config_lib.variant_error(__name__, unknown, VARIANTS)
-  c = methods.schema("betavae")
-  c.dataset.name = "dsprites"
-  c.num_steps = 300_000
-  c.model.latent_dim = 10
-  c.betavae.beta = 4.0
-  c.eval.factor_score = True
-  c.eval_every = 50_000
-  c.checkpoint_every = 10_000
-  if "beta10_m5" in names:
-    c.model.latent_dim, c.betavae.beta = 5, 10.0
-  if "smoke" in names:
-    c.dataset.source = "render"
-    c.num_steps = 300
-    c.log_every = 25
-    c.eval_every = 300
-    c.checkpoint_every = 100
-    c.eval.factor_score_votes = 100
-    c.eval.num_points = 2000
-  config_lib.apply_overrides(c, overrides)
-  return c
+  names, overrides = common.select_variants(__name__, arg, VARIANTS)
+  m, beta = (5, 10.0) if "beta10_m5" in names else (10, 4.0)
+  c = common.dsprites_config("betavae", latent_dim=m, learning_rate=3e-4)
+  c.betavae.beta = beta
+  return common.finish(c, names, overrides)

@@ -43,10 +43,7 @@ VARIANTS = tuple(ROWS) + ("smoke",)
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
-  rows = [n for n in names if n in ROWS]
-  if len(rows) > 1:
-    raise common.config_lib.ConfigError(f"{__name__}: choose one table row, got {rows}")
-  m, beta_low, cascade, discrete = ROWS[rows[0] if rows else "m6"]
+  m, beta_low, cascade, discrete = common.select_row(__name__, names, ROWS, "m6")
   c = common.cascade_config("dsprites", num_discrete=3, penalty=0.001, relieve_every=20_000,
                             discrete_start=100_000 if discrete else common.NEVER,
                             num_steps=300_000, learning_rate=3e-4, latent_dim=m,

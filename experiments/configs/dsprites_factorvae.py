@@ -6,7 +6,6 @@ Variants: ``m5`` (default): 81.09 (2.63), best 85.12; ``m10``: 82.15 (0.88), bes
 
 Run: python -m experiments.dsprites_factorvae --config=experiments/configs/dsprites_factorvae.py:m5
 """
-from disentangle import methods
 from experiments.configs import common
 
 PUBLISHED = {
@@ -18,16 +17,6 @@ VARIANTS = ("m5", "m10", "smoke")
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
-  c = methods.schema("factorvae")
-  c.dataset.name = "dsprites"
-  c.num_steps = 300_000
-  c.model.latent_dim = 10 if "m10" in names else 5
-  c.optimizer.learning_rate = 1e-4
-  c.eval.factor_score = True
-  c.eval_every = 50_000
-  c.checkpoint_every = 10_000
-  if "smoke" in names:
-    c.dataset.source = "render"
-    common.smoke(c)
-  common.config_lib.apply_overrides(c, overrides)
-  return c
+  c = common.dsprites_config("factorvae", latent_dim=10 if "m10" in names else 5,
+                             learning_rate=1e-4)
+  return common.finish(c, names, overrides)
