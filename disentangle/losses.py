@@ -24,11 +24,15 @@ def bernoulli_log_likelihood(logits: jax.Array, x: jax.Array, *, axis=(-3, -2, -
   """log p(x | logits) = sum over pixels of x log sigmoid(l) + (1 - x) log sigmoid(-l).
 
   The reconstruction term of every paper here ("Bernoulli cross-entropy summed over pixels"),
-  written in the numerically stable form -(max(l, 0) - l x + log(1 + exp(-|l|))). ``x`` may be
-  any value in [0, 1] (the images are not binarised). Reduced over ``axis`` (the image axes).
+  written in the numerically stable form x l - softplus(l) (log sigmoid(l) = -softplus(-l) and
+  softplus(-l) = softplus(l) - l). ``x`` may be any value in [0, 1] (the images are not
+  binarised). Reduced over ``axis`` (the image axes).
+
+  ``jax.nn.softplus`` matters for speed: on XLA:CPU the textbook
+  ``max(l, 0) - l x + log1p(exp(-|l|))`` runs ~18x slower (unvectorised exp/log1p), which was a
+  third of the CascadeVAE MNIST step (S + 1 = 11 likelihood evaluations per step).
   """
-  log_p = -(jnp.maximum(logits, 0.0) - logits * x + jnp.log1p(jnp.exp(-jnp.abs(logits))))
-  return jnp.sum(log_p, axis=axis)
+  return jnp.sum(x * logits - jax.nn.softplus(logits), axis=axis)
 
 
 def gaussian_log_density(z: jax.Array, mean: jax.Array, logvar: jax.Array) -> jax.Array:
