@@ -142,8 +142,42 @@ def test_init_params_identical_and_helpers():
   assert_close(y_fast, y_ref)
   assert isinstance(layers.conv_transpose("flax", 3), nn.ConvTranspose)
   assert isinstance(layers.conv_transpose("fast", 3), layers.PhaseConvTranspose)
-  assert isinstance(layers.conv("fast", 3), nn.Conv)
+  assert isinstance(layers.conv("fast", 3), layers.FastConv)
+  assert isinstance(layers.conv("flax", 3), nn.Conv)
   with pytest.raises(ValueError, match="conv_impl"):
     layers.conv_transpose("torch", 3)
   with pytest.raises(ValueError, match="conv_impl"):
     layers.conv("torch", 3)
+
+
+# (batch, height, width, in, out): encoder layers 64->32 1->32ch, 32->16 32->32ch, 8->4 64ch;
+# an odd size takes the plain-gradient fallback.
+CONV_CASES = [(2, 64, 64, 1, 32), (3, 32, 32, 32, 32), (2, 8, 8, 64, 64), (2, 5, 7, 3, 4)]
+
+
+@pytest.mark.parametrize("batch,height,width,cin,cout", CONV_CASES)
+def test_fast_conv_matches_flax_conv(batch, height, width, cin, cout):
+  rng = np.random.default_rng(height + cin)
+  x = rng.standard_normal((batch, height, width, cin)).astype(np.float32)
+  params = {"params": {"kernel": (rng.standard_normal((4, 4, cin, cout)) / np.sqrt(16 * cin))
+                                 .astype(np.float32),
+                       "bias": rng.standard_normal(cout).astype(np.float32)}}
+  ref = nn.Conv(cout, (4, 4), strides=(2, 2), padding="SAME")
+  fast = layers.FastConv(cout)
+  weights = rng.standard_normal(
+      (batch, (height + 1) // 2, (width + 1) // 2, cout)).astype(np.float32)
+
+  @jax.jit
+  def run(params, x):
+    def loss(module):
+      return lambda p, x: jnp.sum(jnp.tanh(module.apply(p, x)) * weights)
+    out = [ref.apply(params, x), fast.apply(params, x)]
+    grads = [jax.grad(loss(m), argnums=(0, 1))(params, x) for m in (ref, fast)]
+    return out, grads
+
+  (y_ref, y_fast), (g_ref, g_fast) = run(params, x)
+  xs = jax.ShapeDtypeStruct(x.shape, jnp.float32)
+  assert (jax.eval_shape(ref.init, jax.random.key(0), xs) ==
+          jax.eval_shape(fast.init, jax.random.key(0), xs))
+  assert_close(y_fast, y_ref)
+  assert_close(g_fast, g_ref)
