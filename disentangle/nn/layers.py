@@ -133,13 +133,11 @@ def phase_conv_transpose(inputs: Array, kernel: Array,
   return _interleave(phases)
 
 
-class PhaseConvTranspose(nn.Module):
-  """Drop-in for ``nn.ConvTranspose(features, (4, 4), strides=(2, 2), padding='SAME')``.
+class _Conv4x4(nn.Module):
+  """A 4x4 stride-2 SAME layer with ``nn.Conv``'s / ``nn.ConvTranspose``'s parameters.
 
-  Same parameters ('kernel' [4, 4, in, features] then 'bias' [features], created in that order
-  with the same initialisers, so ``init`` with the same key gives identical trees) and the same
-  output up to float rounding, computed by `phase_conv_transpose`: four stride-1 2x2 convolutions
-  whose outputs are interleaved, which XLA differentiates ~10x faster on CPU.
+  'kernel' [4, 4, in, features] then 'bias' [features], created in that order with the same
+  initialisers, so ``init`` with the same key gives identical trees. Subclasses define `_apply`.
 
   Attributes:
     features: number of output channels.
@@ -158,9 +156,12 @@ class PhaseConvTranspose(nn.Module):
   kernel_init: Initializer = default_kernel_init
   bias_init: Initializer = initializers.zeros_init()
 
+  def _apply(self, flat: Array, kernel: Array) -> Array:
+    raise NotImplementedError
+
   @nn.compact
   def __call__(self, inputs: Array) -> Array:
-    """Upsamples [*batch, H, W, in] (or unbatched [H, W, in]) to [*batch, 2H, 2W, features]."""
+    """[*batch, H, W, in] (or unbatched [H, W, in]) -> [*batch, H', W', features]."""
     batch_shape = inputs.shape[:-3]
     flat = inputs.reshape((-1,) + inputs.shape[-3:])
     kernel = self.param("kernel", self.kernel_init,
@@ -168,10 +169,25 @@ class PhaseConvTranspose(nn.Module):
     bias = (self.param("bias", self.bias_init, (self.features,), self.param_dtype)
             if self.use_bias else None)
     flat, kernel, bias = dtypes.promote_dtype(flat, kernel, bias, dtype=self.dtype)
-    y = phase_conv_transpose(flat, kernel, precision=self.precision)
+    y = self._apply(flat, kernel)
     if bias is not None:
       y += bias
     return y.reshape(batch_shape + y.shape[1:])
+
+
+class PhaseConvTranspose(_Conv4x4):
+  """Drop-in for ``nn.ConvTranspose(features, (4, 4), strides=(2, 2), padding='SAME')``.
+
+  Same parameters ('kernel' [4, 4, in, features] then 'bias' [features], created in that order
+  with the same initialisers, so ``init`` with the same key gives identical trees) and the same
+  output up to float rounding, computed by `phase_conv_transpose`: four stride-1 2x2 convolutions
+  whose outputs are interleaved, which XLA differentiates ~10x faster on CPU. Attributes as
+  `_Conv4x4`.
+  """
+
+  def _apply(self, flat: Array, kernel: Array) -> Array:
+    """Upsamples [B, H, W, in] to [B, 2H, 2W, features]."""
+    return phase_conv_transpose(flat, kernel, precision=self.precision)
 
 
 def _strided_conv(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
@@ -208,37 +224,17 @@ def _strided_conv_bwd(precision, residuals, g):
 strided_conv.defvjp(_strided_conv_fwd, _strided_conv_bwd)
 
 
-class FastConv(nn.Module):
-  """Drop-in for ``nn.Conv(features, (4, 4), strides=(2, 2), padding='SAME')`` (even H, W).
+class FastConv(_Conv4x4):
+  """Drop-in for ``nn.Conv(features, (4, 4), strides=(2, 2), padding='SAME')``.
 
-  Same parameters (created in the same order with the same initialisers) and the same forward
-  pass; the backward pass uses `strided_conv`'s exact input gradient. Odd sizes fall back to the
-  plain convolution's gradient.
+  Same parameters and the same forward pass; the backward pass uses `strided_conv`'s exact input
+  gradient (even H, W; odd sizes fall back to the plain convolution's gradient).
   """
-  features: int
-  use_bias: bool = True
-  dtype: Dtype | None = None
-  param_dtype: Dtype = jnp.float32
-  precision: PrecisionLike = None
-  kernel_init: Initializer = default_kernel_init
-  bias_init: Initializer = initializers.zeros_init()
 
-  @nn.compact
-  def __call__(self, inputs: Array) -> Array:
-    batch_shape = inputs.shape[:-3]
-    flat = inputs.reshape((-1,) + inputs.shape[-3:])
-    kernel = self.param("kernel", self.kernel_init,
-                        KERNEL_SIZE + (inputs.shape[-1], self.features), self.param_dtype)
-    bias = (self.param("bias", self.bias_init, (self.features,), self.param_dtype)
-            if self.use_bias else None)
-    flat, kernel, bias = dtypes.promote_dtype(flat, kernel, bias, dtype=self.dtype)
+  def _apply(self, flat: Array, kernel: Array) -> Array:
     if flat.shape[1] % 2 or flat.shape[2] % 2:
-      y = _strided_conv(flat, kernel, self.precision)
-    else:
-      y = strided_conv(flat, kernel, self.precision)
-    if bias is not None:
-      y += bias
-    return y.reshape(batch_shape + y.shape[1:])
+      return _strided_conv(flat, kernel, self.precision)
+    return strided_conv(flat, kernel, self.precision)
 
 
 def _check_impl(impl: str) -> None:
