@@ -203,6 +203,22 @@ class CallbackTimer:
       return list(self._durations[mark:])
 
 
+
+def header(benchmark: str, config_flag, config, force: bool) -> dict[str, Any]:
+  """The fields every benchmark line starts with: name, config, discrete forcing, model."""
+  out: dict[str, Any] = {"benchmark": benchmark}
+  out.update(describe_config(config_flag))
+  out.update(force_discrete(config, force))
+  out.update(model_summary(config))
+  return out
+
+
+def finish_record(record: dict[str, Any], malloc) -> dict[str, Any]:
+  """Adds the environment, the host settings and the data note to a final record."""
+  record.update(environment())
+  record.update(host_setup=malloc, data=DATA_NOTE)
+  return record
+
 def time_callback_jit(u: np.ndarray, penalty: np.ndarray, reps: int = 20) -> float:
   """Median ms of ``jax.jit(assign(., penalty, solver='scipy'))`` alone on the problem ``u``.
 

@@ -110,10 +110,7 @@ def main(argv) -> None:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   malloc = common.configure_host()
   config = _CONFIG.value
-  head: dict[str, Any] = {"benchmark": "compare"}
-  head.update(common.describe_config(flags.FLAGS["config"]))
-  head.update(common.force_discrete(config, _FORCE_DISCRETE.value))
-  head.update(common.model_summary(config))
+  head = common.header("compare", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
   image = common.image_shape(config)
   cores = _TORCH_THREADS.value or common.num_cores()
 
@@ -169,9 +166,7 @@ def main(argv) -> None:
                      "does, less sensitive to other processes' load, but inflated by worker "
                      "threads spin-waiting (PyTorch/OpenMP with >1 thread on a loaded machine)",
       rounds=_ROUNDS.value, steps_per_round=_STEPS.value, warmup_steps=_WARMUP.value)
-  record.update(common.environment())
-  record.update(host_setup=malloc, data=common.DATA_NOTE)
-  print(json.dumps(record), flush=True)
+  print(json.dumps(common.finish_record(record, malloc)), flush=True)
 
 
 if __name__ == "__main__":

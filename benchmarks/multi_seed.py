@@ -60,10 +60,7 @@ def main(argv) -> None:
   unknown = [p for p in _PROGRAMS.value if p not in _NAMES]
   if unknown or not _PROGRAMS.value:
     raise app.UsageError(f"--programs: choose from {list(_NAMES)}, got {_PROGRAMS.value}")
-  head: dict[str, Any] = {"benchmark": "multi_seed"}
-  head.update(common.describe_config(flags.FLAGS["config"]))
-  head.update(common.force_discrete(config, _FORCE_DISCRETE.value))
-  head.update(common.model_summary(config))
+  head = common.header("multi_seed", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
   head["seeds"] = n
   solver = config.cascade.solver if config.method == "cascadevae" else None
   image = common.image_shape(config)
@@ -115,9 +112,7 @@ def main(argv) -> None:
                    "beats N separate runs); 'vmapped' is what the trainer runs",
       separate_note="N separate runs = N x the measured single-seed step (one run, multiplied)",
       rounds=_ROUNDS.value, steps_per_round=_STEPS.value, warmup_steps=_WARMUP.value)
-  record.update(common.environment())
-  record.update(host_setup=malloc, data=common.DATA_NOTE)
-  print(json.dumps(record), flush=True)
+  print(json.dumps(common.finish_record(record, malloc)), flush=True)
 
 
 if __name__ == "__main__":

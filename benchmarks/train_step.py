@@ -80,14 +80,9 @@ def main(argv) -> None:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   malloc = common.configure_host()
   config = _CONFIG.value
-  record: dict[str, Any] = {"benchmark": "train_step"}
-  record.update(common.describe_config(flags.FLAGS["config"]))
-  record.update(common.force_discrete(config, _FORCE_DISCRETE.value))
-  record.update(common.model_summary(config))
+  record = common.header("train_step", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
   record.update(measure(config, steps=_STEPS.value, warmup=_WARMUP.value))
-  record.update(common.environment())
-  record.update(host_setup=malloc, data=common.DATA_NOTE)
-  print(json.dumps(record), flush=True)
+  print(json.dumps(common.finish_record(record, malloc)), flush=True)
 
 
 if __name__ == "__main__":
