@@ -210,6 +210,8 @@ def header(benchmark: str, config_flag, config, force: bool) -> dict[str, Any]:
   out.update(describe_config(config_flag))
   out.update(force_discrete(config, force))
   out.update(model_summary(config))
+  from disentangle.train import host  # pylint: disable=g-import-not-at-top
+  out["compiler_options"] = host.compiler_options(config)
   return out
 
 
@@ -312,6 +314,7 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
     A :class:`StepBench` ready to step (not yet warmed up).
   """
   from disentangle import methods  # pylint: disable=g-import-not-at-top
+  from disentangle.train import host  # pylint: disable=g-import-not-at-top
   from disentangle.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
 
   mesh = mesh_lib.make_mesh(config.mesh.num_devices)
@@ -337,8 +340,8 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
     step_impl = functools.partial(_unrolled_step, method.train_step, num_seeds)
   else:
     raise ValueError(f"seed_batching must be one of {SEED_BATCHINGS}, got {seed_batching!r}")
-  jitted = jax.jit(step_impl, donate_argnums=0, in_shardings=(repl, data_sharding),
-                   out_shardings=(repl, repl))
+  jitted = host.jit(step_impl, config, donate_argnums=0, in_shardings=(repl, data_sharding),
+                    out_shardings=(repl, repl))
   batches = [jax.device_put(b, data_sharding)
              for b in synthetic_batches(image, config.batch_size, num_seeds, num_batches, seed)]
   jax.block_until_ready((state, batches))

@@ -37,6 +37,7 @@ import numpy as np
 from disentangle import data as data_lib
 from disentangle import methods
 from disentangle.train import encodings
+from disentangle.train import host
 
 TARGET_S = 300.0
 
@@ -85,8 +86,8 @@ def main(argv=None) -> None:
   images = dataset.get_images(rng.integers(0, dataset.num_examples, b))
   render_rate = b / (time.perf_counter() - t0)
   x = jnp.asarray(images)
-  represent = jax.jit(method.represent)
-  encode = jax.jit(lambda p, v: method.encode(p["vae"], v))
+  represent = host.jit(method.represent, config)
+  encode = host.jit(lambda p, v: method.encode(p["vae"], v), config)
   record = {"config": name, "variant": arg, "method": config.method,
             "latent_dim": config.model.latent_dim,
             "num_discrete": getattr(method, "num_discrete", 0),

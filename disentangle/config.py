@@ -64,6 +64,8 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.num_devices = 0          # 0 = all devices
+  c.xla = ml_collections.ConfigDict()
+  c.xla.cpu_ynn_dot = True        # XLA:CPU: YNNPACK for dots only, not convs (train/host.py; ~1.5x)
   c.distributed = ml_collections.ConfigDict()
   c.distributed.initialize = False
   c.distributed.coordinator_address = ""

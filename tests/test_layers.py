@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from disentangle.nn import layers
+from disentangle.train import host
 
 RTOL = 1e-5
 
@@ -62,7 +63,7 @@ def test_forward_and_gradients_match_flax(batch, height, width, cin, cout):
     # Nonuniform output weights, so every gradient entry is exercised.
     return jnp.sum(jnp.sin(module.apply(p, inputs)) * weights)
 
-  @jax.jit  # one compilation per case
+  @host.jit  # one compilation per case, with the trainer's compiler options
   def run(p, inputs):
     grad = lambda module: jax.grad(lambda q, i: loss(module, q, i), argnums=(0, 1))(p, inputs)
     return ref.apply(p, inputs), fast.apply(p, inputs), grad(ref), grad(fast)
@@ -167,7 +168,7 @@ def test_fast_conv_matches_flax_conv(batch, height, width, cin, cout):
   weights = rng.standard_normal(
       (batch, (height + 1) // 2, (width + 1) // 2, cout)).astype(np.float32)
 
-  @jax.jit
+  @host.jit
   def run(params, x):
     def loss(module):
       return lambda p, x: jnp.sum(jnp.tanh(module.apply(p, x)) * weights)
@@ -181,3 +182,16 @@ def test_fast_conv_matches_flax_conv(batch, height, width, cin, cout):
           jax.eval_shape(fast.init, jax.random.key(0), xs))
   assert_close(y_fast, y_ref)
   assert_close(g_fast, g_ref)
+
+
+def test_add_bias_gradient_is_the_sum_and_vmaps():
+  rng = np.random.default_rng(7)
+  y = rng.standard_normal((3, 4, 5, 6)).astype(np.float32)
+  b = rng.standard_normal((2, 6)).astype(np.float32)
+  w = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+  loss = lambda y, b, w: jnp.sum(jnp.sin(layers.add_bias(y, b)) * w)
+  g_y, g_b = host.jit(jax.vmap(jax.grad(loss, argnums=(0, 1)), in_axes=(None, 0, 0)))(y, b, w)
+  for i in range(2):
+    cot = np.cos(y + b[i]) * w[i]
+    assert_close(g_y[i], cot)
+    assert_close(g_b[i], cot.reshape(-1, 6).sum(0))

@@ -20,12 +20,18 @@ def test_sharded_training_equals_single_device(tmp_path, method, extra):
   assert jax.device_count() == 8
   data = helpers.TinyImages()
   kw = {"num_steps": 3, "batch_size": 16, "log_every": 1, **extra}
-  one = trainer.train(helpers.tiny_config(method, **kw, **{"mesh.num_devices": 1}),
-                      tmp_path / "one", dataset=data)
+  config = helpers.tiny_config(method, **kw, **{"mesh.num_devices": 1})
+  one = trainer.train(config, tmp_path / "one", dataset=data)
   eight = trainer.train(helpers.tiny_config(method, **kw, **{"mesh.num_devices": 8}),
                         tmp_path / "eight", dataset=data)
+  # Sums over the batch split 8 ways round differently. Adam divides by sqrt(v), so where a
+  # gradient entry is ~0 its rounding can flip the update's sign: such entries may differ by up to
+  # 2 lr per step, all others must agree closely.
+  bound = 2 * config.optimizer.learning_rate * kw["num_steps"]
   for a, b in zip(_leaves(one), _leaves(eight)):
-    np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    close = np.isclose(a, b, rtol=2e-4, atol=2e-5)
+    assert close.mean() >= 0.999, f"{(~close).sum()} of {close.size} entries differ"
+    assert np.max(np.abs(a - b)) <= bound
 
 
 def test_local_assignment_scope_solves_each_shard(tmp_path):

@@ -54,6 +54,7 @@ from disentangle import methods
 from disentangle import metrics
 from disentangle import viz
 from disentangle.train import encodings
+from disentangle.train import host
 
 # Traversal ranges of the papers' figures (CascadeVAE Figs. 5, 8, 9).
 TRAVERSAL_RANGE = {"dsprites": 1.2, "mnist": 2.0, "fashion_mnist": 2.0, "chairs": 2.0,
@@ -73,8 +74,8 @@ def save_pictures(method, params, images: np.ndarray, rep: metrics.Representatio
                   decode=None, reconstruct=None) -> dict:
   """Reconstructions, traversals sorted by KL and the discrete traversal; {kind: path}."""
   img_dir.mkdir(parents=True, exist_ok=True)
-  decode = decode or jax.jit(method.decode)
-  reconstruct = reconstruct or jax.jit(method.reconstruct)
+  decode = decode or host.jit(method.decode)
+  reconstruct = reconstruct or host.jit(method.reconstruct)
   paths = {}
   recon = np.asarray(reconstruct(params, jnp.asarray(images)))
   paths["reconstructions"] = img_dir / f"{prefix}reconstructions.png"
@@ -129,9 +130,9 @@ class Evaluator:
     if encodings.is_ground_truth(self.dataset):
       rows, are_indices = encodings.enumerate_rows(self.dataset)
       self.rows = rows if are_indices else None
-    self._represent = jax.jit(method.represent)
-    self._decode = jax.jit(method.decode)
-    self._reconstruct = jax.jit(method.reconstruct)
+    self._represent = host.jit(method.represent, config)
+    self._decode = host.jit(method.decode, config)
+    self._reconstruct = host.jit(method.reconstruct, config)
     self.history: list[tuple[int, np.ndarray]] = []
 
   def represent_fn(self, params):
@@ -436,8 +437,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   params, facts = restore_params(workdir, config, method, step)
   settings = RunSettings(factor_score_votes, vote_batch, mig_points,
                          encode_batch_size or encodings.default_batch_size())
-  jitted = _Jitted(jax.jit(method.represent), jax.jit(method.decode),
-                   jax.jit(method.reconstruct))
+  jitted = _Jitted(host.jit(method.represent, config), host.jit(method.decode, config),
+                   host.jit(method.reconstruct, config))
   recorded = dict(dataclasses.asdict(settings), score_protocol="cascadevae",
                   information_points=int(config.eval.num_points),
                   conv_impl=config.model.conv_impl, metric_rng="default_rng([seed, step])")

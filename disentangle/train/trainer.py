@@ -137,8 +137,8 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   start = int(_first(state.step))
 
   step_impl = jax.vmap(method.train_step) if multi else method.train_step
-  train_step = jax.jit(step_impl, donate_argnums=0, in_shardings=(repl, data_sharding),
-                       out_shardings=(repl, repl))
+  train_step = host.jit(step_impl, config, donate_argnums=0,
+                        in_shardings=(repl, data_sharding), out_shardings=(repl, repl))
   all_finite = jax.jit(_all_finite)
 
   sources = [input_pipeline.BatchSource(dataset, global_batch=config.batch_size,
