@@ -63,7 +63,7 @@ def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--config", required=True)
   parser.add_argument("--num_images", type=int, default=None, help="grid rows encoded")
-  parser.add_argument("--batch_size", type=int, default=1000, help="throughput batch")
+  parser.add_argument("--batch_size", type=int, default=960, help="throughput batch")
   parser.add_argument("--encode_batch_size", type=int, default=None,
                       help="batch of the score's streamed encoding (default: as evaluate_run)")
   parser.add_argument("--conv_impl", choices=("flax", "fast"), default=None)
@@ -86,7 +86,7 @@ def main(argv=None) -> None:
   images = dataset.get_images(rng.integers(0, dataset.num_examples, b))
   render_rate = b / (time.perf_counter() - t0)
   x = jnp.asarray(images)
-  represent = host.jit(method.represent, config)
+  represent = encodings.jit_represent(method, config)
   encode = host.jit(lambda p, v: method.encode(p["vae"], v), config)
   record = {"config": name, "variant": arg, "method": config.method,
             "latent_dim": config.model.latent_dim,
@@ -98,7 +98,9 @@ def main(argv=None) -> None:
             "render_images_per_s": round(render_rate, 1),
             "represent_images_per_s": round(_rate(lambda: represent(params, x), b, args.reps), 1),
             "encoder_images_per_s": round(_rate(lambda: encode(params, x), b, args.reps), 1),
-            "encode_batch_size": eb}
+            "encode_batch_size": eb, "micro_batch": (encodings.default_micro_batch()
+                                                     if method.rowwise_represent else None),
+            "compiler_options": host.compiler_options(config)}
   xs = x[:eb]
   record["represent_images_per_s_at_encode_batch"] = round(
       _rate(lambda: represent(params, xs), eb, max(args.reps, 1000 // eb)), 1)

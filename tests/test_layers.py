@@ -152,8 +152,9 @@ def test_init_params_identical_and_helpers():
 
 
 # (batch, height, width, in, out): encoder layers 64->32 1->32ch, 32->16 32->32ch, 8->4 64ch;
-# an odd size takes the plain-gradient fallback.
-CONV_CASES = [(2, 64, 64, 1, 32), (3, 32, 32, 32, 32), (2, 8, 8, 64, 64), (2, 5, 7, 3, 4)]
+# 8x6 with 3 channels (the space-to-depth forward); an odd size takes the plain fallback.
+CONV_CASES = [(2, 64, 64, 1, 32), (3, 32, 32, 32, 32), (2, 8, 8, 64, 64), (2, 8, 6, 3, 5),
+              (2, 5, 7, 3, 4)]
 
 
 @pytest.mark.parametrize("batch,height,width,cin,cout", CONV_CASES)

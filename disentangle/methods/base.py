@@ -92,6 +92,9 @@ class VAEMethod:
     """Pixel probabilities for latents z [..., m] (and discrete codes d [...])."""
     return jax.nn.sigmoid(self.decode_logits(params["vae"], self.decoder_input(z, d)))
 
+  # Whether row i of `represent` depends on image i alone (so it may run in micro-batches).
+  rowwise_represent = True
+
   def represent(self, params, images):
     mean, logvar = self.encode(params["vae"], images)
     return {"mean": mean, "logvar": logvar}

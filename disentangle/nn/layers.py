@@ -291,6 +291,35 @@ def _strided_conv(inputs: Array, kernel: Array, precision: PrecisionLike) -> Arr
                                   dimension_numbers=_DIMENSION_NUMBERS, precision=precision)
 
 
+# At or below this many input channels `strided_conv`'s forward is `space_to_depth_conv`.
+_MAX_IN_CHANNELS_SPACE_TO_DEPTH = 4
+
+
+def space_to_depth_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
+  """``_strided_conv`` (4x4, stride 2, SAME, even H and W) as a stride-1 2x2 VALID convolution.
+
+  SAME pads (1, 1); the padded input [N, H+2, W+2, C] is regrouped into 2x2 pixel blocks
+  [N, H/2+1, W/2+1, (2, 2, C)], and kernel tap (2p + r, 2q + s) becomes tap (p, q) of input
+  channel (r, s, c). Exact (a reordering of the same sums). With few input channels this gives
+  the convolution 4x the channels to contract over: the encoder's 64x64x1 -> 32x32x32 layer,
+  forward, 32-image micro-batches, quiet 2-core CPU, 7 interleaved rounds: 43.6 vs 60.7 us per
+  image (3 input channels: 45.1 vs 59.6). With 32 input channels it was slower (module docstring).
+  """
+  n, h, w, c = inputs.shape
+  padded = jnp.pad(inputs, ((0, 0), (1, 1), (1, 1), (0, 0)))
+  hb, wb = h // 2 + 1, w // 2 + 1
+  blocks = padded.reshape(n, hb, 2, wb, 2, c).transpose(0, 1, 3, 2, 4, 5).reshape(n, hb, wb, 4 * c)
+  k = kernel.reshape(2, 2, 2, 2, c, -1).transpose(0, 2, 1, 3, 4, 5).reshape(2, 2, 4 * c, -1)
+  return lax.conv_general_dilated(blocks, k, (1, 1), "VALID", dimension_numbers=_DIMENSION_NUMBERS,
+                                  precision=precision)
+
+
+def _strided_conv_forward(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
+  if inputs.shape[-1] <= _MAX_IN_CHANNELS_SPACE_TO_DEPTH:
+    return space_to_depth_conv(inputs, kernel, precision)
+  return _strided_conv(inputs, kernel, precision)
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def strided_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
   """``lax.conv_general_dilated(x, W, (2, 2), 'SAME')`` for a 4x4 kernel and even H, W.
@@ -301,12 +330,13 @@ def strided_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) 
   dL/dx[2a + b] = sum_t [2i + t - 1 = 2a + b] g[i] W[t]^T, i.e. phase b = 0 is
   g[a - 1] W[3] + g[a] W[1] and phase b = 1 is g[a] W[2] + g[a + 1] W[0]: exactly
   `phase_conv_transpose` of g with the spatially flipped kernel, input/output channels swapped.
+  With at most 4 input channels the forward is `space_to_depth_conv` (same sums, reordered).
   """
-  return _strided_conv(inputs, kernel, precision)
+  return _strided_conv_forward(inputs, kernel, precision)
 
 
 def _strided_conv_fwd(inputs, kernel, precision):
-  return _strided_conv(inputs, kernel, precision), (inputs, kernel)
+  return _strided_conv_forward(inputs, kernel, precision), (inputs, kernel)
 
 
 def _strided_conv_bwd(precision, residuals, g):

@@ -130,7 +130,7 @@ class Evaluator:
     if encodings.is_ground_truth(self.dataset):
       rows, are_indices = encodings.enumerate_rows(self.dataset)
       self.rows = rows if are_indices else None
-    self._represent = host.jit(method.represent, config)
+    self._represent = encodings.jit_represent(method, config)
     self._decode = host.jit(method.decode, config)
     self._reconstruct = host.jit(method.reconstruct, config)
     self.history: list[tuple[int, np.ndarray]] = []
@@ -437,7 +437,7 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   params, facts = restore_params(workdir, config, method, step)
   settings = RunSettings(factor_score_votes, vote_batch, mig_points,
                          encode_batch_size or encodings.default_batch_size())
-  jitted = _Jitted(host.jit(method.represent, config), host.jit(method.decode, config),
+  jitted = _Jitted(encodings.jit_represent(method, config), host.jit(method.decode, config),
                    host.jit(method.reconstruct, config))
   recorded = dict(dataclasses.asdict(settings), score_protocol="cascadevae",
                   information_points=int(config.eval.num_points),
