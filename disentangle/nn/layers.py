@@ -1,30 +1,40 @@
-"""Convolution layers of the conv VAEs, with a faster transposed convolution for XLA on CPU.
+"""Convolution layers of the conv VAEs, with exact rewrites that run faster on XLA:CPU.
 
 The networks pick their layers with a config option ``conv_impl`` in ``{'flax', 'fast'}`` through
 `conv` and `conv_transpose`; both implementations have identical parameters (names, shapes,
 initialisers, init rng use), so checkpoints and ``init`` results are interchangeable, and the same
-outputs up to float rounding (~1e-6 relative in float32).
+outputs up to float rounding (~1e-6 relative in float32; tested against the Flax layers).
 
-Why: XLA's CPU backend computes the kernel gradient of ``lax.conv_transpose`` (what
-``nn.ConvTranspose`` calls) very slowly, which made the decoder most of a CascadeVAE train step.
-`PhaseConvTranspose` rewrites the 4x4 stride-2 SAME transposed convolution exactly as four stride-1
-2x2 convolutions whose outputs are interleaved (the sub-pixel / phase decomposition), which XLA
-differentiates quickly. ``python -m benchmarks.layers`` (median ms of forward + backward w.r.t.
-input, kernel and bias, batch 64, float32, flax vs fast; a 2-core CPU shared with other jobs, load
-average 6-7, so absolute figures are inflated several-fold, the ratios are what carries over):
+What 'fast' changes, and why (each measured on the 2-core CPU; details in the docstrings):
+
+- `PhaseConvTranspose`: XLA's CPU backend computes the kernel gradient of ``lax.conv_transpose``
+  (what ``nn.ConvTranspose`` calls) very slowly. `phase_conv_transpose` rewrites the 4x4 stride-2
+  SAME transposed convolution exactly as four stride-1 2x2 convolutions whose outputs are
+  interleaved (the sub-pixel / phase decomposition), which XLA differentiates quickly; with at
+  most 4 output channels (the decoder's last layer) `col2im_conv_transpose` instead does one
+  matmul to all 16 kernel taps and sums shifted taps.
+- `FastConv`: the same forward as ``nn.Conv`` (with at most 4 input channels, the encoder's first
+  layer, computed as `space_to_depth_conv`), and the input gradient by `phase_conv_transpose`
+  instead of XLA's slow lhs-dilated convolution.
+- `add_bias`: both layers add their bias with a bias gradient computed as a matmul.
+
+``python -m benchmarks.layers`` (median ms of forward + backward w.r.t. input, kernel and bias,
+batch 64, float32, flax vs fast; at the time of the phase rewrite, a 2-core CPU shared with other
+jobs, load average 6-7, so absolute figures are inflated several-fold, the ratios carry over):
 
   decoder 4->8 64->64ch 102 vs 6.1 (17x); 8->16 64->32ch 166 vs 15.9 (10x);
-  16->32 32->32ch 1051 vs 59 (18x); 32->64 32->1ch 31.5 vs 28.8 (1.1x).
+  16->32 32->32ch 1051 vs 59 (18x); 32->64 32->1ch 31.5 vs 28.8 (1.1x, before col2im).
 
-A jitted encoder + decoder forward/backward + Adam step at batch 64 (``--step``): 1560-1760 ms
-(flax) vs 355-430 ms (fast) wall, 730-800 vs 165-180 ms of user CPU per step.
+The whole dSprites CascadeVAE train step (``python -m benchmarks.train_step``, quiet machine):
+~270 ms with the plain Flax layers (the issue's figure), 127.5 ms with the phase rewrite and
+`FastConv`'s input gradient, 69-75 ms with the col2im last layer, `add_bias`, the space-to-depth
+first layer and YNNPACK kept to dots (`disentangle.train.host.compiler_options`).
 
-Encoder convolutions stay ``nn.Conv`` under both options: its one candidate rewrite (pad by 1,
-space-to-depth by 2, stride-1 2x2 VALID convolution with the kernel reshaped to [2, 2, 4 in, out],
-exact as well) was slower for every encoder layer (same run, flax vs space-to-depth: 64->32 1->32ch
-23.9 vs 33.4, 32->16 32->32ch 91 vs 124, 16->8 32->64ch 16.0 vs 20.8, 8->4 64->64ch 7.2 vs 8.6; an
-earlier, quieter run 19 vs 19, 40 vs 66, 7.6 vs 11.6, 3.8 vs 5.6), so `conv` returns ``nn.Conv``
-for ``'fast'`` too; ``benchmarks.layers`` keeps timing the rewrite.
+For 32 or more input channels the encoder's convolutions keep ``lax.conv``'s forward: the
+space-to-depth rewrite was slower there (forward + backward, same loaded run as above, flax vs
+space-to-depth: 32->16 32->32ch 91 vs 124, 16->8 32->64ch 16.0 vs 20.8, 8->4 64->64ch 7.2 vs 8.6;
+forward only in 32-image micro-batches, quiet: 46.4 vs 68.9, 22.1 vs 27.8, 11.4 vs 16.2 us per
+image); ``benchmarks.layers`` keeps timing it.
 """
 from __future__ import annotations
 
@@ -392,8 +402,7 @@ def conv(impl: str, features: int, name: str | None = None, **kwargs: Any) -> nn
   """The encoder's 4x4 stride-2 SAME convolution for ``conv_impl`` = `impl`.
 
   'flax' is ``nn.Conv``; 'fast' is `FastConv` (same parameters and forward, the input gradient by
-  `phase_conv_transpose`). An exact space-to-depth rewrite was measured slower on XLA CPU (module
-  docstring).
+  `phase_conv_transpose`; the forward by `space_to_depth_conv` for at most 4 input channels).
 
   Args:
     impl: 'flax' or 'fast'.
