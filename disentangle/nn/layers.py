@@ -10,9 +10,10 @@ What 'fast' changes, and why (each measured on the 2-core CPU; details in the do
 - `PhaseConvTranspose`: XLA's CPU backend computes the kernel gradient of ``lax.conv_transpose``
   (what ``nn.ConvTranspose`` calls) very slowly. `phase_conv_transpose` rewrites the 4x4 stride-2
   SAME transposed convolution exactly as four stride-1 2x2 convolutions whose outputs are
-  interleaved (the sub-pixel / phase decomposition), which XLA differentiates quickly; with at
-  most 4 output channels (the decoder's last layer) `col2im_conv_transpose` instead does one
-  matmul to all 16 kernel taps and sums shifted taps.
+  interleaved (the sub-pixel / phase decomposition), which XLA differentiates quickly. Its forward
+  is computed as one wide 2x2 convolution to all four phases (`wide_phase_conv_transpose`, same
+  gradient); with at most 4 output channels (the decoder's last layer) `col2im_conv_transpose`
+  instead does one matmul to all 16 kernel taps and sums shifted taps.
 - `FastConv`: the same forward as ``nn.Conv`` (with at most 4 input channels, the encoder's first
   layer, computed as `space_to_depth_conv`), and the input gradient by `phase_conv_transpose`
   instead of XLA's slow lhs-dilated convolution.
@@ -27,8 +28,8 @@ jobs, load average 6-7, so absolute figures are inflated several-fold, the ratio
 
 The whole dSprites CascadeVAE train step (``python -m benchmarks.train_step``, quiet machine):
 ~270 ms with the plain Flax layers (the issue's figure), 127.5 ms with the phase rewrite and
-`FastConv`'s input gradient, 69-75 ms with the col2im last layer, `add_bias`, the space-to-depth
-first layer and YNNPACK kept to dots (`disentangle.train.host.compiler_options`).
+`FastConv`'s input gradient, 67-75 ms with the col2im last layer, `add_bias`, the space-to-depth
+first layer, the wide forward and YNNPACK kept to dots (`disentangle.train.host.compiler_options`).
 
 For 32 or more input channels the encoder's convolutions keep ``lax.conv``'s forward: the
 space-to-depth rewrite was slower there (forward + backward, same loaded run as above, flax vs
@@ -103,7 +104,9 @@ def phase_conv_transpose(inputs: Array, kernel: Array,
     32->3ch: 61 vs 88, flax 176; 32->8ch: 172 vs 159, flax 785); used for features <= 4 until
     `col2im_conv_transpose` replaced it there (2-4x faster again, with YNNPACK dots);
   - one 2x2 convolution padded by (1, 1) to [N, H+1, W+1, 4 * out], sliced per phase: XLA's kernel
-    gradient for that shape is pathological (16->32 32ch: ~1900 ms);
+    gradient for that shape is pathological (16->32 32ch: ~1900 ms), but its forward is faster
+    (wider matmul, 1.13x the multiply-adds), so it is the forward of `wide_phase_conv_transpose`
+    (used for features > 4), whose VJP is the four convolutions';
   - four convolutions in NCHW layout: same as NHWC at small sizes, 2x slower at 16->32;
   - one grouped convolution (feature_group_count=4) on four shifted copies of the input: 10-30x
     slower (8->16: ~420 ms, 16->32: ~860);
@@ -126,6 +129,11 @@ def phase_conv_transpose(inputs: Array, kernel: Array,
   features = kernel.shape[-1]
   if features <= _MAX_FEATURES_COL2IM:
     return col2im_conv_transpose(inputs, kernel, precision)
+  return wide_phase_conv_transpose(inputs, kernel, precision)
+
+
+def _four_phase_convs(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
+  """`phase_conv_transpose` as four stride-1 2x2 convolutions, interleaved."""
   phases = {}
   for a in (0, 1):
     for b in (0, 1):
@@ -133,6 +141,52 @@ def phase_conv_transpose(inputs: Array, kernel: Array,
           inputs, kernel[a::2, b::2], (1, 1), ((1 - a, a), (1 - b, b)),
           dimension_numbers=_DIMENSION_NUMBERS, precision=precision)
   return _interleave(phases)
+
+
+def _wide_phase_conv(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
+  """`phase_conv_transpose` as ONE 2x2 convolution to all four phases, then slices.
+
+  With the input padded by 1 on every side, z[p, q, (a, b, c)] = sum_{u, v} xpad[p + u, q + v]
+  W[2u + a, 2v + b, :, c] (a 2x2 VALID convolution to 4 * out channels, the kernel regrouped to
+  [u, v, in, (a, b, out)]), and phase (a, b) at (i, j) is z[i + a, j + b, (a, b)]: by the
+  mapping in `phase_conv_transpose`, y[2i + a] sums x[i + a + u - 1] = xpad[i + a + u].
+  """
+  n, h, w, cin = inputs.shape
+  cout = kernel.shape[-1]
+  wide = kernel.reshape(2, 2, 2, 2, cin, cout).transpose(0, 2, 4, 1, 3, 5).reshape(
+      2, 2, cin, 4 * cout)
+  z = lax.conv_general_dilated(inputs, wide, (1, 1), ((1, 1), (1, 1)),
+                               dimension_numbers=_DIMENSION_NUMBERS, precision=precision)
+  z = z.reshape(n, h + 1, w + 1, 2, 2, cout)
+  return _interleave({(a, b): z[:, a:a + h, b:b + w, a, b] for a in (0, 1) for b in (0, 1)})
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def wide_phase_conv_transpose(inputs: Array, kernel: Array,
+                              precision: PrecisionLike = None) -> Array:
+  """`phase_conv_transpose` (features > 4): forward by `_wide_phase_conv`, VJP by four convolutions.
+
+  The single wide convolution contracts over 4 * in inputs into 4 * out outputs, a better shape
+  for XLA:CPU's convolution than four convolutions to out channels each, for 1.13x the
+  multiply-adds at 16x16 (the padding ring); its kernel gradient is pathological in XLA, so the
+  VJP is that of `_four_phase_convs` (whose forward XLA drops as unused). CascadeVAE dSprites
+  ``represent`` (encoder + 3 decoder passes, 32-image micro-batches, quiet 2-core CPU, 7
+  interleaved rounds): 443 -> 376 us per image; the 16->32 layer alone accounts for all of it.
+  """
+  return _wide_phase_conv(inputs, kernel, precision)
+
+
+def _wide_fwd(inputs, kernel, precision):
+  return _wide_phase_conv(inputs, kernel, precision), (inputs, kernel)
+
+
+def _wide_bwd(precision, residuals, g):
+  inputs, kernel = residuals
+  _, vjp = jax.vjp(lambda x, k: _four_phase_convs(x, k, precision), inputs, kernel)
+  return vjp(g)
+
+
+wide_phase_conv_transpose.defvjp(_wide_fwd, _wide_bwd)
 
 
 def _taps(kernel: Array) -> Array:
