@@ -78,3 +78,19 @@ def test_inference_discrete_code_is_argmax_at_the_mean():
   rep = method.represent(state.params, batch["image"])
   u = np.asarray(method.unary(state.params["vae"], rep["mean"], batch["image"]))
   np.testing.assert_array_equal(np.asarray(rep["discrete"]), u.argmax(1))
+
+
+def test_unary_batchings_agree_with_one_decoder_call_per_row():
+  """'per_class' and 'stacked' give the same u, and u[i, k] is log p(x_i | z_i, e_k) row by row."""
+  _, per_class, state, batch = _setup()
+  _, stacked, _, _ = _setup(**{"cascade.unary_batching": "stacked"})
+  vae, x = state.params["vae"], batch["image"]
+  z = jax.random.normal(jax.random.PRNGKey(1), (x.shape[0], per_class.latent_dim))
+  u_class = np.asarray(jax.jit(per_class.unary)(vae, z, x))
+  u_stack = np.asarray(jax.jit(stacked.unary)(vae, z, x))
+  np.testing.assert_allclose(u_class, u_stack, rtol=1e-5)
+  i, k = 5, 2
+  logits = per_class.decode_logits(vae, per_class.decoder_input(z[i:i + 1], jnp.array([k])))
+  direct = float(losses.bernoulli_log_likelihood(logits, x[i:i + 1])[0])
+  np.testing.assert_allclose(u_class[i, k], direct, rtol=1e-5)
+  assert u_class.shape == (x.shape[0], per_class.num_discrete)
