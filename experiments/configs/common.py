@@ -21,14 +21,22 @@ def select_row(module_name: str, names: list[str], rows: dict, default: str):
   return rows[chosen[0] if chosen else default]
 
 
-def dsprites_config(method: str, *, latent_dim: int, learning_rate: float):
-  """A dSprites run of the CascadeVAE Table 1 protocol: batch 64, 3e5 iterations, the score."""
+def method_config(method: str, dataset: str, *, num_steps: int, learning_rate: float,
+                  latent_dim: int, batch_size: int = 64):
+  """``method``'s config schema on ``dataset`` with the papers' shared settings filled in."""
   c = methods.schema(method)
-  c.dataset.name = "dsprites"
-  c.num_steps = 300_000
-  c.batch_size = 64
+  c.dataset.name = dataset
+  c.num_steps = num_steps
+  c.batch_size = batch_size
   c.optimizer.learning_rate = learning_rate
   c.model.latent_dim = latent_dim
+  return c
+
+
+def dsprites_config(method: str, *, latent_dim: int, learning_rate: float):
+  """A dSprites run of the CascadeVAE Table 1 protocol: batch 64, 3e5 iterations, the score."""
+  c = method_config(method, "dsprites", num_steps=300_000, learning_rate=learning_rate,
+                    latent_dim=latent_dim)
   c.eval.factor_score = True
   c.eval_every = 50_000
   c.checkpoint_every = 10_000
@@ -49,12 +57,8 @@ def cascade_config(dataset: str, *, num_discrete: int, penalty: float, relieve_e
                    discrete_start: int, num_steps: int, learning_rate: float, latent_dim: int,
                    beta_low: float):
   """CascadeVAE with supplement B's settings: batch 64, beta_h = 10, Adam."""
-  c = methods.schema("cascadevae")
-  c.dataset.name = dataset
-  c.num_steps = num_steps
-  c.batch_size = 64
-  c.optimizer.learning_rate = learning_rate
-  c.model.latent_dim = latent_dim
+  c = method_config("cascadevae", dataset, num_steps=num_steps, learning_rate=learning_rate,
+                    latent_dim=latent_dim)
   c.model.posterior_head = "softplus_sigma"  # the authors' code
   c.cascade.num_discrete = num_discrete
   c.cascade.penalty = penalty

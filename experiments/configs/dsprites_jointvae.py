@@ -18,7 +18,6 @@ capacities reaching their maxima at the end (not comparable).
 
 Run: python -m experiments.dsprites_jointvae --config=experiments/configs/dsprites_jointvae.py:m6
 """
-from disentangle import methods
 from experiments.configs import common
 
 PUBLISHED = {
@@ -33,12 +32,8 @@ VARIANTS = ("m6", "m4", "smoke")
 def jointvae_config(dataset: str, *, latent_dim: int, discrete_sizes: tuple, cont: tuple,
                     disc: tuple, learning_rate: float, num_steps: int):
   """JointVAE with capacities ``cont`` / ``disc`` = (C_min, C_max, steps, gamma), batch 64."""
-  c = methods.schema("jointvae")
-  c.dataset.name = dataset
-  c.num_steps = num_steps
-  c.batch_size = 64
-  c.optimizer.learning_rate = learning_rate
-  c.model.latent_dim = latent_dim
+  c = common.method_config("jointvae", dataset, num_steps=num_steps, learning_rate=learning_rate,
+                           latent_dim=latent_dim)
   j = c.jointvae
   j.discrete_sizes = tuple(discrete_sizes)
   j.cont_min, j.cont_max, j.cont_steps, j.cont_gamma = cont
