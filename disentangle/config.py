@@ -137,14 +137,45 @@ def variant_error(config_name: str, unknown: list[str], known: list[str]) -> Con
 # ---------------------------------------------------------------------------------------------
 # Validation.
 
-_Rule = tuple[Callable[[Any], bool], str]
+Rule = tuple[Callable[[Any], bool], str]
+_Rule = Rule
 
-_POSITIVE = (lambda v: v > 0, "> 0")
-_NONNEG = (lambda v: v >= 0, ">= 0")
+# The shared validators: every RULES table (base, methods, datasets) is built from these.
+POSITIVE: Rule = (lambda v: v > 0, "> 0")
+NONNEG: Rule = (lambda v: v >= 0, ">= 0")
+PROBABILITY_OPEN1: Rule = (lambda v: 0 <= v < 1, "in [0, 1)")
 
 
-def _one_of(*options) -> _Rule:
+def one_of(*options) -> Rule:
+  """The value is one of ``options`` (the message lists them)."""
   return (lambda v: v in options, f"one of {list(options)}")
+
+
+def in_range(low, high, *, low_open=False, high_open=False) -> Rule:
+  """low <= v <= high, with either end open on request; ``None`` leaves that end free."""
+  def ok(v):
+    if low is not None and (v <= low if low_open else v < low):
+      return False
+    return not (high is not None and (v >= high if high_open else v > high))
+  lo = "" if low is None else ("(" if low_open else "[") + f"{low}, "
+  hi = "" if high is None else f"{high}" + (")" if high_open else "]")
+  what = f"in {lo}{hi}" if low is not None and high is not None else (
+      f"{'>' if low_open else '>='} {low}" if high is None else f"{'<' if high_open else '<='} {high}")
+  return (ok, what)
+
+
+def int_tuple(*, min_len: int = 1, min_value: int | None = None) -> Rule:
+  """A tuple of ints (no bools), at least ``min_len`` long, each >= ``min_value``."""
+  def ok(v):
+    return (isinstance(v, (tuple, list)) and len(v) >= min_len and all(
+        isinstance(k, int) and not isinstance(k, bool) and (min_value is None or k >= min_value)
+        for k in v))
+  what = f"a tuple of at least {min_len} int(s)" + (
+      f" >= {min_value}" if min_value is not None else "")
+  return (ok, what)
+
+
+_POSITIVE, _NONNEG, _one_of = POSITIVE, NONNEG, one_of  # old private names
 
 
 RULES: dict[str, _Rule] = {
