@@ -151,6 +151,8 @@ def test_attributes_of_follows_names_order(unfair, factors):
   np.testing.assert_array_equal(got[:, 0], factors[idx, 3] >= 16)
   np.testing.assert_array_equal(got[:, 1], factors[idx, 0] >= 1)
   assert unfair.attribute_names == ("shape", "scale", "orientation", "pos_x", "pos_y")
+  np.testing.assert_array_equal(unfair.targets_of(idx, ("pos_y", "shape")), factors[idx][:, [4, 0]])
+  assert unfair.target_sizes == dict(zip(dsprites.FACTOR_NAMES, dsprites.FACTOR_SIZES))
 
 
 def test_color_and_unknown_attributes_rejected(unfair):

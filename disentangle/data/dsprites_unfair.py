@@ -123,6 +123,8 @@ class DSpritesUnfair:
     q_shape, q_x, index_base: the law (``unfair_joint``).
   """
 
+  name = "dsprites_unfair"
+
   def __init__(self, base: dsprites.DSprites, num_examples: int = dsprites.NUM_EXAMPLES,
                seed: int = 0, q_shape: float = 1.0, q_x: float = 3.0, index_base: int = 1):
     num_examples = int(num_examples)
@@ -235,8 +237,9 @@ class DSpritesUnfair:
   def targets_of(self, indices, names) -> np.ndarray:
     """int32 [n, len(names)]: factor classes of rows ``indices`` (never unknown)."""
     bad = [n for n in names if n not in dsprites.FACTOR_NAMES]
-    if bad:
-      raise ValueError(f"unknown dSprites factor {bad[0]!r}; valid: {list(dsprites.FACTOR_NAMES)}")
+    if bad:  # KeyError, as the other loaders' targets_of (disentangle.data.supervision)
+      raise KeyError(f"dsprites_unfair has no target {bad}; valid names: "
+                     f"{list(dsprites.FACTOR_NAMES)}")
     cols = [dsprites.FACTOR_NAMES.index(n) for n in names]
     return self.factors_of(indices)[:, cols].astype(np.int32)
 
