@@ -30,11 +30,13 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.dataset = ml_collections.ConfigDict()
   c.dataset.name = "dsprites"
-  c.dataset.data_dir = "../shared/data"   # overridden by $DISENTANGLE_DATA_DIR
+  c.dataset.data_dir = ""                 # '' = $DISENTANGLE_DATA_DIR if set, else ../shared/data
+  c.dataset.train_split = "train"         # data.SPLITS; CelebA 'train' = all 202599 images
+  c.dataset.eval_name = ""                # set evaluated on; '' = the training set (dataset.name)
   c.dataset.source = "auto"               # dSprites: 'file', 'render' or 'auto'
   c.dataset.synthetic_if_missing = False  # smoke variants: generate canonical-format stand-ins
   c.dataset.allow_download = True
-  c.dataset.eval_split = "test"           # MNIST / Fashion-MNIST evaluation split
+  c.dataset.eval_split = "test"           # split of the evaluated set (data.SPLITS)
 
   c.model = ml_collections.ConfigDict()
   c.model.latent_dim = 10
@@ -174,6 +176,9 @@ def int_tuple(*, min_len: int = 1, min_value: int | None = None) -> Rule:
   return (ok, what)
 
 
+# Every split name of ``data.SPLITS`` (which splits each dataset takes is checked at load time).
+DATASET_SPLITS = ("train", "all", "test", "official_train", "official_valid", "official_test")
+
 RULES: dict[str, Rule] = {
     "seed": NONNEG,
     "num_seeds": POSITIVE,
@@ -182,7 +187,9 @@ RULES: dict[str, Rule] = {
     "weight_decay": NONNEG,
     "dataset.name": one_of("dsprites", "mnist", "fashion_mnist", "chairs", "celeba"),
     "dataset.source": one_of("auto", "file", "render"),
-    "dataset.eval_split": one_of("train", "test"),
+    "dataset.train_split": one_of(*DATASET_SPLITS),
+    "dataset.eval_split": one_of(*DATASET_SPLITS),
+    "dataset.eval_name": one_of("", "dsprites", "mnist", "fashion_mnist", "chairs", "celeba"),
     "model.latent_dim": POSITIVE,
     "model.init": one_of("reference", "flax"),
     "model.posterior_head": one_of("logvar", "softplus_sigma"),

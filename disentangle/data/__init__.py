@@ -1,9 +1,12 @@
 """Datasets: loaders of the canonical files, the dSprites renderer, synthetic stand-ins.
 
-``load_dataset(name, data_dir=...)`` is the one entry point used by experiments; it returns an
-object with ``num_examples``, ``image_shape``, ``get_images(indices)`` (float32 NHWC in [0, 1])
-and ``labels`` (int64 array or None). dSprites also implements the ground-truth protocol
-(``ground_truth.GroundTruthData``) used by the metrics.
+``load_dataset(name, data_dir=..., split=...)`` is the one entry point used by experiments; it
+returns an object with ``num_examples``, ``image_shape``, ``get_images(indices)`` (float32 NHWC
+in [0, 1]), ``labels`` (int64 array or None) and its named supervision (``supervision``: target
+columns and binary attributes asked for by name; MNIST "digit", Fashion-MNIST "class", dSprites
+its five factors, CelebA its 40 attributes, Chairs none). dSprites also implements the
+ground-truth protocol (``ground_truth.GroundTruthData``) used by the metrics. ``SPLITS`` lists
+the splits each set accepts.
 """
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ import logging
 import os
 import pathlib
 
+from disentangle import config as config_lib
 from disentangle.data import synthetic
+from disentangle.data.batch_spec import IMAGES_ONLY, BatchSpec, LabelledSpec
 from disentangle.data.arrays import ArrayImages, ImageDataset, to_float_images
 from disentangle.data.celeba import CelebAImages, load_celeba, read_attributes
 from disentangle.data.chairs import load_chairs
@@ -20,11 +25,13 @@ from disentangle.data.dsprites import (DSprites, FACTOR_NAMES as DSPRITES_FACTOR
                                        ProceduralDataWarning, factors_to_index, index_to_factors)
 from disentangle.data.dsprites_render import render, render_latents
 from disentangle.data.files import (FILES, ChecksumError, DataFile, DataFileError,
-                                    MissingDataError, fetch, resolve_data_dir,
+                                    MissingDataError, data_dir_origin, fetch, resolve_data_dir,
                                     resolve_synthetic_dir)
 from disentangle.data.ground_truth import GroundTruthData, InMemoryGroundTruth
 from disentangle.data.image_folder import FolderImages
+from disentangle.data.labelled import labelled_subset
 from disentangle.data.mnist import load_fashion_mnist, load_mnist, read_idx, write_idx
+from disentangle.data.supervision import Supervision, check_batch_spec, check_names
 from disentangle.data.synthetic import ensure_synthetic
 
 _LOG = logging.getLogger(__name__)
@@ -32,14 +39,15 @@ _LOG = logging.getLogger(__name__)
 DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba")
 
 __all__ = [
-    "ArrayImages", "CelebAImages", "ChecksumError", "DATASETS", "DSPRITES_FACTOR_NAMES",
+    "ArrayImages", "BatchSpec", "CelebAImages", "ChecksumError", "DATASETS", "DSPRITES_FACTOR_NAMES",
     "DSPRITES_FACTOR_SIZES", "DSprites", "DataFile", "DataFileError", "FILES", "FolderImages",
-    "GroundTruthData", "ImageDataset", "InMemoryGroundTruth", "MissingDataError",
-    "ProceduralDataWarning", "ensure_synthetic", "factors_to_index", "fetch", "index_to_factors",
-    "load_celeba", "load_chairs", "load_dataset", "load_fashion_mnist", "load_mnist",
-    "read_attributes", "read_idx", "render", "render_latents", "resolve_data_dir",
-    "resolve_synthetic_dir",
-    "to_float_images", "write_idx",
+    "GroundTruthData", "IMAGES_ONLY", "ImageDataset", "InMemoryGroundTruth", "LabelledSpec",
+    "MissingDataError",
+    "ProceduralDataWarning", "SPLITS", "Supervision", "check_batch_spec", "check_names",
+    "check_split", "data_dir_origin", "ensure_synthetic", "factors_to_index", "fetch",
+    "index_to_factors", "labelled_subset", "load_celeba", "load_chairs", "load_dataset",
+    "load_fashion_mnist", "load_mnist", "read_attributes", "read_idx", "render",
+    "render_latents", "resolve_data_dir", "resolve_synthetic_dir", "to_float_images", "write_idx",
 ]
 
 
@@ -47,17 +55,35 @@ __all__ = [
 _CELEBA_SPLITS = {"train": "all", "all": "all", "official_train": "train",
                   "official_valid": "valid", "official_test": "test"}
 
+# The splits each dataset accepts. MNIST / Fashion-MNIST: the official 60000 / 10000. dSprites,
+# Chairs: 'train' = 'all' images. CelebA: 'train' = 'all' 202599 images (as the papers train),
+# 'official_train' / 'official_valid' / 'official_test' the official partition (162770 / 19867 /
+# 19962, list_eval_partition.txt).
+SPLITS: dict[str, tuple[str, ...]] = {
+    "dsprites": ("train", "all"),
+    "mnist": ("train", "test"),
+    "fashion_mnist": ("train", "test"),
+    "chairs": ("train", "all"),
+    "celeba": tuple(_CELEBA_SPLITS),
+}
+ALL_SPLITS = tuple(dict.fromkeys(s for splits in SPLITS.values() for s in splits))
+
+
+def check_split(name: str, split: str, field: str = "dataset.train_split") -> None:
+  """Raise ``ConfigError`` naming ``field`` unless ``split`` is one of ``SPLITS[name]``."""
+  if name in SPLITS and split not in SPLITS[name]:
+    raise config_lib.ConfigError(f"config field {field!r}: {name} has no split {split!r}; valid "
+                                 f"splits of {name}: {list(SPLITS[name])}")
+
 
 def _load(name, data_dir, split, source, allow_download, verify):
+  if split not in SPLITS[name]:
+    raise ValueError(f"{name} has no {split!r} split; valid splits: {list(SPLITS[name])}")
   if name in ("mnist", "fashion_mnist"):
     loader = load_mnist if name == "mnist" else load_fashion_mnist
     return loader(data_dir, split, allow_download=allow_download, verify=verify)
   if name == "celeba":
-    if split not in _CELEBA_SPLITS:
-      raise ValueError(f"celeba split must be one of {sorted(_CELEBA_SPLITS)}, got {split!r}")
     return load_celeba(data_dir, _CELEBA_SPLITS[split])
-  if split not in ("train", "all"):
-    raise ValueError(f"{name} has no {split!r} split: use 'train' (= all images)")
   if name == "chairs":
     return load_chairs(data_dir)
   if verify:
@@ -72,10 +98,12 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
 
   Args:
     name: one of ``DATASETS``: 'dsprites', 'mnist', 'fashion_mnist', 'chairs', 'celeba'.
-    data_dir: the configured data folder (``$DISENTANGLE_DATA_DIR`` overrides it).
-    split: MNIST / Fashion-MNIST: 'train' (60000) or 'test' (10000). dSprites, Chairs and
-      CelebA: 'train' (= all images, as the papers train on). CelebA also takes
-      'official_train' / 'official_valid' / 'official_test' (needs list_eval_partition.txt).
+    data_dir: the configured data folder; ``''`` / ``None``: ``$DISENTANGLE_DATA_DIR`` if set,
+      else ``../shared/data`` (``files.data_dir_origin``).
+    split: one of ``SPLITS[name]``. MNIST / Fashion-MNIST: 'train' (60000) or 'test' (10000).
+      dSprites, Chairs and CelebA: 'train' (= 'all' images, as the papers train on). CelebA also
+      takes 'official_train' / 'official_valid' / 'official_test' (needs
+      list_eval_partition.txt).
     source: dSprites: 'auto' (official file, else the procedural renderer with a warning),
       'file' or 'render'. Other datasets: 'auto' or 'file' (both read the files).
     synthetic_if_missing: when the real files are missing, load small synthetic stand-ins

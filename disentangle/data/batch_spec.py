@@ -28,13 +28,23 @@ class LabelledSpec:
   ``"random"``, ``"balanced"`` (equal counts per class of the first target), or a stratified rule
   over a grid of factor cells (``"dsprites_stratified"``). ``seed`` is the subset's own seed
   (not the run seed), so that runs of different seeds share the subset and differ in training
-  only. ``field`` is the config prefix named in error messages.
+  only. ``field`` is the config prefix named in error messages; ``fields`` maps "rule",
+  "num_labelled", "batch_size" or "seed" to the exact config field that set it (e.g.
+  ``(("batch_size", "parted.labelled_batch_size"),)``); unmapped ones read ``<field>.<name>``.
+
+  The labelled stream's targets are the columns named by ``BatchSpec.targets``; the "balanced"
+  rule balances the first of them.
   """
   rule: str
   num_labelled: int
   batch_size: int
   seed: int = 0
   field: str = "labelled"
+  fields: tuple[tuple[str, str], ...] = ()
+
+  def field_of(self, name: str) -> str:
+    """The config field behind ``name`` ("rule", "num_labelled", "batch_size", "seed")."""
+    return dict(self.fields).get(name, f"{self.field}.{name}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,13 +26,22 @@ SPLITS = {"train": 0, "valid": 1, "test": 2}
 
 
 class CelebAImages(image_folder.FolderImages):
-  """``FolderImages`` with ``attributes`` (int64 [N, 40] in {0, 1}) and ``attribute_names``."""
+  """``FolderImages`` with ``attributes`` (int64 [N, 40] in {0, 1}) and, as binary attribute
+  columns named by the header of ``list_attr_celeba.txt`` (``attribute_names``,
+  ``attributes_of``), the 40 attributes. No target columns."""
 
   def __init__(self, paths, attributes: np.ndarray | None, attribute_names: tuple[str, ...],
                **kwargs):
-    super().__init__(paths, **kwargs)
+    columns = None
+    if attributes is not None:
+      attributes = np.asarray(attributes)
+      if attributes.shape != (len(paths), len(attribute_names)):
+        raise ValueError(f"attributes {attributes.shape} do not match {len(paths)} images and "
+                         f"{len(attribute_names)} names")
+      columns = {n: attributes[:, k] for k, n in enumerate(attribute_names)}
+    super().__init__(paths, attributes=columns, **kwargs)
     self.attributes = attributes
-    self.attribute_names = attribute_names
+    self.name = "celeba"
 
 
 def read_attributes(path: str | os.PathLike) -> tuple[list[str], tuple[str, ...], np.ndarray]:

@@ -33,6 +33,7 @@ import zipfile
 
 import numpy as np
 
+from disentangle import atomic
 from disentangle.data import dsprites_render
 from disentangle.data import files
 
@@ -143,15 +144,12 @@ def _cached_packed(npz_path: pathlib.Path) -> np.ndarray:
       _LOG.warning("ignoring unreadable cache %s (%s)", cache, e)
   _LOG.info("decompressing dSprites images from %s (once; cached in %s)", npz_path, cache)
   packed = read_packed_images(npz_path)
-  tmp = cache.with_suffix(f".tmp{os.getpid()}.npy")
   try:
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    np.save(tmp, packed)
-    os.replace(tmp, cache)
+    with atomic.replacing(cache) as tmp, open(tmp, "wb") as f:
+      np.save(f, packed)
     return np.load(cache, mmap_mode="r")
   except OSError as e:
     _LOG.info("could not write the cache %s (%s); keeping the images in memory", cache, e)
-    tmp.unlink(missing_ok=True)
     return packed
 
 
@@ -278,6 +276,33 @@ class DSprites:
   def latents_values(self, indices) -> np.ndarray:
     """Official ``latents_values`` [n, 6] of rows ``indices``."""
     return factors_to_latents(self.factors_of(indices))[1]
+
+  # --- named supervision (disentangle.data.supervision): every factor is a target column ------
+  @property
+  def target_names(self) -> tuple[str, ...]:
+    return FACTOR_NAMES
+
+  @property
+  def target_sizes(self) -> dict[str, int]:
+    return dict(zip(FACTOR_NAMES, FACTOR_SIZES))
+
+  def targets_of(self, indices, names) -> np.ndarray:
+    """int32 [n, K]: the factor classes named ``names`` (``FACTOR_NAMES``) of rows ``indices``."""
+    names = tuple(names)
+    unknown = [n for n in names if n not in FACTOR_NAMES]
+    if unknown:
+      raise KeyError(f"dSprites has no target {unknown}; valid names: {list(FACTOR_NAMES)}")
+    cols = [FACTOR_NAMES.index(n) for n in names]
+    return self.factors_of(np.asarray(indices, np.int64).reshape(-1))[:, cols].astype(np.int32)
+
+  @property
+  def attribute_names(self) -> tuple[str, ...]:
+    return ()
+
+  def attributes_of(self, indices, names) -> np.ndarray:
+    if tuple(names):
+      raise KeyError(f"dSprites has no attributes (asked for {list(names)})")
+    return np.zeros((np.asarray(indices).size, 0), np.int32)
 
   # --- ground-truth interface (disentangle.data.ground_truth.GroundTruthData) ------------------
   @property

@@ -6,8 +6,8 @@ file (sha256 where one is published, md5 for dSprites, the only digest its autho
 missing (when allowed; plain ``urllib``, no TensorFlow), and otherwise raises ``DataFileError``
 saying what is missing, which checksum it must have and where to get it.
 
-The data folder is ``resolve_data_dir(configured)``; the environment variable
-``DISENTANGLE_DATA_DIR`` overrides the configured value. Setting ``DISENTANGLE_NO_DOWNLOAD`` (to
+The data folder is ``resolve_data_dir(configured)``: an explicit (non-empty) configured folder,
+else the environment variable ``DISENTANGLE_DATA_DIR``, else ``../shared/data``. Setting ``DISENTANGLE_NO_DOWNLOAD`` (to
 anything but ``''``, ``0`` or ``false``) forbids downloads everywhere; the tests set it.
 
 Layout inside the data folder (the same as ``shared/data``)::
@@ -25,8 +25,9 @@ import hashlib
 import logging
 import os
 import pathlib
-import tempfile
 import urllib.request
+
+from disentangle import atomic
 
 _LOG = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ DATA_DIR_ENV = "DISENTANGLE_DATA_DIR"
 SYNTHETIC_DIR_ENV = "DISENTANGLE_SYNTHETIC_DIR"
 CACHE_DIR_ENV = "DISENTANGLE_CACHE_DIR"
 NO_DOWNLOAD_ENV = "DISENTANGLE_NO_DOWNLOAD"
-DEFAULT_DATA_DIR = "~/.cache/disentangle/data"
+DEFAULT_DATA_DIR = "../shared/data"
 DEFAULT_CACHE_DIR = "~/.cache/disentangle"
 
 
@@ -115,13 +116,25 @@ FILES: dict[str, DataFile] = {
 DSPRITES_FILE = f"dsprites/{_DSPRITES_NAME}"
 
 
-def resolve_data_dir(configured: str | os.PathLike | None) -> pathlib.Path:
-  """The data folder: ``$DISENTANGLE_DATA_DIR`` if set, else ``configured``, else the default.
+def data_dir_origin(configured: str | os.PathLike | None) -> tuple[pathlib.Path, str]:
+  """(the data folder, where it came from): an explicit ``configured`` folder wins; ``''`` or
+  ``None`` means ``$DISENTANGLE_DATA_DIR`` if set, else ``DEFAULT_DATA_DIR`` (``../shared/data``).
 
-  ``~`` is expanded; the folder is not created.
+  The origin reads "dataset.data_dir", "$DISENTANGLE_DATA_DIR" or "default". ``~`` is expanded;
+  the folder is not created.
   """
-  value = os.environ.get(DATA_DIR_ENV) or configured or DEFAULT_DATA_DIR
-  return pathlib.Path(os.path.expanduser(os.fspath(value)))
+  if configured:
+    value, origin = configured, "dataset.data_dir"
+  elif os.environ.get(DATA_DIR_ENV):
+    value, origin = os.environ[DATA_DIR_ENV], f"${DATA_DIR_ENV}"
+  else:
+    value, origin = DEFAULT_DATA_DIR, "default"
+  return pathlib.Path(os.path.expanduser(os.fspath(value))), origin
+
+
+def resolve_data_dir(configured: str | os.PathLike | None) -> pathlib.Path:
+  """The data folder: ``configured`` if given, else ``$DISENTANGLE_DATA_DIR``, else the default."""
+  return data_dir_origin(configured)[0]
 
 
 def resolve_cache_dir() -> pathlib.Path:
@@ -192,26 +205,23 @@ def _download(spec: DataFile, path: pathlib.Path) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   errors = []
   for url in spec.urls:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
       h = hashlib.new(spec.algorithm)
       _LOG.info("downloading %s -> %s", url, path)
-      with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-        for chunk in iter(lambda: response.read(1 << 20), b""):
-          h.update(chunk)
-          out.write(chunk)
-      if h.hexdigest() != spec.digest.lower():
-        raise ChecksumError(f"{url}: expected {spec.algorithm} {spec.digest}, got {h.hexdigest()}")
-      os.replace(tmp, path)
+      with atomic.replacing(path, suffix=".part") as tmp:
+        with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+          for chunk in iter(lambda: response.read(1 << 20), b""):
+            h.update(chunk)
+            out.write(chunk)
+        if h.hexdigest() != spec.digest.lower():
+          raise ChecksumError(f"{url}: expected {spec.algorithm} {spec.digest}, got "
+                              f"{h.hexdigest()}")
       st = path.stat()
       _VERIFIED[(str(path.resolve()), st.st_size, st.st_mtime_ns, spec.algorithm)] = h.hexdigest()
       return
     except Exception as e:  # noqa: BLE001 -- try the next mirror, report all failures below.
       errors.append(f"  {url}: {type(e).__name__}: {e}")
       _LOG.warning("download of %s failed: %s", url, e)
-    finally:
-      if os.path.exists(tmp):
-        os.remove(tmp)
   for folder in created:  # innermost first: leave no empty folders behind
     try:
       folder.rmdir()

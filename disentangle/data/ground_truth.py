@@ -17,6 +17,8 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from disentangle.data import supervision
+
 
 @runtime_checkable
 class GroundTruthData(Protocol):
@@ -46,21 +48,26 @@ def _as_images(observations: np.ndarray) -> np.ndarray:
   return x.astype(np.float32)
 
 
-class InMemoryGroundTruth:
-  """A ground-truth dataset built from arrays.
+class InMemoryGroundTruth(supervision.Supervision):
+  """A ground-truth dataset built from arrays; with image observations also a training set.
 
   Args:
     factors: int array [N, K]; factor classes of each observation, each column in
       ``[0, factor_sizes[k])``.
     observations: [N, ...] array; images (uint8 or float in [0, 1]) or any feature vectors.
     factor_sizes: optional; defaults to ``factors.max(0) + 1``.
+    factor_names: optional names of the K factors (default ``factor_0``, ...): every factor is
+      the target column of its name (``targets_of``), with its factor size as class count.
+    attributes: optional binary columns, name -> int [N] in {0, 1} (``attributes_of``).
 
   ``sample_factors`` draws rows of ``factors`` uniformly (the empirical factor distribution);
   ``sample_observations_from_factors`` returns, for each requested factor row, a random stored
   observation with exactly those factors, and raises ``KeyError`` for a combination never seen.
   """
 
-  def __init__(self, factors, observations, factor_sizes: Sequence[int] | None = None):
+  def __init__(self, factors, observations, factor_sizes: Sequence[int] | None = None,
+               factor_names: Sequence[str] | None = None,
+               attributes: dict[str, np.ndarray] | None = None, name: str = ""):
     factors = np.asarray(factors)
     if factors.ndim != 2 or not np.issubdtype(factors.dtype, np.integer):
       raise ValueError(f"factors must be an int array [N, K], got {factors.dtype} {factors.shape}")
@@ -81,6 +88,36 @@ class InMemoryGroundTruth:
     order = np.argsort(codes, kind="stable")
     self._sorted_codes = codes[order]
     self._order = order
+    names = (tuple(f"factor_{k}" for k in range(len(sizes))) if factor_names is None
+             else tuple(str(n) for n in factor_names))
+    if len(names) != len(sizes) or len(set(names)) != len(names):
+      raise ValueError(f"factor_names {names} must be {len(sizes)} distinct names")
+    self._names = names
+    self.name = name
+    self._set_supervision(len(factors), {n: self._factors[:, k] for k, n in enumerate(names)},
+                          dict(zip(names, sizes)), attributes)
+
+  @property
+  def factor_names(self) -> tuple[str, ...]:
+    return self._names
+
+  # --- training-set interface (image observations) ---------------------------------------------
+  @property
+  def num_examples(self) -> int:
+    return len(self._factors)
+
+  @property
+  def image_shape(self) -> tuple[int, ...]:
+    shape = self._observations.shape[1:]
+    return tuple(int(s) for s in (shape + (1,) if len(shape) == 2 else shape))
+
+  @property
+  def labels(self) -> None:
+    return None
+
+  def get_images(self, indices) -> np.ndarray:
+    """float32 images [n, H, W, C] in [0, 1] of rows ``indices``."""
+    return _as_images(self._observations[np.asarray(indices, np.int64)])
 
   @property
   def factor_sizes(self) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from disentangle.data import arrays
+from disentangle.data import supervision
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 
@@ -49,7 +50,7 @@ def load_image(path: str | os.PathLike, size: int, channels: int, *,
   return out[..., None] if channels == 1 else out
 
 
-class FolderImages:
+class FolderImages(supervision.Supervision):
   """Images decoded from files on each ``get_images`` call (or once, after ``preload()``).
 
   Args:
@@ -57,12 +58,14 @@ class FolderImages:
     size: output side in pixels.
     channels: 1 (grayscale, PIL 'L' as torchvision ``Grayscale``) or 3 (RGB).
     crop_fraction / crop_size: see ``load_image``.
-    labels: optional int array [N].
+    labels: optional int array [N] (also the target column "label").
+    attributes: optional binary columns, name -> int [N] in {0, 1}.
   """
 
   def __init__(self, paths: Sequence[pathlib.Path], size: int, channels: int, *,
                crop_fraction: float | None = None, crop_size: int | None = None,
-               labels: np.ndarray | None = None):
+               labels: np.ndarray | None = None,
+               attributes: dict[str, np.ndarray] | None = None):
     if channels not in (1, 3):
       raise ValueError(f"channels must be 1 or 3, got {channels}")
     self.paths = list(paths)
@@ -70,6 +73,8 @@ class FolderImages:
     self._crop = dict(crop_fraction=crop_fraction, crop_size=crop_size)
     self._labels = None if labels is None else np.asarray(labels, np.int64)
     self._cache: np.ndarray | None = None
+    self._set_supervision(len(self.paths), None if labels is None else {"label": self._labels},
+                          attributes=attributes)
 
   @property
   def num_examples(self) -> int:

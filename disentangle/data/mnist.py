@@ -25,6 +25,8 @@ _IDX_TYPES = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(
               0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 _SPLIT_PREFIX = {"train": "train", "test": "t10k"}
 NUM_EXAMPLES = {"train": 60000, "test": 10000}
+# The target column of each set's labels (``targets_of(indices, [name])``).
+LABEL_NAMES = {"mnist": "digit", "fashion_mnist": "class"}
 FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                    "Sneaker", "Bag", "Ankle boot")
 
@@ -110,7 +112,7 @@ def _load_idx_pair(folder: str, split: str, data_dir, allow_download: bool, veri
   key = tuple((str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
   if (key, image_size) in _CACHE:
     images, labels = _CACHE[(key, image_size)]
-    return arrays.ArrayImages(images, labels, name=f"{name}/{split}")
+    return _wrap(images, labels, name, split)
   images = read_idx(paths[0], expected_ndim=3)
   labels = read_idx(paths[1], expected_ndim=1)
   if images.dtype != np.uint8 or labels.dtype != np.uint8:
@@ -125,12 +127,21 @@ def _load_idx_pair(folder: str, split: str, data_dir, allow_download: bool, veri
   if len(_CACHE) >= 4:
     _CACHE.pop(next(iter(_CACHE)))
   _CACHE[(key, image_size)] = (images, labels)
-  return arrays.ArrayImages(images, labels, name=f"{name}/{split}")
+  return _wrap(images, labels, name, split)
+
+
+def _wrap(images, labels, name, split) -> arrays.ArrayImages:
+  if labels.max(initial=0) > 9:
+    raise files.DataFileError(f"{name}/{split}: labels must lie in 0..9, got {labels.max()}")
+  return arrays.ArrayImages(images, labels, name=f"{name}/{split}", label_name=LABEL_NAMES[name],
+                            num_classes=10)
 
 
 def load_mnist(data_dir: str | os.PathLike, split: str = "train", *, allow_download: bool = True,
                verify: bool = True, image_size: int = 32) -> arrays.ArrayImages:
   """MNIST ``split`` ('train' 60000 or 'test' 10000) as [N, 32, 32, 1] images with labels 0..9.
+
+  The labels are also the target column "digit" (10 classes).
 
   Args:
     data_dir: the data folder holding ``mnist/*.gz``.
@@ -145,6 +156,7 @@ def load_mnist(data_dir: str | os.PathLike, split: str = "train", *, allow_downl
 def load_fashion_mnist(data_dir: str | os.PathLike, split: str = "train", *,
                        allow_download: bool = True, verify: bool = True,
                        image_size: int = 32) -> arrays.ArrayImages:
-  """Fashion-MNIST ``split``, as ``load_mnist`` (files under ``fashion_mnist/``)."""
+  """Fashion-MNIST ``split``, as ``load_mnist`` (files under ``fashion_mnist/``); the labels are the
+  target column "class" (10 classes, ``FASHION_CLASSES``)."""
   return _load_idx_pair("fashion_mnist", split, data_dir, allow_download, verify, image_size,
                         "fashion_mnist")

@@ -28,6 +28,7 @@ import tempfile
 import numpy as np
 from PIL import Image, ImageDraw
 
+from disentangle import atomic
 from disentangle.data import dsprites
 from disentangle.data import mnist
 
@@ -203,9 +204,8 @@ def write_dsprites_full(path: str | os.PathLike, chunk: int = 32768) -> pathlib.
   for start in range(0, dsprites.NUM_EXAMPLES, chunk):
     stop = min(start + chunk, dsprites.NUM_EXAMPLES)
     imgs[start:stop] = dsprites.render_factors(classes[start:stop, 1:])
-  tmp = path.with_name(path.name + ".tmp.npz")
-  np.savez(tmp, imgs=imgs, latents_values=values, latents_classes=classes)
-  os.replace(tmp, path)
+  with atomic.replacing(path) as tmp, open(tmp, "wb") as f:
+    np.savez(f, imgs=imgs, latents_values=values, latents_classes=classes)
   return path
 
 

@@ -4,6 +4,14 @@ Each epoch is a permutation of the training set drawn from ``PCG64([seed, epoch]
 batch of step s is the slice [s*B, (s+1)*B) of the concatenated epochs. Resuming at any step gives
 the same batches without saving iterator state. In multi-process runs each process loads only its
 contiguous share of the global batch (``process_index``-th of ``process_count``).
+
+:func:`make_source` builds the source a method's ``BatchSpec`` asks for
+(``disentangle.data.batch_spec``): the image-only :class:`BatchSource` (today's batch, bit for
+bit), or :class:`SideInfoSource`, which adds "targets" / "attributes" of the same rows and, for a
+labelled spec, the second stream "labelled_image" / "labelled_targets": at step s, the first B_l
+entries of a permutation of the labelled subset drawn from ``PCG64([seed, LABELLED_STREAM, s])``
+(B_l distinct members; the authors take the first 64 of a fresh shuffle each iteration). The
+subset itself comes from ``LabelledSpec.seed`` (``data.labelled``), the order from the run seed.
 """
 from __future__ import annotations
 
@@ -12,6 +20,13 @@ import threading
 from typing import Iterator
 
 import numpy as np
+
+from disentangle import config as config_lib
+from disentangle.data import batch_spec as batch_spec_lib
+from disentangle.data import labelled as labelled_lib
+from disentangle.data import supervision
+
+LABELLED_STREAM = 0x1ABE1  # PCG64 key word of the labelled stream (the image stream has 2 words)
 
 
 class BatchSource:
@@ -51,15 +66,82 @@ class BatchSource:
       out[sel] = self._perm(int(e))[within[sel]]
     return out
 
+  def local_indices(self, step: int) -> np.ndarray:
+    """This process's share of ``global_indices(step)``."""
+    return self.global_indices(step)[self.offset:self.offset + self.local]
+
   def local_batch(self, step: int) -> dict:
-    idx = self.global_indices(step)[self.offset:self.offset + self.local]
-    return {"image": self.dataset.get_images(idx)}
+    return {"image": self.dataset.get_images(self.local_indices(step))}
+
+
+class SideInfoSource:
+  """The image batch of a :class:`BatchSource` plus the side information a ``BatchSpec`` names.
+
+  Keys: "image"; "targets" int32 [B, K] and "attributes" int32 [B, A] of the same rows when the
+  spec names them; with ``spec.labelled``, "labelled_image" and "labelled_targets" (int32
+  [B_l, K], the columns of ``spec.targets``) of B_l distinct members of the labelled subset.
+  Both streams are split over processes the same way (contiguous shares).
+  """
+
+  def __init__(self, dataset, spec: batch_spec_lib.BatchSpec, *, global_batch: int, seed: int,
+               process_index: int = 0, process_count: int = 1):
+    self.images = BatchSource(dataset, global_batch=global_batch, seed=seed,
+                              process_index=process_index, process_count=process_count)
+    self.dataset, self.spec, self.seed = dataset, spec, seed
+    self.subset = None
+    if spec.labelled is not None:
+      lab = spec.labelled
+      if lab.batch_size % process_count:
+        raise config_lib.ConfigError(
+            f"config field {lab.field_of('batch_size')!r} ({lab.batch_size}) must be divisible "
+            f"by the {process_count} processes")
+      self.subset = labelled_lib.subset_for(dataset, spec)
+      self.labelled_local = lab.batch_size // process_count
+      self.labelled_offset = process_index * self.labelled_local
+
+  def labelled_indices(self, step: int) -> np.ndarray:
+    """Dataset rows of the global labelled batch of ``step`` (all processes): B_l distinct
+    members of the subset, a pure function of (run seed, step)."""
+    rng = np.random.Generator(np.random.PCG64([self.seed, LABELLED_STREAM, step]))
+    return self.subset[rng.permutation(len(self.subset))[:self.spec.labelled.batch_size]]
+
+  def local_batch(self, step: int) -> dict:
+    idx = self.images.local_indices(step)
+    batch = {"image": self.dataset.get_images(idx)}
+    if self.spec.targets:
+      batch["targets"] = self.dataset.targets_of(idx, self.spec.targets)
+    if self.spec.attributes:
+      batch["attributes"] = self.dataset.attributes_of(idx, self.spec.attributes)
+    if self.subset is not None:
+      lidx = self.labelled_indices(step)[
+          self.labelled_offset:self.labelled_offset + self.labelled_local]
+      batch["labelled_image"] = self.dataset.get_images(lidx)
+      batch["labelled_targets"] = self.dataset.targets_of(lidx, self.spec.targets)
+    return batch
+
+
+def make_source(dataset, spec: batch_spec_lib.BatchSpec = batch_spec_lib.IMAGES_ONLY, *,
+                global_batch: int, seed: int, process_index: int = 0, process_count: int = 1):
+  """The batch source ``spec`` asks for; checks the spec's names against ``dataset`` first.
+
+  ``IMAGES_ONLY`` gives the :class:`BatchSource` of before side information ({"image"}, the same
+  rows bit for bit); any other spec a :class:`SideInfoSource`.
+
+  Raises:
+    ConfigError: a name the dataset lacks, or an impossible labelled subset (naming the field).
+  """
+  supervision.check_batch_spec(dataset, spec)
+  kwargs = dict(global_batch=global_batch, seed=seed, process_index=process_index,
+                process_count=process_count)
+  if spec.images_only:
+    return BatchSource(dataset, **kwargs)
+  return SideInfoSource(dataset, spec, **kwargs)
 
 
 class MultiSeedSource:
   """N seeds' batches stacked on a leading axis (for vmapped multi-seed training)."""
 
-  def __init__(self, sources: list[BatchSource]):
+  def __init__(self, sources: list):
     self.sources = sources
 
   def local_batch(self, step: int) -> dict:

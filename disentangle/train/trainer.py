@@ -81,8 +81,13 @@ def seed_config(config, i: int):
 
 
 def load_training_data(config):
+  """The training set ``dataset.name`` / ``dataset.train_split``; says which folder it reads."""
   d = config.dataset
-  return data_lib.load_dataset(d.name, data_dir=d.data_dir, split="train", source=d.source,
+  data_lib.check_split(d.name, d.train_split, "dataset.train_split")
+  root, origin = data_lib.data_dir_origin(d.data_dir)
+  if jax.process_index() == 0:
+    print(f"data: {d.name} split={d.train_split!r} from {root} ({origin})", flush=True)
+  return data_lib.load_dataset(d.name, data_dir=root, split=d.train_split, source=d.source,
                                synthetic_if_missing=d.synthetic_if_missing,
                                allow_download=d.allow_download)
 
@@ -118,6 +123,15 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
                                  f"divisible by the number of devices ({n_dev})")
   dataset = dataset if dataset is not None else load_training_data(config)
   method = methods.build(config, dataset.image_shape, mesh=mesh)
+  # The batch the method asks for; make_source checks its names against the data (ConfigError)
+  # before anything compiles.
+  spec_fn = getattr(type(method), "batch_spec", None)
+  spec = spec_fn(config) if spec_fn is not None else data_lib.IMAGES_ONLY
+  sources = [input_pipeline.make_source(dataset, spec, global_batch=config.batch_size,
+                                        seed=config.seed + i, process_index=jax.process_index(),
+                                        process_count=jax.process_count())
+             for i in range(config.num_seeds)]
+  source = input_pipeline.MultiSeedSource(sources) if config.num_seeds > 1 else sources[0]
   multi = config.num_seeds > 1
   repl = mesh_lib.replicated(mesh)
   data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)
@@ -141,11 +155,6 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
                         in_shardings=(repl, data_sharding), out_shardings=(repl, repl))
   all_finite = jax.jit(_all_finite)
 
-  sources = [input_pipeline.BatchSource(dataset, global_batch=config.batch_size,
-                                        seed=config.seed + i, process_index=jax.process_index(),
-                                        process_count=jax.process_count())
-             for i in range(config.num_seeds)]
-  source = input_pipeline.MultiSeedSource(sources) if multi else sources[0]
   evaluators = []
   if evaluator_factory is not None and is_main:  # evaluation runs on process 0, on a host copy
     evaluators = [evaluator_factory(method, d, i) for i, d in enumerate(dirs)]
