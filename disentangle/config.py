@@ -7,6 +7,7 @@ type or an impossible value raises :class:`ConfigError` naming the field.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from typing import Any, Callable
@@ -43,6 +44,12 @@ def base_config() -> ml_collections.ConfigDict:
   c.model.init = "reference"
   c.model.posterior_head = "logvar"
   c.model.conv_impl = "fast"
+  c.model.hidden_units = 256          # dense layer of encoder and decoder (FFVAE App. C: 128)
+  c.model.encoder_widths = "cascade"  # 32 px convs: 'cascade' (32, 32, 64) / 'dupont' (32, 64, 64)
+  c.model.activation = "relu"         # encoder trunk: 'relu' or 'leaky_relu' (slope leaky_slope)
+  c.model.leaky_slope = 0.01
+  c.model.activation_last = 0         # the activation follows the trunk's last N layers (0 = all)
+  c.model.likelihood = "bernoulli"    # reconstruction: 'bernoulli' or 'l1' (losses.log_likelihood)
 
   c.optimizer = ml_collections.ConfigDict()
   c.optimizer.learning_rate = 3e-4
@@ -96,6 +103,10 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, str]
   for key, text in overrides.items():
     parent, leaf = _lookup_parent(config, key)
     old = parent[leaf]
+    if isinstance(old, ml_collections.ConfigDict):
+      fields = sorted(old.keys())
+      raise ConfigError(f"config field {key!r} is a section: set one of its fields "
+                        f"{[f'{key}.{f}' for f in fields]}")
     try:
       if isinstance(old, bool):
         value = {"true": True, "1": True, "false": False, "0": False}[text.lower()]
@@ -115,13 +126,22 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, str]
 def _lookup_parent(config, key: str):
   parts = key.split(".")
   node = config
-  for i, p in enumerate(parts[:-1]):
+  for p in parts[:-1]:
     if p not in node or not isinstance(node[p], ml_collections.ConfigDict):
-      raise ConfigError(f"unknown config field {'.'.join(parts[:i + 1])!r}")
+      raise unknown_field(key, config)
     node = node[p]
   if parts[-1] not in node:
-    raise ConfigError(f"unknown config field {key!r}")
+    raise unknown_field(key, config)
   return node, parts[-1]
+
+
+def unknown_field(path: str, config) -> ConfigError:
+  """The error for a field ``path`` that ``config`` lacks, with the nearest known field's name."""
+  known = [p for p, _ in _flatten(config)]
+  same_leaf = [p for p in known if p.split(".")[-1] == path.split(".")[-1]]
+  near = same_leaf or difflib.get_close_matches(path, known, n=1, cutoff=0.75)
+  hint = f" (did you mean {near[0]!r}?)" if near else ""
+  return ConfigError(f"unknown config field {path!r}{hint}")
 
 
 class _null:
@@ -194,6 +214,12 @@ RULES: dict[str, Rule] = {
     "model.init": one_of("reference", "flax"),
     "model.posterior_head": one_of("logvar", "softplus_sigma"),
     "model.conv_impl": one_of("flax", "fast"),
+    "model.hidden_units": POSITIVE,
+    "model.encoder_widths": one_of("cascade", "dupont"),
+    "model.activation": one_of("relu", "leaky_relu"),
+    "model.leaky_slope": NONNEG,
+    "model.activation_last": NONNEG,
+    "model.likelihood": one_of("bernoulli", "l1"),
     "optimizer.learning_rate": POSITIVE,
     "optimizer.b1": PROBABILITY_OPEN1,
     "optimizer.b2": PROBABILITY_OPEN1,
@@ -242,9 +268,7 @@ def validate(config, schema, rules: dict[str, Rule] | None = None) -> None:
   all_rules = dict(RULES, **(rules or {}))
   for path, value in _flatten(config):
     if path not in schema_flat:
-      near = [p for p in schema_flat if p.split(".")[-1] == path.split(".")[-1]]
-      hint = f" (did you mean {near[0]!r}?)" if near else ""
-      raise ConfigError(f"unknown config field {path!r}{hint}")
+      raise unknown_field(path, schema)
     expected = schema_flat[path]
     if not _type_ok(expected, value):
       raise ConfigError(f"config field {path!r} must be {type(expected).__name__}, "

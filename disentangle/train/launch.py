@@ -3,9 +3,15 @@
 ``python -m experiments.<name> --config=experiments/configs/<name>.py[:variant[,field=value]]
 [--config.field=value ...] [--workdir=DIR]``. Without ``--workdir`` the run goes to
 ``runs/<config name>[_<variant>]``; the run resumes automatically if that folder has a checkpoint.
+
+Bad input is one line on stderr and exit status 2, never a traceback: an unknown variant, an
+unknown field or an unparsable value (in the ``:variant,field=value`` argument or as
+``--config.field=value``) is reported here, while flags are parsed; an impossible value is
+reported by ``trainer.train``, which validates the config before it creates anything.
 """
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 import sys
 
@@ -20,12 +26,80 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, with :va
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (created; resumed if it exists).")
 
+BAD_INPUT_STATUS = 2
+
 
 def default_workdir(config_arg: str) -> pathlib.Path:
   path, _, variant = config_arg.partition(":")
   name = pathlib.Path(path).stem
   tag = "".join(ch if ch.isalnum() or ch in "-_=." else "_" for ch in variant)
   return pathlib.Path("runs") / (f"{name}_{tag}" if tag else name)
+
+
+def load_config(config_arg: str):
+  """``get_config(variant)`` of ``path[:variant]``, as ``config_flags`` calls it."""
+  path, colon, variant = config_arg.partition(":")
+  name = pathlib.Path(path).stem
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(variant) if colon else module.get_config()
+
+
+def config_problem(argv: list[str]) -> str | None:
+  """One line saying what is wrong with ``--config`` and its ``--config.<field>`` overrides.
+
+  ``None`` when the config file loads and every override names a known field with a parsable
+  value (the problem, if any, is elsewhere).
+  """
+  arg = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+  if arg is None:
+    return None
+  path = arg.partition(":")[0]
+  if not pathlib.Path(path).is_file():
+    return f"config file {path!r} not found"
+  try:
+    config = load_config(arg)
+    for a in argv:
+      if a.startswith("--config."):
+        field, eq, text = a[len("--config."):].partition("=")
+        config_lib.apply_overrides(config, {field: text if eq else "true"})
+      elif a.startswith("--noconfig."):
+        config_lib.apply_overrides(config, {a[len("--noconfig."):]: "false"})
+  except config_lib.ConfigError as e:
+    return str(e)
+  return None
+
+
+def _last_line(text: str) -> str:
+  return [line for line in text.splitlines() if line.strip()][-1].strip()
+
+
+def fail(message: str) -> None:
+  print(f"error: {message}", file=sys.stderr, flush=True)
+  sys.exit(BAD_INPUT_STATUS)
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl's flag parsing, with a bad ``--config`` (file, variant, field, value) as one line.
+
+  ``config_flags`` raises a bare ``KeyError`` / ``AttributeError`` (with a traceback) for an
+  unknown ``--config.<field>``, wraps a ``ConfigError`` of ``get_config`` in a multi-line
+  ``IllegalFlagValueError``, and defers a missing config file to its first access. Any of these
+  is explained again by :func:`config_problem` in one line naming the field; any other error that
+  is not a flags error (a bug in a config file) keeps its traceback.
+  """
+  try:
+    rest = flags.FLAGS(argv)
+    _ = _CONFIG.value.method  # a missing config file raises only here
+    return rest
+  except Exception as e:  # pylint: disable=broad-except
+    message = config_problem(argv)
+    if message is None and isinstance(e, flags.Error):
+      message = _last_line(str(e))
+    if message is None:
+      raise
+  fail(message)
 
 
 def _run(_):
@@ -39,16 +113,31 @@ def _run(_):
   try:
     trainer.train(config, workdir, evaluator_factory=evaluation.factory(config))
   except (config_lib.ConfigError, trainer.NonFiniteError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+    fail(str(e))
   print(f"done: {workdir}", flush=True)
+
+
+def _joined(argv: list[str], name: str) -> list[str]:
+  """``--name value`` -> ``--name=value`` (absl accepts both; the defaults below look for '=')."""
+  out, i = [], 0
+  while i < len(argv):
+    if argv[i] == f"--{name}" and i + 1 < len(argv):
+      out.append(f"--{name}={argv[i + 1]}")
+      i += 2
+    else:
+      out.append(argv[i])
+      i += 1
+  return out
 
 
 def main(default_config: str | None = None) -> None:
   """Entry point: ``default_config`` is used when ``--config`` is not given."""
-  if default_config and not any(a.startswith("--config=") or a == "--config" for a in sys.argv):
-    sys.argv.append(f"--config={default_config}")
-  config_arg = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--config="))
-  if not any(a.startswith("--workdir") for a in sys.argv):
+  sys.argv = _joined(_joined(sys.argv, "config"), "workdir")
+  if default_config and not any(a.startswith("--config=") for a in sys.argv):
+    sys.argv.insert(1, f"--config={default_config}")  # before any --config.<field>
+  config_arg = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--config=")), None)
+  if config_arg is None:
+    fail("--config=<file>.py[:variant] is required")
+  if not any(a.startswith("--workdir=") for a in sys.argv):
     sys.argv.append(f"--workdir={default_workdir(config_arg)}")
-  app.run(_run)
+  app.run(_run, flags_parser=parse_flags)
