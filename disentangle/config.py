@@ -70,6 +70,10 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.factor_score_votes = 800
   c.eval.cluster_accuracy = False # discrete code vs labels (needs a discrete code and labels)
   c.eval.information = True       # I(x; z_j), KL_j, TC at eval steps
+  c.eval.mig = False              # MIG at eval steps too (evaluate_run always computes it)
+  c.eval.mig_estimator = "histogram"  # 'histogram' (disentanglement_lib) / 'sampled' (Chen et al.)
+  c.eval.use_discrete = "protocol"    # discrete code in the metrics: 'protocol' (each metric's
+                                      # published one: score yes, MIG no) / 'include' / 'exclude'
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.num_devices = 0          # 0 = all devices
@@ -231,6 +235,8 @@ RULES: dict[str, Rule] = {
     "eval.num_images": POSITIVE,
     "eval.num_points": NONNEG,
     "eval.factor_score_votes": POSITIVE,
+    "eval.mig_estimator": one_of("histogram", "sampled"),
+    "eval.use_discrete": one_of("protocol", "include", "exclude"),
     "mesh.num_devices": NONNEG,
 }
 
