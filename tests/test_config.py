@@ -1,5 +1,8 @@
 """Bad configs fail before compilation with an error naming the field."""
 import importlib
+import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -91,3 +94,35 @@ def test_paper_settings_of_cascade_configs():
       "fashion_mnist", 1e-4, 4)
   ch = importlib.import_module("experiments.configs.chairs_cascade").get_config("")
   assert (ch.cascade.penalty, ch.cascade.discrete_start, ch.num_steps) == (0.01, 60_000, 150_000)
+
+
+def test_unknown_field_hint_names_the_nearest_field():
+  mod = importlib.import_module("experiments.configs.dsprites_cascade")
+  with pytest.raises(config_lib.ConfigError,
+                     match=r"unknown config field 'casade\.penalty' \(did you mean 'cascade\.penalty'\?\)"):
+    mod.get_config("casade.penalty=1")
+
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+BETAVAE = "--config=experiments/configs/dsprites_betavae.py:smoke"
+
+
+@pytest.mark.parametrize("args,expect", [
+    ([BETAVAE, "--config.casade.penalty=1"], "unknown config field 'casade.penalty'"),
+    ([BETAVAE, "--config.betavae.betaa=2"], "did you mean 'betavae.beta'"),
+    ([BETAVAE + ",casade.penalty=1"], "unknown config field 'casade.penalty'"),
+    ([BETAVAE, "--config.batch_size=abc"], "'batch_size': cannot parse 'abc'"),
+    ([BETAVAE + "x"], "unknown variant(s) ['smokex']"),
+    ([BETAVAE, "--config.batch_size=0"], "'batch_size' must be > 0"),  # found by the trainer
+])
+def test_bad_command_line_is_one_line_and_creates_nothing(tmp_path, args, expect):
+  """A new user's typo: one line on stderr naming the field, no traceback, no run directory."""
+  workdir = tmp_path / "run"
+  r = subprocess.run([sys.executable, "-m", "experiments.dsprites_betavae", *args,
+                      f"--workdir={workdir}"], cwd=REPO, capture_output=True, text=True,
+                     timeout=300)
+  assert r.returncode == 2, r.stderr
+  assert "Traceback" not in r.stderr
+  lines = r.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], r.stderr
+  assert not workdir.exists()

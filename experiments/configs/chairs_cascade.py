@@ -19,7 +19,4 @@ def get_config(arg=None):
   c = common.cascade_config("chairs", num_discrete=3, penalty=0.01, relieve_every=20_000,
                             discrete_start=60_000, num_steps=150_000, learning_rate=1e-4,
                             latent_dim=10, beta_low=1.0)
-  if "smoke" in names:
-    common.smoke(c, relieve_every=50, discrete_start=100, synthetic=True)
-  common.config_lib.apply_overrides(c, overrides)
-  return c
+  return common.finish(c, names, overrides, discrete_start=100)

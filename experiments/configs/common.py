@@ -1,15 +1,33 @@
-"""Pieces shared by the experiment configs (the settings of CascadeVAE supplement B)."""
+"""Pieces shared by the experiment configs (the settings of CascadeVAE supplement B).
+
+Every ``get_config`` ends with :func:`finish`: the ``cpu`` budget (:func:`scale_schedule`), the
+``smoke`` variant, then the ``field=value`` overrides of its argument, in that order.
+"""
+import fractions
+import pathlib
+import sys
+
 from disentangle import config as config_lib
 from disentangle import methods
 
 NEVER = 2**31 - 1  # a t_d no run reaches: the CascadeVAE-C ablation (no discrete code)
+# The ``cpu`` variants: a fifth of the paper's schedule (MNIST CascadeVAE: 2.4e4 of 1.2e5
+# iterations, r = 2e3 of 1e4), every schedule scaled alike by scale_schedule.
+CPU_FRACTION = fractions.Fraction(1, 5)
+PERIODS = ("eval_every", "checkpoint_every")  # scaled too, rounded to whole steps
+
+
+def _config_name(module_name: str) -> str:
+  """The config file's name (``config_flags`` loads it as module ``config_config``)."""
+  path = getattr(sys.modules.get(module_name), "__file__", None)
+  return pathlib.Path(path).stem if path else module_name
 
 
 def select_variants(module_name: str, arg, known) -> tuple[list[str], dict]:
   names, overrides = config_lib.parse_arg(arg)
   unknown = [n for n in names if n not in known]
   if unknown:
-    raise config_lib.variant_error(module_name, unknown, known)
+    raise config_lib.variant_error(_config_name(module_name), unknown, known)
   return names, overrides
 
 
@@ -44,13 +62,65 @@ def dsprites_config(method: str, *, latent_dim: int, learning_rate: float):
 
 
 def finish(c, names: list[str], overrides: dict, **smoke_kwargs):
-  """Apply the ``smoke`` variant (rendered dSprites when the set is dSprites), then overrides."""
+  """The end of every ``get_config``: ``cpu``, then ``smoke``, then the ``field=value`` overrides.
+
+  ``cpu``: the whole schedule shortened to :data:`CPU_FRACTION` by :func:`scale_schedule`.
+  ``smoke``: minutes on a CPU (:func:`smoke`), on rendered dSprites or, for the data sets that
+  must be downloaded, generated stand-ins in the canonical format when the files are missing.
+  The config is validated once, by ``trainer.train``, after any command-line overrides.
+  """
+  if "cpu" in names:
+    scale_schedule(c, CPU_FRACTION)
   if "smoke" in names:
     if c.dataset.name == "dsprites":
       c.dataset.source = "render"
+    else:
+      c.dataset.synthetic_if_missing = True
     smoke(c, **smoke_kwargs)
   config_lib.apply_overrides(c, overrides)
   return c
+
+
+def schedule_fields(c) -> tuple[str, ...]:
+  """The dotted fields of ``c`` that count iterations: ``num_steps`` and the method's own."""
+  return ("num_steps",) + tuple(methods.step_fields(c.method))
+
+
+def _get(c, path: str):
+  node = c
+  for part in path.split(".")[:-1]:
+    node = node[part]
+  return node, path.split(".")[-1]
+
+
+def scale_schedule(c, fraction) -> None:
+  """Shorten ``c`` to ``fraction`` of its run with every schedule scaled alike (issue 14).
+
+  ``num_steps`` and every iteration-counting field of the method (``methods.step_fields``:
+  CascadeVAE's r and t_d, JointVAE's capacity steps, ...) are multiplied by ``fraction``, so that
+  each event (a dimension relieved, the discrete step starting, a capacity reaching its maximum)
+  falls at the same fraction of the run as in the full config. Those products must be whole
+  numbers (a :class:`ConfigError` names the field otherwise: choose a fraction that divides it);
+  :data:`NEVER` stays never. The evaluation and checkpoint periods are scaled too, rounded to
+  whole steps.
+  """
+  f = fractions.Fraction(fraction).limit_denominator(1_000_000)
+  if not 0 < f <= 1:
+    raise config_lib.ConfigError(f"scale_schedule: fraction must be in (0, 1], got {fraction}")
+  with c.unlocked():
+    for path in schedule_fields(c):
+      parent, leaf = _get(c, path)
+      if parent[leaf] == NEVER:
+        continue
+      scaled = parent[leaf] * f
+      if scaled.denominator != 1:
+        raise config_lib.ConfigError(
+            f"config field {path!r} ({parent[leaf]}) times {f} is not a whole number of steps: "
+            f"choose a fraction that divides it")
+      parent[leaf] = int(scaled)
+    for path in PERIODS:
+      parent, leaf = _get(c, path)
+      parent[leaf] = max(1, round(parent[leaf] * f))
 
 
 def cascade_config(dataset: str, *, num_discrete: int, penalty: float, relieve_every: int,

@@ -45,8 +45,5 @@ def get_config(arg=None):
     c.checkpoint_every = 10_000
     c.log_every = 200
   if "smoke" in names:
-    c.dataset.source = "render"
     c.batch_size = 64
-    common.smoke(c)
-  common.config_lib.apply_overrides(c, overrides)
-  return c
+  return common.finish(c, names, overrides)

@@ -51,8 +51,4 @@ def get_config(arg=None):
   c.cascade.cascade = cascade
   c.eval.factor_score = True
   c.eval.num_points = 10_000
-  if "smoke" in names:
-    c.dataset.source = "render"
-    common.smoke(c, relieve_every=50, discrete_start=100)
-  common.config_lib.apply_overrides(c, overrides)
-  return c
+  return common.finish(c, names, overrides, discrete_start=100)

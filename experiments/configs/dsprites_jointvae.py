@@ -44,13 +44,6 @@ def jointvae_config(dataset: str, *, latent_dim: int, discrete_sizes: tuple, con
   return c
 
 
-def smoke(c) -> None:
-  """common.smoke plus capacities that reach their maxima within the shortened run."""
-  common.smoke(c)
-  c.jointvae.cont_steps = c.num_steps
-  c.jointvae.disc_steps = c.num_steps
-
-
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
   c = jointvae_config("dsprites", latent_dim=4 if "m4" in names else 6, discrete_sizes=(3,),
@@ -58,8 +51,4 @@ def get_config(arg=None):
                       learning_rate=5e-4, num_steps=300_000)
   c.eval.factor_score = True
   c.eval.num_points = 10_000
-  if "smoke" in names:
-    c.dataset.source = "render"
-    smoke(c)
-  common.config_lib.apply_overrides(c, overrides)
-  return c
+  return common.finish(c, names, overrides)

@@ -8,7 +8,8 @@ and dSprites settings; these are the authors' own for this data set. Published (
 ``m10`` (default) 50.99 (2.5), best 55.64; ``m4`` 51.51 (4.42), best 61.79. Chance is 10%.
 The image files are not available offline: put the canonical ``train-images-idx3-ubyte.gz`` /
 ``t10k-images-idx3-ubyte.gz`` in ``<data_dir>/fashion_mnist`` (or allow the download);
-``smoke`` uses generated stand-ins in the canonical format.
+``smoke`` uses generated stand-ins in the canonical format; ``cpu`` is a fifth of the schedule
+(``common.scale_schedule``), as ``mnist_jointvae:cpu``.
 
 Run: python -m experiments.fashion_mnist_jointvae --config=experiments/configs/fashion_mnist_jointvae.py:m10
 """
