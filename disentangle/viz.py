@@ -1,8 +1,8 @@
 """Images written at evaluation steps: grids, reconstructions, latent traversals, I(x; z_j) curves.
 
 Host-side numpy + PIL for image grids and matplotlib's Agg canvas (no global backend switch, no
-display) for plots. Every file is written atomically: to a temporary file in the same folder,
-then `os.replace`, so a reader never sees half a PNG.
+display) for plots. Every file is written atomically (`disentangle.atomic.replacing`), so a
+reader never sees half a PNG.
 
 Traversals follow the papers' figures: one row per latent dimension, the caller ordering the
 dimensions (CascadeVAE Figs. 5 and 9 sort them by I(x; z_j); JointVAE by KL), with the traversed
@@ -12,29 +12,12 @@ FashionMNIST (Figs. 8 and 9), e.g. `values=np.linspace(-2, 2, 10)`. The discrete
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 from PIL import Image
 
-
-def _atomic_write(path: str, write: Callable[[str], None]) -> None:
-  """Calls write(tmp_path) for a temporary file beside `path`, then renames it onto `path`."""
-  path = os.fspath(path)
-  folder = os.path.dirname(os.path.abspath(path))
-  os.makedirs(folder, exist_ok=True)
-  suffix = os.path.splitext(path)[1] or ".png"
-  fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=suffix)
-  os.close(fd)
-  try:
-    write(tmp)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+from disentangle import atomic
 
 
 def _as_nhwc(images: np.ndarray) -> np.ndarray:
@@ -72,7 +55,8 @@ def save_image(path: str, image: np.ndarray) -> None:
   if image.ndim == 3 and image.shape[-1] == 1:
     image = image[..., 0]
   pixels = np.round(np.clip(image, 0.0, 1.0) * 255.0).astype(np.uint8)
-  _atomic_write(path, lambda tmp: Image.fromarray(pixels).save(tmp, format="PNG"))
+  with atomic.replacing(path, suffix=".png") as tmp:
+    Image.fromarray(pixels).save(tmp, format="PNG")
 
 
 def save_image_grid(path: str, images: np.ndarray, nrow: Optional[int] = 8, padding: int = 2,
@@ -214,4 +198,5 @@ def plot_information_curves(path: str, steps: Sequence[float], values: np.ndarra
   ax.legend(loc="best", fontsize="small", ncol=2 if len(labels) > 6 else 1)
   ax.grid(alpha=0.3)
   fig.tight_layout()
-  _atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+  with atomic.replacing(path, suffix=".png") as tmp:
+    fig.savefig(tmp, format="png")

@@ -4,10 +4,13 @@ python -m experiments.aggregate RUN [RUN ...] [--output=table.md] [--json=table.
 
 Each RUN must have been evaluated (``python -m experiments.evaluate --workdir=RUN``); see
 `disentangle.train.aggregate` for the grouping, the matching to the configs' PUBLISHED numbers
-and the standard deviation used (ddof=0).
+and the standard deviation used (ddof=0). The published numbers are those of the config modules
+``experiments/configs/*.py`` (`config_modules`), passed to the library from here.
 """
+import importlib
 import json
 import pathlib
+import pkgutil
 import sys
 
 from absl import app
@@ -17,14 +20,23 @@ _OUTPUT = flags.DEFINE_string("output", None, "Write the markdown table here too
 _JSON = flags.DEFINE_string("json", None, "Machine-readable table (default: --output with .json).")
 
 
+def config_modules(package: str = "experiments.configs") -> list:
+  """Every module of ``package`` (the experiment configs with their ``PUBLISHED`` numbers)."""
+  pkg = importlib.import_module(package)
+  return [importlib.import_module(f"{package}.{info.name}")
+          for info in pkgutil.iter_modules(pkg.__path__)]
+
+
 def main(argv):
+  from disentangle import atomic  # pylint: disable=g-import-not-at-top
   from disentangle.train import aggregate  # pylint: disable=g-import-not-at-top
   if len(argv) < 2:
     print("usage: python -m experiments.aggregate RUN [RUN ...] [--output=table.md]",
           file=sys.stderr)
     sys.exit(2)
   try:
-    table = aggregate.aggregate_runs(argv[1:])
+    candidates = aggregate.config_candidates(config_modules())
+    table = aggregate.aggregate_runs(argv[1:], candidates=candidates)
   except FileNotFoundError as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
@@ -33,9 +45,9 @@ def main(argv):
   json_path = _JSON.value or (str(pathlib.Path(_OUTPUT.value).with_suffix(".json"))
                               if _OUTPUT.value else None)
   if _OUTPUT.value:
-    pathlib.Path(_OUTPUT.value).write_text(text)
+    atomic.write_text(_OUTPUT.value, text)
   if json_path:
-    pathlib.Path(json_path).write_text(json.dumps(table, indent=1))
+    atomic.write_text(json_path, json.dumps(table, indent=1))
     print(f"wrote {json_path}")
 
 

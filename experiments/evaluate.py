@@ -5,7 +5,9 @@ python -m experiments.evaluate --workdir=runs/dsprites_cascade_m6 [--step=N]
 
 Restores the latest checkpoint (or ``--step``; every seed of a multi-seed workdir) read-only and
 writes ``RUN/results.json``, ``RUN/report.md`` and ``RUN/images/evaluate_step_<n>_*.png``; see
-`disentangle.train.evaluation.evaluate_run`.
+`disentangle.train.evaluate_run`. ``--mig_estimator`` / ``--use_discrete`` override the run's
+``eval.mig_estimator`` / ``eval.use_discrete``; ``--eval_name`` / ``--eval_split`` its
+``dataset.eval_name`` / ``dataset.eval_split`` (all recorded in results.json).
 """
 import sys
 
@@ -21,19 +23,29 @@ _VOTE_BATCH = flags.DEFINE_integer("vote_batch", 100, "Examples L per vote (pape
 _MIG_POINTS = flags.DEFINE_integer("mig_points", 10_000, "Points of the MIG estimate.")
 _BATCH = flags.DEFINE_integer("encode_batch_size", None,
                               "Images per encoder call (default: 100 on CPU, 1000 otherwise).")
+_MIG_ESTIMATOR = flags.DEFINE_enum("mig_estimator", None, ["histogram", "sampled"],
+                                   "Override eval.mig_estimator (default: the run's).")
+_USE_DISCRETE = flags.DEFINE_enum("use_discrete", None, ["protocol", "include", "exclude"],
+                                  "Override eval.use_discrete (default: the run's).")
+_EVAL_NAME = flags.DEFINE_string("eval_name", None, "Override dataset.eval_name.")
+_EVAL_SPLIT = flags.DEFINE_string("eval_split", None, "Override dataset.eval_split.")
 _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
                           "Override model.conv_impl (same parameters and outputs).")
 
 
 def main(_):
-  from disentangle.train import evaluation  # pylint: disable=g-import-not-at-top
+  from disentangle.train import evaluate_run  # pylint: disable=g-import-not-at-top
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
   try:
-    results = evaluation.evaluate_run(
+    overrides = {field: value for field, value in (
+        ("eval.mig_estimator", _MIG_ESTIMATOR.value), ("eval.use_discrete", _USE_DISCRETE.value),
+        ("dataset.eval_name", _EVAL_NAME.value), ("dataset.eval_split", _EVAL_SPLIT.value))
+                 if value is not None}
+    results = evaluate_run.evaluate_run(
         _WORKDIR.value, _STEP.value, factor_score_votes=_VOTES.value,
         vote_batch=_VOTE_BATCH.value, mig_points=_MIG_POINTS.value,
-        encode_batch_size=_BATCH.value, conv_impl=_CONV.value)
+        encode_batch_size=_BATCH.value, conv_impl=_CONV.value, eval_overrides=overrides)
   except (FileNotFoundError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)

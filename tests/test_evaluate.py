@@ -17,7 +17,8 @@ from disentangle import metrics
 from disentangle.train import aggregate
 from disentangle.train import checkpoint
 from disentangle.train import encodings
-from disentangle.train import evaluation
+from disentangle.train import evaluate_run
+from disentangle.train import evaluator as evaluator_lib
 from disentangle.train import trainer
 from tests import helpers
 
@@ -84,7 +85,7 @@ def test_evaluate_run_matches_direct_computation(trained, tmp_path):
   workdir = _copy(trained, tmp_path)
   _, config, data, state = trained
   ckpt_files = {p: p.stat().st_mtime_ns for p in (workdir / "checkpoints").rglob("*")}
-  results = evaluation.evaluate_run(workdir, dataset=data)
+  results = evaluate_run.evaluate_run(workdir, dataset=data)
 
   saved = json.loads((workdir / "results.json").read_text())
   assert saved["seed"] == SEED and saved["method"] == "cascadevae"
@@ -114,7 +115,7 @@ def test_evaluate_run_matches_direct_computation(trained, tmp_path):
 def test_evaluate_earlier_step_is_flagged_not_final(trained, tmp_path):
   workdir = _copy(trained, tmp_path)
   _, config, data, _ = trained
-  saved = evaluation.evaluate_run(workdir, step=3, dataset=data)
+  saved = evaluate_run.evaluate_run(workdir, step=3, dataset=data)
   assert saved["checkpoint"]["step"] == 3 and not saved["checkpoint"]["final"]
   assert saved["checkpoint"]["selection"] == "requested"
   assert "NOT the final checkpoint" in (workdir / "report.md").read_text()
@@ -126,14 +127,14 @@ def test_evaluate_earlier_step_is_flagged_not_final(trained, tmp_path):
   assert saved["metrics"]["accuracy"]["value"] == \
       metrics.cluster_accuracy(data.labels, rep.discrete)["one_to_one"]
   with pytest.raises(ValueError, match=r"available steps: \[3, 6\]"):
-    evaluation.evaluate_run(workdir, step=5, dataset=data, write=False)
+    evaluate_run.evaluate_run(workdir, step=5, dataset=data, write=False)
 
 
 def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_path):
   workdir = _copy(trained, tmp_path)
   _, config, _, state = trained
   grid = TinyGrid()
-  saved = evaluation.evaluate_run(workdir, dataset=grid, encode_batch_size=64, mig_points=2000)
+  saved = evaluate_run.evaluate_run(workdir, dataset=grid, encode_batch_size=64, mig_points=2000)
   score = saved["metrics"]["factor_score"]
   # M = 800 spread evenly over the 3 factors, int(800 / 3) each (the authors' code): 798 cast.
   assert (score["num_votes"], score["batch_size"]) == (3 * 266, 100)
@@ -182,7 +183,7 @@ def test_multi_seed_workdir_evaluates_every_seed(tmp_path):
   config = helpers.tiny_config("cascadevae", num_seeds=2, num_steps=3, seed=SEED,
                                **{"mesh.num_devices": 1})
   state = trainer.train(config, tmp_path, dataset=data)
-  summary = evaluation.evaluate_run(tmp_path, dataset=data)
+  summary = evaluate_run.evaluate_run(tmp_path, dataset=data)
   assert [r["seed"] for r in summary["seeds"]] == [SEED, SEED + 1]
   assert json.loads((tmp_path / "results.json").read_text())["checkpoint"]["step"] == 3
   method = methods.build(config, data.image_shape)
@@ -220,7 +221,8 @@ def test_aggregate_mean_std_best_beside_published(tmp_path):
   runs = [_fake_run(tmp_path / f"s{s}", module.get_config(f"m4,seed={s}"), score, acc)
           for s, score, acc in ((0, 0.80, 0.5), (1, 0.90, 0.6), (2, 0.70, 0.7))]
   other = _fake_run(tmp_path / "short", module.get_config("m4,num_steps=1000,seed=0"), 0.5, 0.5)
-  table = aggregate.aggregate_runs(runs + [other])
+  table = aggregate.aggregate_runs(runs + [other],
+                                   candidates=aggregate.config_candidates([module]))
   assert table["std_ddof"] == 0 and len(table["rows"]) == 2
   full, short = sorted(table["rows"], key=lambda r: -r["num_steps"])
   assert full["experiment"]["module"] == "dsprites_cascade"
@@ -258,7 +260,7 @@ def test_training_time_evaluator_on_rendered_dsprites(tmp_path):
     dsprites = data_lib.DSprites(source="render")
   method = methods.build(config, dsprites.image_shape)
   params = jax.jit(method.init)(jax.random.PRNGKey(0)).params
-  evaluator = evaluation.Evaluator(config, method, tmp_path, dataset=dsprites)
+  evaluator = evaluator_lib.Evaluator(config, method, tmp_path, dataset=dsprites)
   out = evaluator.run(params, step=7)
   details = json.loads((tmp_path / "eval" / "step_7.json").read_text())
   score = details["factor_score"]

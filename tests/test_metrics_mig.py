@@ -66,7 +66,8 @@ def test_duplicated_latent_has_no_gap(estimator):
 def test_discrete_code_enters_as_a_dimension():
   def rep(x):
     return Representation(mean=x[:, 1:], discrete=x[:, 0].astype(np.int64))
-  out = mig(grid_dataset(), rep, np.random.default_rng(2), num_points=2000)
-  assert out["discrete_dim"] == 3
+  out = mig(grid_dataset(), rep, np.random.default_rng(2), num_points=2000, use_discrete=True)
+  assert out["discrete_dim"] == 3 and out["use_discrete"]
+  assert out["protocol"] == "disentanglement_lib+discrete_codes"
   assert out["mutual_information"].shape == (4, 4)
   assert out["per_factor"][0] > 0.95

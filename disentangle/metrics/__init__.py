@@ -2,7 +2,8 @@
 
 Each metric takes a ground-truth dataset (`disentangle.data.ground_truth`), a representation
 function (observations -> `Representation`) and a numpy Generator, and returns a dict holding
-its number(s) and every setting that produced them.
+its number(s) and every setting that produced them. `registry` lists the metrics the evaluation
+runs (each registered once; read by the evaluator, ``experiments.evaluate`` and the tables).
 """
 from disentangle.metrics.clustering import cluster_accuracy
 from disentangle.metrics.factor_vae import factor_vae_score
@@ -12,6 +13,7 @@ from disentangle.metrics.information import (discrete_entropy, discrete_mutual_i
                                              mutual_information_per_dim,
                                              plugin_mutual_information, total_correlation)
 from disentangle.metrics.mig import mig
+from disentangle.metrics import registry
 from disentangle.metrics.representation import (Representation, as_representation,
                                                 encode_factors, encode_in_batches)
 
@@ -31,5 +33,6 @@ __all__ = [
     "mig",
     "mutual_information_per_dim",
     "plugin_mutual_information",
+    "registry",
     "total_correlation",
 ]

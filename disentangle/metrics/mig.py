@@ -25,9 +25,16 @@ frequency (1 / size on their full grid). They exclude shape on dSprites: pass
 N^2 / size per factor for the conditionals; 10,000 points and 10,000 samples with m = 10 take
 about 20 s on two CPU cores (the histogram estimator: a few hundredths of a second).
 
-Factors with a single value (zero entropy) are skipped. The discrete code, when given, is one
-more dimension whose mutual information with each factor is the plug-in value from the labels
-(under both estimators: it is already discrete, and deterministic given x).
+Factors with a single value (zero entropy) are skipped.
+
+The discrete code(s): disentanglement_lib's and Chen et al.'s MIG read the continuous means only,
+so by default (``use_discrete=False``) a discrete code is ignored and the histogram estimator is
+exactly disentanglement_lib's (``protocol='disentanglement_lib'`` in the result). With
+``use_discrete=True`` every discrete code (`Representation.codes`: CascadeVAE's d, JointVAE's or
+PartedVAE's K argmaxes) is one more row of the mutual-information matrix, its value the plug-in
+mutual information with each factor (under both estimators: it is already discrete, and
+deterministic given x); the result's protocol then says ``+discrete_codes``: not comparable with
+the published MIGs.
 """
 from __future__ import annotations
 
@@ -38,6 +45,11 @@ import numpy as np
 from disentangle.metrics.information import (discrete_entropy, mixture_neg_log_density,
                                              plugin_mutual_information, sample_posterior)
 from disentangle.metrics.representation import Representation, encode_factors
+
+
+ESTIMATORS = ("histogram", "sampled")
+# The published protocol each estimator reproduces (without discrete rows).
+PROTOCOL_OF = {"histogram": "disentanglement_lib", "sampled": "chen_et_al_2018"}
 
 
 def histogram_discretize(values: np.ndarray, num_bins: int) -> np.ndarray:
@@ -51,10 +63,10 @@ def histogram_discretize(values: np.ndarray, num_bins: int) -> np.ndarray:
 
 def mutual_information_matrix_histogram(rep: Representation, factors: np.ndarray,
                                         num_bins: int) -> np.ndarray:
-  """Plug-in I(z_j; v_k) [dims, K] of the discretised means (+ the discrete code)."""
+  """Plug-in I(z_j; v_k) [dims, K] of the discretised means (+ the discrete codes' rows)."""
   codes = histogram_discretize(rep.mean, num_bins)
-  if rep.discrete is not None:
-    codes = np.concatenate([codes, rep.discrete[:, None]], axis=1)
+  if rep.codes is not None:
+    codes = np.concatenate([codes, rep.codes], axis=1)
   return np.array([[plugin_mutual_information(codes[:, j], factors[:, k])
                     for k in range(factors.shape[1])] for j in range(codes.shape[1])])
 
@@ -67,7 +79,7 @@ def _entropies_of(z: np.ndarray, mean: np.ndarray, logvar: np.ndarray) -> np.nda
 def mutual_information_matrix_sampled(rep: Representation, factors: np.ndarray,
                                       rng: np.random.Generator,
                                       num_samples: Optional[int]) -> np.ndarray:
-  """Chen et al.'s I(z_j; v_k) = H(z_j) - H(z_j | v_k) [dims, K] (+ the discrete code)."""
+  """Chen et al.'s I(z_j; v_k) = H(z_j) - H(z_j | v_k) [dims, K] (+ the discrete codes' rows)."""
   if rep.logvar is None:
     raise ValueError("the sampled MIG estimator needs posterior log-variances")
   n = rep.num_examples
@@ -84,10 +96,10 @@ def mutual_information_matrix_sampled(rep: Representation, factors: np.ndarray,
     for v, c in zip(values, counts):
       conditional += (c / n) * entropy_over(np.flatnonzero(factors[:, k] == v))
     mi[:, k] = marginal - conditional
-  if rep.discrete is not None:
-    disc = [plugin_mutual_information(rep.discrete, factors[:, k])
-            for k in range(factors.shape[1])]
-    mi = np.concatenate([mi, np.array(disc)[None]], axis=0)
+  if rep.codes is not None:
+    disc = [[plugin_mutual_information(code, factors[:, k]) for k in range(factors.shape[1])]
+            for code in rep.codes.T]
+    mi = np.concatenate([mi, np.array(disc)], axis=0)
   return mi
 
 
@@ -102,7 +114,7 @@ def mig_from_matrix(mi: np.ndarray, entropies: np.ndarray) -> tuple[float, np.nd
 def mig(dataset, representation_fn: Callable[[np.ndarray], Any], rng: np.random.Generator, *,
         num_points: int = 10_000, num_bins: int = 20, estimator: str = "histogram",
         num_samples: Optional[int] = 10_000, factor_indices: Optional[Sequence[int]] = None,
-        use_discrete: bool = True, encode_batch_size: int = 1000) -> dict:
+        use_discrete: bool = False, encode_batch_size: int = 1000) -> dict:
   """Mutual Information Gap of `representation_fn` on `dataset` (see module doc).
 
   Args:
@@ -114,20 +126,22 @@ def mig(dataset, representation_fn: Callable[[np.ndarray], Any], rng: np.random.
     estimator: 'histogram' (disentanglement_lib) or 'sampled' (Chen et al. 2018).
     num_samples: z samples per entropy estimate ('sampled'; None: all points).
     factor_indices: factors to score (default: all with more than one value).
-    use_discrete: include the discrete code as one more dimension.
+    use_discrete: add every discrete code as one more row (not the published protocols).
     encode_batch_size: rows per `representation_fn` call.
 
   Returns:
     dict with 'score' (the MIG), 'per_factor' gaps, 'mutual_information' [dims, K'],
-    'factor_entropy', 'factors_used', 'estimator' and the settings.
+    'factor_entropy', 'factors_used', 'estimator', 'protocol', 'use_discrete' and the
+    settings.
   """
-  if estimator not in ("histogram", "sampled"):
-    raise ValueError(f"unknown estimator {estimator!r}")
+  if estimator not in ESTIMATORS:
+    raise ValueError(f"unknown estimator {estimator!r}; choose from {list(ESTIMATORS)}")
   sizes = tuple(int(s) for s in dataset.factor_sizes)
   factors = np.asarray(dataset.sample_factors(num_points, rng))
   rep = encode_factors(dataset, representation_fn, factors, rng, encode_batch_size)
   if not use_discrete:
-    rep = rep._replace(discrete=None)
+    rep = rep.without_discrete()
+  use_discrete = rep.codes is not None
   if factor_indices is None:
     factor_indices = [k for k, s in enumerate(sizes) if s > 1]
   if estimator == "histogram":
@@ -149,12 +163,15 @@ def mig(dataset, representation_fn: Callable[[np.ndarray], Any], rng: np.random.
       "factor_entropy": entropies,
       "factors_used": used,
       "estimator": estimator,
+      "protocol": PROTOCOL_OF[estimator] + ("+discrete_codes" if use_discrete else ""),
+      "use_discrete": use_discrete,
       "source": ("disentanglement_lib histogram (means)" if estimator == "histogram"
                  else "Chen et al. 2018 sampled entropies (mean, logvar)"),
       "num_points": int(num_points),
       "num_bins": int(num_bins) if estimator == "histogram" else None,
       "num_samples": num_samples if estimator == "sampled" else None,
-      "discrete_dim": rep.num_continuous if rep.discrete is not None else None,
+      "discrete_dim": rep.num_continuous if use_discrete else None,
+      "num_discrete_rows": 0 if not use_discrete else int(rep.codes.shape[1]),
       "encode_batch_size": encode_batch_size,
       "units": "nats",
   }

@@ -3,9 +3,11 @@
 A representation function maps a batch of observations to a `Representation`: the posterior
 mean of the continuous code (what disentanglement_lib calls the representation), optionally its
 log-variance (needed for KL pruning, CascadeVAE supplement C, and for the sampled estimators of
-Chen et al. 2018) and optionally one discrete code per example (CascadeVAE's d = z_{m+1},
-JointVAE's argmax c). A plain array is read as the mean alone; a mapping with keys
-``mean``/``logvar``/``discrete`` is accepted too.
+Chen et al. 2018), optionally one discrete code per example (CascadeVAE's d = z_{m+1},
+JointVAE's argmax c) and optionally K discrete codes per example (``discrete_codes`` [n, K]: the
+argmaxes of K categorical variables, PartedVAE Sec. 4; column 0 is ``discrete``). A plain array is
+read as the mean alone; a mapping with keys ``mean``/``logvar``/``discrete``/``discrete_codes`` is
+accepted too.
 """
 from __future__ import annotations
 
@@ -20,11 +22,15 @@ class Representation(NamedTuple):
   Attributes:
     mean: float [n, m], posterior means of the m continuous dimensions.
     logvar: optional float [n, m], posterior log-variances log sigma^2.
-    discrete: optional int [n], one discrete code per example (class index).
+    discrete: optional int [n], one discrete code per example (class index); with several
+      codes, the first (``discrete_codes[:, 0]``).
+    discrete_codes: optional int [n, K], one class index per example for each of K categorical
+      variables; None when the encoder has at most one discrete code.
   """
   mean: np.ndarray
   logvar: Optional[np.ndarray] = None
   discrete: Optional[np.ndarray] = None
+  discrete_codes: Optional[np.ndarray] = None
 
   @property
   def num_examples(self) -> int:
@@ -34,28 +40,39 @@ class Representation(NamedTuple):
   def num_continuous(self) -> int:
     return int(self.mean.shape[1])
 
+  @property
+  def codes(self) -> Optional[np.ndarray]:
+    """Every discrete code as int [n, K] (K = 1 for a single code); None without one."""
+    if self.discrete_codes is not None:
+      return self.discrete_codes
+    return None if self.discrete is None else self.discrete[:, None]
+
   def take(self, index) -> "Representation":
     """Rows `index` of every field (fancy indexing or a slice)."""
-    return Representation(
-        mean=self.mean[index],
-        logvar=None if self.logvar is None else self.logvar[index],
-        discrete=None if self.discrete is None else self.discrete[index])
+    return Representation(*(None if v is None else v[index] for v in self))
+
+  def without_discrete(self) -> "Representation":
+    """The continuous part alone (every discrete code dropped)."""
+    return self._replace(discrete=None, discrete_codes=None)
 
 
 def as_representation(value: Any) -> Representation:
   """Reads an encoder output (Representation, mapping, tuple or array) as numpy arrays.
 
   The mean becomes float64 [n, m] (a 1-D array is one dimension), the log-variance float64,
-  the discrete code int64 [n] (an [n, 1] column is flattened).
+  the discrete code int64 [n] (an [n, 1] column is flattened), the discrete codes int64 [n, K]
+  (a 1-D array is one code). Given the codes alone, ``discrete`` is their first column; given
+  both, ``discrete`` must equal that column.
   """
   if isinstance(value, Representation):
-    mean, logvar, discrete = value
+    mean, logvar, discrete, codes = value
   elif isinstance(value, Mapping):
-    mean, logvar, discrete = value["mean"], value.get("logvar"), value.get("discrete")
+    mean, logvar, discrete, codes = (value["mean"], value.get("logvar"), value.get("discrete"),
+                                     value.get("discrete_codes"))
   elif isinstance(value, tuple):
-    mean, logvar, discrete = (tuple(value) + (None, None))[:3]
+    mean, logvar, discrete, codes = (tuple(value) + (None, None, None))[:4]
   else:
-    mean, logvar, discrete = value, None, None
+    mean, logvar, discrete, codes = value, None, None, None
   mean = np.asarray(mean, dtype=np.float64)
   if mean.ndim == 1:
     mean = mean[:, None]
@@ -72,7 +89,20 @@ def as_representation(value: Any) -> Representation:
     if not np.issubdtype(discrete.dtype, np.integer):
       raise ValueError(f"discrete code must be integer class indices, got {discrete.dtype}")
     discrete = discrete.astype(np.int64)
-  return Representation(mean, logvar, discrete)
+  if codes is not None:
+    codes = np.asarray(codes)
+    if codes.ndim == 1:
+      codes = codes[:, None]
+    if codes.ndim != 2 or codes.shape[0] != mean.shape[0] or codes.shape[1] < 1:
+      raise ValueError(f"discrete codes must be [n, K], got shape {codes.shape}")
+    if not np.issubdtype(codes.dtype, np.integer):
+      raise ValueError(f"discrete codes must be integer class indices, got {codes.dtype}")
+    codes = codes.astype(np.int64)
+    if discrete is None:
+      discrete = codes[:, 0].copy()
+    elif not np.array_equal(discrete, codes[:, 0]):
+      raise ValueError("the discrete code must be the first column of the discrete codes")
+  return Representation(mean, logvar, discrete, codes)
 
 
 def concatenate(parts: list[Representation]) -> Representation:
@@ -86,7 +116,7 @@ def concatenate(parts: list[Representation]) -> Representation:
         raise ValueError(f"field {field!r} present in some batches only")
       return None
     return np.concatenate(values, axis=0)
-  return Representation(cat("mean"), cat("logvar"), cat("discrete"))
+  return Representation(*(cat(field) for field in Representation._fields))
 
 
 def encode_in_batches(representation_fn: Callable[[np.ndarray], Any], images: np.ndarray,

@@ -14,24 +14,25 @@ Runs are pooled into one row when their significant config fields, the data actu
 row gives n, mean, standard deviation and best (max) over seeds, in percent as the papers. The
 papers do not say which standard deviation they report; the table uses the population form
 (``ddof=0``, numpy's default, what ``np.std`` over the seeds gives); the JSON has both ddof=0 and
-ddof=1. The published numbers come from the config modules' ``PUBLISHED`` dicts.
+ddof=1. The published numbers come from the config modules' ``PUBLISHED`` dicts; an entry may
+give its mean alone (``{"mean": 95.0}``: PartedVAE publishes neither best nor, for MNIST, a std).
+
+The metrics and their titles are the tabulated ones of the registry
+(`disentangle.metrics.registry`). The library never imports the experiments: the caller
+(``experiments/aggregate.py``) passes the config modules in (`config_candidates`).
 """
 from __future__ import annotations
 
-import importlib
 import json
 import pathlib
-import pkgutil
 from typing import Iterable, Optional, Sequence
 
 import ml_collections
 import numpy as np
 
 from disentangle import config as config_lib
+from disentangle.metrics import registry
 
-METRICS = ("factor_score", "shape_accuracy", "accuracy", "mig")
-METRIC_TITLES = {"factor_score": "score", "shape_accuracy": "shape acc.",
-                 "accuracy": "accuracy", "mig": "MIG"}
 STD_DDOF = 0
 # Fields that do not change what a run computes: seeds, logging, checkpointing, evaluation, the
 # data location and download policy, devices, and implementations with identical results
@@ -51,14 +52,28 @@ def significant_fields(config) -> dict:
           if k not in IGNORED_FIELDS and not k.startswith(IGNORED_PREFIXES)}
 
 
-def config_candidates(package: str = "experiments.configs") -> list[dict]:
-  """Every (module, variant) of the experiment configs: config, published numbers and path."""
-  pkg = importlib.import_module(package)
+def metric_names() -> tuple[str, ...]:
+  """The tabulated metrics of the registry, in its order."""
+  return registry.tabulated()
+
+
+def metric_titles() -> dict[str, str]:
+  return registry.titles()
+
+
+def config_candidates(modules: Iterable) -> list[dict]:
+  """Every (module, variant) of the given config modules: config, published numbers and path.
+
+  Args:
+    modules: config modules (``get_config(arg)``, ``PUBLISHED``, optional ``VARIANTS``); the
+      caller imports them (``experiments/aggregate.py`` imports ``experiments.configs.*``).
+  """
   out = []
-  for info in pkgutil.iter_modules(pkg.__path__):
-    module = importlib.import_module(f"{package}.{info.name}")
+  for module in modules:
     if not hasattr(module, "get_config") or not hasattr(module, "PUBLISHED"):
       continue
+    name = module.__name__.rpartition(".")[2]
+    file = module.__name__.replace(".", "/") + ".py"
     seen = set()
     for variant in tuple(getattr(module, "VARIANTS", ())) + (None,):
       fields = significant_fields(module.get_config(variant))
@@ -66,8 +81,8 @@ def config_candidates(package: str = "experiments.configs") -> list[dict]:
       if key in seen:  # the default equals a named variant
         continue
       seen.add(key)
-      out.append({"module": info.name, "variant": variant or "default",
-                  "file": f"{package.replace('.', '/')}/{info.name}.py", "fields": fields,
+      out.append({"module": name, "variant": variant or "default", "file": file,
+                  "fields": fields,
                   "published": module.PUBLISHED.get(variant, {}) if variant else {}})
   return out
 
@@ -137,8 +152,8 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
         "final": res["checkpoint"]["final"], "runs": [], "seeds": [], "_values": {}})
     group["runs"].append(rec["run_dir"])
     group["seeds"].append(res["seed"])
-    for name in METRICS:
-      if name in res["metrics"]:
+    for name in metric_names():
+      if isinstance(res["metrics"].get(name), dict) and "value" in res["metrics"][name]:
         group["_values"].setdefault(name, []).append(res["metrics"][name]["value"])
   rows = []
   for group in groups.values():
@@ -163,10 +178,11 @@ def _cell(s: Optional[dict]) -> str:
 
 def markdown_table(table: dict) -> str:
   """The papers' format: method, m, n, step, then ours and published per metric."""
-  names = [n for n in METRICS if any(n in r["metrics"] for r in table["rows"])]
+  titles = metric_titles()
+  names = [n for n in metric_names() if any(n in r["metrics"] for r in table["rows"])]
   head = ["experiment", "method", "m", "seeds", "step"]
   for n in names:
-    head += [f"{METRIC_TITLES[n]}", f"{METRIC_TITLES[n]} (paper)"]
+    head += [f"{titles[n]}", f"{titles[n]} (paper)"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   notes = []
   for i, row in enumerate(table["rows"], 1):
@@ -193,10 +209,15 @@ def markdown_table(table: dict) -> str:
 
 
 def _cell_published(s: Optional[dict]) -> str:
+  """``mean (std) / best`` of a published entry; a missing std or best prints as ``-``."""
   p = (s or {}).get("published")
-  return "-" if not p else f"{p['mean']:.2f} ({p['std']:.2f}) / {p['best']:.2f}"
+  if not p:
+    return "-"
+  def fmt(key):
+    return "-" if p.get(key) is None else f"{p[key]:.2f}"
+  return f"{fmt('mean')} ({fmt('std')}) / {fmt('best')}"
 
 
-def aggregate_runs(paths: Iterable, *, package: str = "experiments.configs") -> dict:
-  """`aggregate` of the runs at ``paths`` against the configs of ``package``."""
-  return aggregate(load_runs(paths), config_candidates(package))
+def aggregate_runs(paths: Iterable, *, candidates: Sequence[dict] = ()) -> dict:
+  """`aggregate` of the runs at ``paths`` against ``candidates`` (`config_candidates`)."""
+  return aggregate(load_runs(paths), candidates)

@@ -103,7 +103,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 
 def _run(_):
-  from disentangle.train import evaluation  # pylint: disable=g-import-not-at-top
+  from disentangle.train import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
   absl_logging.set_verbosity(absl_logging.WARNING)
@@ -111,7 +111,7 @@ def _run(_):
   workdir = pathlib.Path(_WORKDIR.value)
   print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
   try:
-    trainer.train(config, workdir, evaluator_factory=evaluation.factory(config))
+    trainer.train(config, workdir, evaluator_factory=evaluator.factory(config))
   except (config_lib.ConfigError, trainer.NonFiniteError) as e:
     fail(str(e))
   print(f"done: {workdir}", flush=True)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import pathlib
 
 import numpy as np
+
+from disentangle import atomic
 
 
 def _jsonable(v):
@@ -46,9 +47,7 @@ class MetricWriter:
           kept.append(line)
       except json.JSONDecodeError:
         continue  # a line cut by a kill
-    tmp = self.path.with_suffix(".tmp")
-    tmp.write_text("".join(l + "\n" for l in kept))
-    os.replace(tmp, self.path)
+    atomic.write_text(self.path, "".join(l + "\n" for l in kept))
 
   def write(self, step: int, metrics: dict) -> None:
     if not self.enabled:
@@ -67,10 +66,6 @@ class MetricWriter:
         elif a.ndim == 1 and a.size <= 64:
           for j, x in enumerate(a):
             self._tb.add_scalar(f"{k}/{j}", float(x), step)
-
-  def flush(self) -> None:
-    if self._tb is not None:
-      self._tb.flush()
 
   def close(self) -> None:
     if self._tb is not None:

@@ -1,0 +1,321 @@
+"""The one list of evaluation metrics: each registered once, read by every consumer.
+
+A `Metric` names itself, says how to read its settings from ``config.eval``, and computes its
+number from `Inputs` (the encodings the caller prepared). The in-training evaluator
+(`disentangle.train.evaluator`), the evaluation of a saved run (`disentangle.train.evaluate_run`,
+``python -m experiments.evaluate``), the report (`disentangle.train.report`) and the tables over
+seeds (`disentangle.train.aggregate`, ``python -m experiments.aggregate``) all iterate `METRICS`;
+a new metric (PartedVAE's direct accuracy, its factor-score protocol, FFVAE's fairness gaps) is
+one `register` call and appears in all of them.
+
+Two stages: ``"training"`` (eval steps: cheap monitors on the ``eval.num_points`` eval points,
+each switched on by its ``config.eval`` flag) and ``"run"`` (`evaluate_run`: the papers'
+protocols, every applicable metric). Every result is a dict holding ``value`` (the headline
+number, a fraction for tabulated metrics) and every setting that produced it (protocol,
+estimator, ``use_discrete``, points), so a number never leaves without its protocol.
+
+Order: metrics run in registration order, except that the ground-truth metrics (which read the
+whole dataset's encodings in the run stage) run first in ``"run"`` and last in ``"training"``:
+the order of the random stream the metrics share, kept as it was before the registry.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from disentangle.metrics.clustering import cluster_accuracy
+from disentangle.metrics.factor_vae import factor_vae_score
+from disentangle.metrics.information import information_report
+from disentangle.metrics.mig import ESTIMATORS as MIG_ESTIMATORS
+from disentangle.metrics.mig import mig
+from disentangle.metrics.representation import Representation, encode_factors
+
+STAGES = ("training", "run")
+# ``eval.use_discrete``: whether a discrete code enters the metrics of continuous codes.
+# 'protocol': as each metric's published protocol (CascadeVAE's score: yes; MIG: no).
+USE_DISCRETE = ("protocol", "include", "exclude")
+# Papers' settings used by the run stage (overridable per call, e.g. ``experiments.evaluate``).
+PAPER_NUM_VOTES = 800        # CascadeVAE supplement C: M votes ...
+PAPER_VOTE_BATCH = 100       # ... of L examples
+MIG_NUM_POINTS = 10_000      # disentanglement_lib's MIG: 10,000 points, 20 bins
+MIG_NUM_BINS = 20
+INFORMATION_SAMPLES = 1000   # samples of the information estimates
+
+
+@dataclasses.dataclass
+class Inputs:
+  """What a metric reads; prepared once per evaluation by the caller.
+
+  Attributes:
+    stage: 'training' or 'run'.
+    rng: the random stream the metrics share (``default_rng([seed, step])``).
+    rep: encodings of the eval points (``eval.num_points`` of the evaluation data).
+    labels: class labels of ``labelled_rep``'s rows (MNIST digits), or None.
+    labelled_rep: encodings the label accuracies read (training: ``rep``; run: every example of
+      the evaluation split).
+    labelled_points: words for those rows, recorded with the accuracies.
+    ground_truth: ground-truth protocol object the disentanglement metrics sample from (the
+      whole dataset's `encodings.EncodedGroundTruth`, or the dataset itself), or None.
+    represent: its representation function (observations -> `Representation`).
+    factors: factor rows [n, K] of ``factor_rep`` (for accuracies against a factor), or None
+      (then sampled from ``ground_truth``).
+    factor_rep: the encodings of those rows.
+    factor_points: words for those rows.
+    factor_names: names of the ground-truth factors.
+    encode_batch_size: rows per ``represent`` call.
+    whole_dataset_max: largest ground truth the score encodes whole (training: the eval points).
+  """
+  stage: str
+  rng: np.random.Generator
+  rep: Optional[Representation] = None
+  labels: Optional[np.ndarray] = None
+  labelled_rep: Optional[Representation] = None
+  labelled_points: str = "the eval points"
+  ground_truth: Any = None
+  represent: Optional[Callable] = None
+  factors: Optional[np.ndarray] = None
+  factor_rep: Optional[Representation] = None
+  factor_points: str = "the eval points"
+  factor_names: tuple = ()
+  encode_batch_size: int = 1000
+  whole_dataset_max: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+  """One metric.
+
+  Attributes:
+    name: key in ``results.json``'s ``metrics``, ``eval/step_<n>.json`` and the tables.
+    title: column title of the tables and the report.
+    compute: (inputs, settings) -> result dict with ``value``, or None when it does not apply.
+    settings: (config.eval, stage) -> the settings dict passed to ``compute``.
+    training_flag: the ``config.eval`` bool field that turns it on at eval steps; None: on
+      whenever it applies; "" : never at eval steps.
+    ground_truth: reads ``Inputs.ground_truth`` (ordering, see the module doc).
+    tabulated: its ``value`` is a fraction for the tables over seeds (aggregate: in percent).
+    logged: result -> the flat ``eval/...`` scalars logged at eval steps (default {name: value}).
+    describe: result -> one line of settings for the report.
+  """
+  name: str
+  title: str
+  compute: Callable[[Inputs, dict], Optional[dict]]
+  settings: Callable[[Any, str], dict] = lambda cfg, stage: {}
+  training_flag: Optional[str] = None
+  ground_truth: bool = False
+  tabulated: bool = True
+  logged: Optional[Callable[[dict], dict]] = None
+  describe: Callable[[dict], str] = lambda result: ""
+
+  def log_values(self, result: dict) -> dict:
+    return self.logged(result) if self.logged else {self.name: result["value"]}
+
+  def enabled(self, eval_config, stage: str) -> bool:
+    if stage == "run" or self.training_flag is None:
+      return True
+    return bool(self.training_flag) and bool(_get(eval_config, self.training_flag, False))
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def register(metric: Metric) -> Metric:
+  """Adds ``metric``; a name registered twice is an error."""
+  if metric.name in METRICS:
+    raise ValueError(f"metric {metric.name!r} is already registered")
+  METRICS[metric.name] = metric
+  return metric
+
+
+def tabulated() -> tuple[str, ...]:
+  """Names of the metrics the tables over seeds show, in registration order."""
+  return tuple(name for name, m in METRICS.items() if m.tabulated)
+
+
+def titles() -> dict[str, str]:
+  return {name: m.title for name, m in METRICS.items()}
+
+
+def ordered(stage: str) -> list[Metric]:
+  """The metrics in the order a stage runs them (see the module doc)."""
+  if stage not in STAGES:
+    raise ValueError(f"unknown stage {stage!r}; choose from {list(STAGES)}")
+  first = stage == "run"
+  return sorted(METRICS.values(), key=lambda m: m.ground_truth != first)
+
+
+def settings_of(eval_config, stage: str, overrides: Optional[dict] = None) -> dict:
+  """{name: settings} of every metric from ``config.eval``, then ``overrides[name]`` on top."""
+  out = {}
+  for name, m in METRICS.items():
+    out[name] = dict(m.settings(eval_config, stage), **(overrides or {}).get(name, {}))
+  return out
+
+
+def run(inputs: Inputs, eval_config, *, names=None, overrides: Optional[dict] = None,
+        clock: Optional[Callable[[], float]] = None) -> tuple[dict, dict]:
+  """Every enabled, applicable metric (or only ``names``); ({name: result}, {name_s: seconds})."""
+  import time  # pylint: disable=g-import-not-at-top
+  clock = clock or time.perf_counter
+  settings = settings_of(eval_config, inputs.stage, overrides)
+  results, timings = {}, {}
+  for m in ordered(inputs.stage):
+    if (names is not None and m.name not in names) or not m.enabled(eval_config, inputs.stage):
+      continue
+    t0 = clock()
+    result = m.compute(inputs, settings[m.name])
+    if result is not None:
+      results[m.name] = result
+      timings[f"{m.name}_s"] = clock() - t0
+  return results, timings
+
+
+def resolve_use_discrete(eval_config, protocol_default: bool) -> bool:
+  """``eval.use_discrete`` ('protocol' / 'include' / 'exclude'; a bool in Python calls) for one
+  metric whose published protocol uses the discrete code iff ``protocol_default``."""
+  choice = _get(eval_config, "use_discrete", "protocol")
+  if isinstance(choice, bool):
+    return choice
+  if choice not in USE_DISCRETE:
+    raise ValueError(f"eval.use_discrete must be one of {list(USE_DISCRETE)}, got {choice!r}")
+  return protocol_default if choice == "protocol" else choice == "include"
+
+
+def _get(eval_config, field: str, default):
+  if eval_config is None:
+    return default
+  getter = getattr(eval_config, "get", None)
+  return getter(field, default) if getter is not None else getattr(eval_config, field, default)
+
+
+# -- the metrics ------------------------------------------------------------------------------
+
+def _factor_score_settings(cfg, stage):
+  training = stage == "training"
+  return {"protocol": "cascadevae",
+          "num_votes": int(_get(cfg, "factor_score_votes", PAPER_NUM_VOTES)) if training
+                       else PAPER_NUM_VOTES,
+          "batch_size": PAPER_VOTE_BATCH,
+          "use_discrete": resolve_use_discrete(cfg, True)}
+
+
+def _factor_score(inputs: Inputs, s: dict) -> Optional[dict]:
+  """CascadeVAE supplement C (``protocol='cascadevae'``); `metrics.factor_vae_score`."""
+  if inputs.ground_truth is None:
+    return None
+  kwargs = dict(protocol=s["protocol"], num_votes=s["num_votes"], batch_size=s["batch_size"],
+                use_discrete=s["use_discrete"], encode_batch_size=inputs.encode_batch_size)
+  if inputs.whole_dataset_max is not None:
+    kwargs["whole_dataset_max"] = inputs.whole_dataset_max
+  if s.get("num_variance_points") is not None:
+    kwargs["num_variance_points"] = s["num_variance_points"]
+  score = factor_vae_score(inputs.ground_truth, inputs.represent, inputs.rng, **kwargs)
+  score = dict(score, value=score["score"], use_discrete=score["discrete_dim"] is not None)
+  if s.get("points"):
+    score["points"] = s["points"]
+  return score
+
+
+def _mig_settings(cfg, stage):
+  del stage
+  return {"estimator": _get(cfg, "mig_estimator", "histogram"), "num_points": MIG_NUM_POINTS,
+          "num_bins": MIG_NUM_BINS, "use_discrete": resolve_use_discrete(cfg, False)}
+
+
+def _mig(inputs: Inputs, s: dict) -> Optional[dict]:
+  """Chen et al.'s MIG; `metrics.mig` with ``eval.mig_estimator`` and ``eval.use_discrete``."""
+  if inputs.ground_truth is None:
+    return None
+  if s["estimator"] not in MIG_ESTIMATORS:
+    raise ValueError(f"eval.mig_estimator must be one of {list(MIG_ESTIMATORS)}, got "
+                     f"{s['estimator']!r}")
+  out = mig(inputs.ground_truth, inputs.represent, inputs.rng, num_points=s["num_points"],
+            num_bins=s["num_bins"], estimator=s["estimator"], use_discrete=s["use_discrete"],
+            encode_batch_size=inputs.encode_batch_size)
+  return dict(out, value=out["score"])
+
+
+def _shape_accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
+  """One-to-one (Hungarian) accuracy of the discrete code against the shape factor (dSprites,
+  CascadeVAE Table 2): on the rows of ``Inputs.factors``, else on ``num_points`` sampled ones."""
+  if "shape" not in inputs.factor_names:
+    return None
+  k = inputs.factor_names.index("shape")
+  factors, rep, where = inputs.factors, inputs.factor_rep, inputs.factor_points
+  if factors is None:
+    if inputs.ground_truth is None or inputs.stage == "training":
+      return None
+    factors = np.asarray(inputs.ground_truth.sample_factors(s["num_points"], inputs.rng))
+    rep = encode_factors(inputs.ground_truth, inputs.represent, factors, inputs.rng,
+                         inputs.encode_batch_size)
+    where = "sample"
+  if rep is None or rep.discrete is None:
+    return None
+  acc = cluster_accuracy(np.asarray(factors)[:, k], rep.discrete)
+  return dict(acc, value=acc["one_to_one"], factor="shape", points=where,
+              mapping="one_to_one (Hungarian)")
+
+
+def _accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
+  """One-to-one (Hungarian) accuracy of the discrete code against the labels."""
+  del s
+  rep = inputs.labelled_rep
+  if inputs.labels is None or rep is None or rep.discrete is None:
+    return None
+  acc = cluster_accuracy(np.asarray(inputs.labels), rep.discrete)
+  return dict(acc, value=acc["one_to_one"], mapping="one_to_one (Hungarian)",
+              points=inputs.labelled_points)
+
+
+def _information(inputs: Inputs, s: dict) -> Optional[dict]:
+  """KL_j, I(x; z_j), total correlation (and I(x; d)) on the eval points."""
+  rep = inputs.rep
+  if rep is None or rep.logvar is None:
+    return None
+  info = information_report(rep, inputs.rng,
+                            num_samples=min(s["num_samples"], rep.num_examples))
+  return dict(info, value=info["total_correlation"], value_is="total_correlation")
+
+
+def _information_logged(info: dict) -> dict:
+  out = {k: info[k] for k in ("kl_per_dim", "mi_per_dim", "total_correlation")}
+  if "discrete_mi" in info:
+    out["discrete_mi"] = info["discrete_mi"]
+  return out
+
+
+def _describe_score(m):
+  return (f"{m['protocol']}, {m['num_votes']} votes x {m['batch_size']}, variances over "
+          f"{m['num_variance_points']} points ({m['variance_source']}), votes from "
+          f"{m['vote_source']}, KL pruning {m['prune_kl']}, kept dims {m['kept_dims']}, "
+          f"discrete code {'in' if m['use_discrete'] else 'out'}")
+
+
+def _describe_mig(m):
+  return (f"{m['protocol']}: {m['estimator']}, {m['num_points']} points, {m['num_bins']} bins, "
+          f"factors {m['factors_used']}, discrete code {'in' if m['use_discrete'] else 'out'}")
+
+
+def _describe_accuracy(m):
+  return (f"{m['mapping']}, {m['num_examples']} examples ({m['points']}), many-to-one "
+          f"{m['many_to_one']:.4f}, {m['num_clusters']} clusters / {m['num_labels']} labels")
+
+
+register(Metric("factor_score", "score", _factor_score, _factor_score_settings,
+                training_flag="factor_score", ground_truth=True, describe=_describe_score))
+register(Metric("mig", "MIG", _mig, _mig_settings, training_flag="mig", ground_truth=True,
+                describe=_describe_mig))
+register(Metric("shape_accuracy", "shape acc.", _shape_accuracy,
+                lambda cfg, stage: {"num_points": MIG_NUM_POINTS}, ground_truth=True,
+                describe=_describe_accuracy))
+register(Metric("information", "total correlation (nats)", _information,
+                lambda cfg, stage: {"num_samples": INFORMATION_SAMPLES},
+                training_flag="information", tabulated=False, logged=_information_logged,
+                describe=lambda m: (f"{m['estimator']}, {m['num_points']} points, "
+                                    f"{m['num_samples']} samples")))
+register(Metric("accuracy", "accuracy", _accuracy, training_flag="cluster_accuracy",
+                logged=lambda m: {"accuracy": m["one_to_one"],
+                                  "accuracy_many_to_one": m["many_to_one"]},
+                describe=_describe_accuracy))

@@ -1,0 +1,306 @@
+"""Evaluation of a saved run: `evaluate_run(workdir, step=None)` (``python -m experiments.evaluate``).
+
+Restores a checkpoint read-only (`checkpoint.Checkpointer(read_only=True)`: never saves, deletes
+or cleans, so a running run can be evaluated; the latest complete checkpoint, or ``step``; every
+seed of a multi-seed run) and runs every registered metric (`disentangle.metrics.registry`,
+stage ``"run"``) in the papers' protocols:
+
+- ``factor_score``: CascadeVAE supplement C (800 votes x 100 examples, global variances over the
+  whole dataset, KL pruning at 0.1, the discrete code included unless ``eval.use_discrete`` says
+  'exclude');
+- ``mig``: MIG with ``eval.mig_estimator`` (default 'histogram': disentanglement_lib's, 10,000
+  points, 20 bins) on the continuous means; the discrete code only with
+  ``eval.use_discrete='include'`` (then not the published protocol; the result says which);
+- ``shape_accuracy``: one-to-one accuracy of the discrete code against the shape factor over the
+  whole dataset (dSprites, CascadeVAE Table 2);
+- ``accuracy``: one-to-one accuracy of the discrete code against the labels of every example of
+  the evaluation split (MNIST / Fashion-MNIST test set, CascadeVAE Tables 3-4);
+- ``information``: KL_j, I(x; z_j), total correlation on ``config.eval.num_points`` points;
+
+and writes ``results.json`` (every number with its settings, the seed, the step, whether it is
+the run's final checkpoint, and the data trained on and evaluated on), ``report.md``
+(`disentangle.train.report`) and pictures ``images/evaluate_step_<n>_*.png``.
+
+The evaluation data is ``dataset.eval_name`` at ``dataset.eval_split`` (`evaluator.load_eval_data`):
+a run trained on one set (DSpritesUnfair) is evaluated on another (dSprites) and says so, without
+being marked an override. Ground-truth data that can be enumerated (dSprites: 737,280 images) is
+encoded once, streamed, and every ground-truth metric reads those encodings
+(`disentangle.train.encodings`): the authors' protocol, no image encoded twice. Labelled data is
+encoded whole once for the accuracy; the information estimates and the pictures reuse those
+encodings.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import pathlib
+import time
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from disentangle import methods
+from disentangle import metrics
+from disentangle import viz
+from disentangle.metrics import registry
+from disentangle.train import checkpoint
+from disentangle.train import encodings
+from disentangle.train import evaluator as evaluator_lib
+from disentangle.train import host
+from disentangle.train import report
+
+
+def load_config(path) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict(json.loads(pathlib.Path(path).read_text()))
+
+
+def locate_run(workdir) -> tuple[ml_collections.ConfigDict, list[pathlib.Path]]:
+  """(config of the whole run, run directories) of a single- or multi-seed ``workdir``.
+
+  A single run has ``config.json`` beside ``checkpoints/``; a multi-seed run has one
+  ``seed_<s>/config.json`` per seed (``num_seeds = 1`` each) and the stacked checkpoints in
+  ``workdir/checkpoints``: its config is the first seed's with ``num_seeds`` = the number of seeds.
+  """
+  workdir = pathlib.Path(workdir)
+  if (workdir / "config.json").is_file():
+    config = load_config(workdir / "config.json")
+    if config.num_seeds == 1 and not (workdir / "checkpoints").is_dir() and \
+        (workdir.parent / "checkpoints").is_dir() and workdir.name.startswith("seed_"):
+      raise FileNotFoundError(f"{workdir} is one seed of a multi-seed run: evaluate its parent "
+                              f"{workdir.parent}, which holds the checkpoints")
+    return config, [workdir]
+  seeds = sorted(workdir.glob("seed_*/config.json"), key=lambda p: int(p.parent.name[5:]))
+  if not seeds:
+    raise FileNotFoundError(f"{workdir} has no config.json (nor seed_*/config.json): not a run "
+                            f"directory")
+  config = load_config(seeds[0])
+  config.num_seeds = len(seeds)
+  return config, [p.parent for p in seeds]
+
+
+def restore_params(workdir, config, method, step: Optional[int] = None) -> tuple[list, dict]:
+  """Parameters of every seed at ``step`` (default: latest) and the checkpoint facts."""
+  ckpt = checkpoint.Checkpointer(workdir, read_only=True)
+  try:
+    available = ckpt.all_steps()
+    if not available:
+      raise FileNotFoundError(f"{ckpt.directory} holds no complete checkpoint yet")
+    chosen = available[-1] if step is None else int(step)
+    if chosen not in available:
+      raise ValueError(f"no checkpoint at step {chosen} in {ckpt.directory}; available steps: "
+                       f"{available}")
+    n = config.num_seeds
+    keys = jnp.stack([jax.random.PRNGKey(config.seed + i) for i in range(n)])
+    init = jax.vmap(method.init) if n > 1 else (lambda k: method.init(k[0]))
+    sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    abstract = jax.tree_util.tree_map(
+        lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
+        jax.eval_shape(init, keys))
+    state = ckpt.restore(abstract, step=chosen)
+  finally:
+    ckpt.close()
+  params = [jax.tree_util.tree_map(lambda a, i=i: a[i], state.params) if n > 1 else state.params
+            for i in range(n)]
+  facts = {"step": chosen, "num_steps": int(config.num_steps),
+           "final": chosen == int(config.num_steps), "latest_step": available[-1],
+           "available_steps": available, "selection": "latest" if step is None else "requested",
+           "directory": str(ckpt.directory)}
+  return params, facts
+
+
+def describe_dataset(dataset, config, overridden: bool) -> dict:
+  """What the numbers were computed on (trained-on and evaluated-on names), and whether they can
+  sit beside published ones."""
+  source = getattr(dataset, "source", None)
+  comparable = not overridden and source != "render"
+  if comparable and config.dataset.synthetic_if_missing:
+    comparable = None  # the loader may have used generated stand-ins (see its log)
+  names = evaluator_lib.eval_data_names(config)
+  return {"name": names["evaluated_on"], "trained_on": names["trained_on"],
+          "evaluated_on": names["evaluated_on"], "split": names["split"],
+          "class": type(dataset).__name__, "repr": repr(dataset)[:200], "source": source,
+          "num_examples": int(dataset.num_examples), "override": overridden,
+          "comparable_with_published": comparable}
+
+
+def _information_history(run_dir: pathlib.Path) -> list[tuple[int, np.ndarray]]:
+  history = []
+  path = run_dir / "metrics.jsonl"
+  for line in path.read_text().splitlines() if path.is_file() else ():
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:
+      continue
+    if "eval/mi_per_dim" in record:
+      history.append((int(record["step"]), np.asarray(record["eval/mi_per_dim"], np.float64)))
+  return history
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+  """Settings of `evaluate_run`'s metrics (defaults: the papers' protocols)."""
+  num_votes: int = registry.PAPER_NUM_VOTES      # M of the disentanglement score
+  vote_batch: int = registry.PAPER_VOTE_BATCH    # L, examples per vote
+  mig_points: int = registry.MIG_NUM_POINTS      # points of the MIG estimate
+  encode_batch_size: int = encodings.CPU_BATCH_SIZE  # images per encoder call
+
+  def overrides(self) -> dict:
+    """Per-metric settings on top of `registry.settings_of` (``config.eval``)."""
+    return {"factor_score": {"num_votes": self.num_votes, "batch_size": self.vote_batch},
+            "mig": {"num_points": self.mig_points},
+            "shape_accuracy": {"num_points": self.mig_points}}
+
+
+class _Jitted(NamedTuple):
+  represent: Callable
+  decode: Callable
+  reconstruct: Callable
+
+
+def evaluate_params(config, method, params, step: int, *, dataset, ground_truth, run_dir,
+                    settings: RunSettings, jitted: _Jitted) -> dict:
+  """Every registered metric of one seed's ``params`` (see the module doc) and its pictures."""
+  represent, batch = jitted.represent, settings.encode_batch_size
+  host_fn = encodings.host_fn(represent, params)
+  rng = np.random.default_rng([config.seed, step])
+  timings = {}
+  indices = evaluator_lib.eval_indices(config, dataset.num_examples)
+  inputs = registry.Inputs("run", rng, encode_batch_size=batch)
+  rep_eval = None
+  if ground_truth is not None:
+    encoded, are_indices, enc_t = encodings.encode_ground_truth(ground_truth, represent, params,
+                                                                batch_size=batch)
+    timings.update({f"encode_{k}": v for k, v in enc_t.items() if k.endswith("_s")})
+    inputs.factor_names = tuple(getattr(ground_truth, "factor_names", ()))
+    if encoded is not None:
+      inputs.ground_truth, inputs.represent = encoded, encoded.represent
+      inputs.factors, inputs.factor_rep = encoded.factors, encoded.rep
+      inputs.factor_points = "whole_dataset"
+    else:
+      inputs.ground_truth, inputs.represent = ground_truth, host_fn
+    if encoded is not None and are_indices and ground_truth is dataset:
+      rep_eval = encoded.rep.take(indices)  # row i is example i: no second encoding
+  labels = getattr(dataset, "labels", None)
+  if labels is not None and method.num_discrete:
+    t0 = time.perf_counter()
+    rep_all, _ = encodings.encode_streamed(lambda a, b: dataset.get_images(np.arange(a, b)),
+                                           dataset.num_examples,
+                                           lambda x: represent(params, x), batch)
+    inputs.labels, inputs.labelled_rep = np.asarray(labels), rep_all
+    inputs.labelled_points = "every example of the evaluation split"
+    rep_eval = rep_all.take(indices)
+    timings["encode_labelled_s"] = time.perf_counter() - t0
+  if rep_eval is None:
+    rep_eval = metrics.encode_in_batches(host_fn, dataset.get_images(indices), batch)
+  inputs.rep = rep_eval
+  out, metric_t = registry.run(inputs, config.eval, overrides=settings.overrides())
+  timings.update(metric_t)
+  if inputs.ground_truth is not None:
+    out["encodings"] = ("whole_dataset_encoded_once" if inputs.factor_rep is not None
+                        else "sampled")
+  prefix = f"evaluate_step_{step}_"
+  images = dataset.get_images(indices[:config.eval.num_images])
+  pictures = evaluator_lib.save_pictures(
+      method, params, images, rep_eval.take(slice(0, len(images))), run_dir / "images",
+      dataset_name=evaluator_lib.eval_data_names(config)["evaluated_on"], prefix=prefix,
+      decode=jitted.decode, reconstruct=jitted.reconstruct)
+  history = [(s, v) for s, v in _information_history(run_dir) if s < step]
+  if "information" in out:
+    history.append((step, np.asarray(out["information"]["mi_per_dim"])))
+  if len(history) >= 2 and len({len(v) for _, v in history}) == 1:
+    pictures["information"] = run_dir / "images" / f"{prefix}information.png"
+    viz.plot_information_curves(pictures["information"], [s for s, _ in history],
+                                np.stack([v for _, v in history]),
+                                [f"z{j}" for j in range(len(history[0][1]))])
+  return {"metrics": out, "timings_s": timings,
+          "images": {k: str(p.relative_to(run_dir)) for k, p in pictures.items()}}
+
+
+def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_truth=None,
+                 factor_score_votes: int = registry.PAPER_NUM_VOTES,
+                 vote_batch: int = registry.PAPER_VOTE_BATCH,
+                 mig_points: int = registry.MIG_NUM_POINTS,
+                 encode_batch_size: Optional[int] = None,
+                 conv_impl: Optional[str] = None, eval_overrides: Optional[dict] = None,
+                 write: bool = True) -> dict:
+  """Evaluates the checkpoint of ``workdir`` at ``step`` (default latest), read-only.
+
+  Args:
+    workdir: a run directory (``config.json`` + ``checkpoints/``) or a multi-seed workdir.
+    step: checkpoint step; None takes the latest (recorded, with whether it is the final one).
+    dataset: evaluation data (default: the config's ``dataset.eval_name`` at ``eval_split``, as
+      at training eval steps); recorded as an override (numbers then marked not comparable with
+      published ones).
+    ground_truth: ground-truth data for the disentanglement metrics (default: ``dataset`` when it
+      implements the protocol, e.g. dSprites).
+    factor_score_votes: M of the disentanglement score (paper: 800).
+    vote_batch: L, examples per vote (paper: 100).
+    mig_points: points of the MIG estimate.
+    encode_batch_size: images per encoder call (None: `encodings.default_batch_size()`, 100 on
+      CPU, 1000 on accelerators).
+    conv_impl: override ``model.conv_impl`` ('flax' / 'fast': same parameters and outputs up to
+      float rounding); recorded.
+    eval_overrides: ``config.eval`` / ``config.dataset`` fields to change before evaluating,
+      e.g. ``{"eval.mig_estimator": "sampled", "dataset.eval_name": "dsprites"}``; recorded.
+    write: write ``results.json`` and ``report.md`` (per seed, plus a summary for several seeds).
+
+  Returns:
+    The results of a single run, or ``{"workdir", "checkpoint", "seeds": [per-seed results]}``.
+  """
+  workdir = pathlib.Path(workdir)
+  config, run_dirs = locate_run(workdir)
+  if conv_impl is not None:
+    config.model.conv_impl = conv_impl
+  for field, value in (eval_overrides or {}).items():
+    section, _, key = field.partition(".")
+    if section not in ("eval", "dataset") or not key:
+      raise ValueError(f"eval_overrides: {field!r} is not an eval.* or dataset.* field")
+    config[section][key] = value
+  methods.validate(config)  # once, with the overrides, before data or compilation
+  overridden = dataset is not None
+  dataset = dataset if dataset is not None else evaluator_lib.load_eval_data(config)
+  if ground_truth is None and encodings.is_ground_truth(dataset):
+    ground_truth = dataset
+  method = methods.build(config, dataset.image_shape)
+  params, facts = restore_params(workdir, config, method, step)
+  settings = RunSettings(factor_score_votes, vote_batch, mig_points,
+                         encode_batch_size or encodings.default_batch_size())
+  jitted = _Jitted(encodings.jit_represent(method, config), host.jit(method.decode, config),
+                   host.jit(method.reconstruct, config))
+  recorded = dict(dataclasses.asdict(settings), score_protocol="cascadevae",
+                  information_points=int(config.eval.num_points),
+                  mig_estimator=config.eval.get("mig_estimator", "histogram"),
+                  use_discrete=config.eval.get("use_discrete", "protocol"),
+                  eval_overrides=dict(eval_overrides or {}),
+                  conv_impl=config.model.conv_impl, metric_rng="default_rng([seed, step])")
+  runs = []
+  for i, run_dir in enumerate(run_dirs):
+    config_i = ml_collections.ConfigDict(config.to_dict())
+    config_i.seed, config_i.num_seeds = config.seed + i, 1
+    t0 = time.perf_counter()
+    result = {"run_dir": str(run_dir), "workdir": str(workdir), "seed": int(config_i.seed),
+              "seed_index": i, "num_seeds": int(config.num_seeds), "method": config.method,
+              "latent_dim": int(config.model.latent_dim), "checkpoint": facts,
+              "dataset": describe_dataset(dataset, config, overridden),
+              "ground_truth": None if ground_truth is None else type(ground_truth).__name__,
+              "settings": recorded, "evaluated_at": datetime.datetime.now().isoformat(),
+              "jax": {"version": jax.__version__, "backend": jax.default_backend()}}
+    result.update(evaluate_params(config_i, method, params[i], facts["step"], dataset=dataset,
+                                  ground_truth=ground_truth, run_dir=run_dir,
+                                  settings=settings, jitted=jitted))
+    result["timings_s"]["total_s"] = time.perf_counter() - t0
+    if write:
+      report.write_json(run_dir / "results.json", result)
+      report.write_report(result, run_dir / "report.md")
+    runs.append(result)
+  if len(runs) == 1:
+    return runs[0]
+  summary = {"workdir": str(workdir), "checkpoint": facts, "seeds": runs}
+  if write:
+    report.write_json(workdir / "results.json", summary)
+    report.write_report(summary, workdir / "report.md")
+  return summary

@@ -1,0 +1,216 @@
+"""Evaluation at eval steps during training: `Evaluator`, built by `factory(config)`.
+
+The trainer calls `Evaluator.run(params, step)` every ``eval_every`` steps (process 0, on a host
+copy of the parameters). It encodes the ``config.eval.num_points`` eval points once and runs the
+registered metrics (`disentangle.metrics.registry`, stage ``"training"``) that their
+``config.eval`` flags switch on: information estimates (KL_j, I(x; z_j), TC, I(x; d)), the
+unsupervised accuracy of the discrete code against labels, the CascadeVAE disentanglement score
+(``eval.factor_score``, ``eval.factor_score_votes`` votes; a monitor: global variances over the
+eval points and votes drawn from their encodings, so it costs no extra encoding), MIG
+(``eval.mig``, ``eval.mig_estimator``, ``eval.use_discrete``) and the shape accuracy of the
+discrete code (dSprites). Each call returns a flat dict of ``eval/...`` values for
+``metrics.jsonl``, writes ``eval/step_<n>.json`` (every metric with its settings) and the
+pictures.
+
+The evaluation data is ``dataset.eval_name`` (default: the training set) at ``dataset.eval_split``
+(`load_eval_data`); the paper protocols over the whole dataset are `evaluate_run`
+(``python -m experiments.evaluate``).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Optional
+
+import jax.numpy as jnp
+import numpy as np
+
+from disentangle import atomic
+from disentangle import data as data_lib
+from disentangle import metrics
+from disentangle import viz
+from disentangle.metrics import registry
+from disentangle.train import encodings
+from disentangle.train import host
+
+# Traversal ranges of the papers' figures (CascadeVAE Figs. 5, 8, 9).
+TRAVERSAL_RANGE = {"dsprites": 1.2, "mnist": 2.0, "fashion_mnist": 2.0, "chairs": 2.0,
+                   "celeba": 2.0}
+
+
+def eval_data_names(config) -> dict:
+  """{'trained_on', 'evaluated_on', 'split'} of a config's evaluation data.
+
+  ``dataset.eval_name`` ('' or missing: the training set's name) and ``dataset.eval_split``
+  (missing: 'test'); a dataset without that split (`data.SPLITS`: dSprites and Chairs have one,
+CelebA's default 'test' is none of its official partitions) is read whole ('train'), as before
+the field reached every dataset. The split used is recorded with the results.
+  """
+  d = config.dataset
+  name = d.get("eval_name", "") or d.name
+  split = d.get("eval_split", "test") or "test"
+  if split not in getattr(data_lib, "SPLITS", {}).get(name, (split,)):
+    split = "train"
+  return {"trained_on": d.name, "evaluated_on": name, "split": split}
+
+
+def load_eval_data(config):
+  """The evaluation dataset of ``config`` (see `eval_data_names`)."""
+  d, names = config.dataset, eval_data_names(config)
+  return data_lib.load_dataset(names["evaluated_on"], data_dir=d.data_dir, split=names["split"],
+                               source=d.source, synthetic_if_missing=d.synthetic_if_missing,
+                               allow_download=d.allow_download)
+
+
+def eval_indices(config, num_examples: int) -> np.ndarray:
+  """The ``config.eval.num_points`` evaluation points (all when 0), drawn with the config seed."""
+  k = config.eval.num_points
+  k = num_examples if k in (0, None) else min(k, num_examples)
+  if k == num_examples:
+    return np.arange(num_examples)
+  return np.sort(np.random.default_rng(config.seed).choice(num_examples, k, replace=False))
+
+
+def save_pictures(method, params, images: np.ndarray, rep: metrics.Representation,
+                  img_dir: pathlib.Path, *, dataset_name: str, prefix: str = "",
+                  decode=None, reconstruct=None) -> dict:
+  """Reconstructions, traversals sorted by KL and the discrete traversal; {kind: path}."""
+  img_dir.mkdir(parents=True, exist_ok=True)
+  decode = decode or host.jit(method.decode)
+  reconstruct = reconstruct or host.jit(method.reconstruct)
+  paths = {}
+  recon = np.asarray(reconstruct(params, jnp.asarray(images)))
+  paths["reconstructions"] = img_dir / f"{prefix}reconstructions.png"
+  viz.save_image_grid(paths["reconstructions"], viz.reconstruction_grid(images, recon), nrow=None)
+  kl = (metrics.kl_per_dim(rep.mean, rep.logvar) if rep.logvar is not None
+        else np.var(rep.mean, 0))
+  span = TRAVERSAL_RANGE.get(dataset_name, 2.0)
+  values = np.linspace(-span, span, 10)
+  d0 = None if rep.discrete is None else int(rep.discrete[0])
+
+  def decode_z(z):
+    d = None if d0 is None else jnp.full((len(z),), d0, jnp.int32)
+    return np.asarray(decode(params, jnp.asarray(z, jnp.float32), d))
+
+  paths["traversals"] = img_dir / f"{prefix}traversals.png"
+  viz.save_image_grid(paths["traversals"],
+                      viz.traversal_grid(decode_z, rep.mean[0], np.argsort(-kl), values),
+                      nrow=len(values))
+  if rep.discrete is not None:
+    def decode_d(z, d):
+      return np.asarray(decode(params, jnp.asarray(z, jnp.float32), jnp.asarray(d)))
+    paths["discrete_traversal"] = img_dir / f"{prefix}discrete_traversal.png"
+    viz.save_image_grid(paths["discrete_traversal"],
+                        viz.discrete_traversal_grid(decode_d, rep.mean[:8], method.num_discrete),
+                        nrow=8)
+  return paths
+
+
+def to_json(v):
+  """``json.dumps`` default: numpy arrays and scalars to lists and numbers."""
+  if isinstance(v, np.ndarray):
+    return v.tolist()
+  if isinstance(v, np.generic):
+    return v.item()
+  return str(v)
+
+
+class Evaluator:
+  """Evaluates one run (one seed) at eval steps."""
+
+  def __init__(self, config, method, run_dir, *, dataset=None,
+               batch_size: Optional[int] = None):
+    self.config = config
+    self.method = method
+    self.run_dir = pathlib.Path(run_dir)
+    self.dataset = dataset if dataset is not None else load_eval_data(config)
+    self.batch_size = batch_size or encodings.default_batch_size()
+    self.indices = eval_indices(config, self.dataset.num_examples)
+    labels = getattr(self.dataset, "labels", None)
+    self.labels = None if labels is None else np.asarray(labels)[self.indices]
+    self.rows = None  # factor rows of the examples (row i = example i), for the score
+    if encodings.is_ground_truth(self.dataset):
+      rows, are_indices = encodings.enumerate_rows(self.dataset)
+      self.rows = rows if are_indices else None
+    self._represent = encodings.jit_represent(method, config)
+    self._decode = host.jit(method.decode, config)
+    self._reconstruct = host.jit(method.reconstruct, config)
+    self.history: list[tuple[int, np.ndarray]] = []
+
+  def represent_fn(self, params):
+    return encodings.host_fn(self._represent, params)
+
+  def inputs(self, params, rep: metrics.Representation, rng) -> registry.Inputs:
+    """What the registered metrics read at an eval step: the eval points' encodings; the score
+    and MIG sample from them when their factor rows are known (so an eval step encodes nothing
+    more), else from the dataset through the encoder."""
+    n = len(self.indices)
+    inputs = registry.Inputs("training", rng, rep=rep, labels=self.labels, labelled_rep=rep,
+                             factor_names=tuple(getattr(self.dataset, "factor_names", ())),
+                             encode_batch_size=self.batch_size)
+    if self.rows is not None:
+      rows = self.rows[self.indices]
+      inputs.ground_truth = encodings.EncodedGroundTruth(rows, rep, self.dataset.factor_sizes)
+      inputs.represent = inputs.ground_truth.represent
+      inputs.factors, inputs.factor_rep = rows, rep
+      inputs.whole_dataset_max = n
+    elif encodings.is_ground_truth(self.dataset):
+      inputs.ground_truth, inputs.represent = self.dataset, self.represent_fn(params)
+    return inputs
+
+  def _overrides(self) -> dict:
+    n = len(self.indices)
+    if self.rows is not None:
+      return {"factor_score": {"points": f"the {n} eval points' encodings"},
+              "mig": {"num_points": n}}
+    return {"factor_score": {"num_variance_points": n}, "mig": {"num_points": n}}
+
+  def run(self, params, step: int) -> dict:
+    rng = np.random.default_rng([self.config.seed, step])
+    rep, _ = encodings.encode_streamed(
+        lambda a, b: self.dataset.get_images(self.indices[a:b]), len(self.indices),
+        lambda x: self._represent(params, x), self.batch_size)
+    results, _ = registry.run(self.inputs(params, rep, rng), self.config.eval,
+                              overrides=self._overrides())
+    details = {"step": step, "num_points": int(len(self.indices)),
+               "dataset": eval_data_names(self.config)}
+    out = {}
+    for name, result in results.items():
+      details[name] = result
+      out.update({f"eval/{k}": v
+                  for k, v in registry.METRICS[name].log_values(result).items()})
+    if "information" in results:
+      self.history.append((step, np.asarray(results["information"]["mi_per_dim"])))
+    self.pictures(params, rep, step)
+    self._write_details(step, details)
+    return out
+
+  def pictures(self, params, rep, step: int) -> None:
+    del step
+    images = self.dataset.get_images(self.indices[:self.config.eval.num_images])
+    img_dir = self.run_dir / "images"
+    save_pictures(self.method, params, images, rep.take(slice(0, len(images))), img_dir,
+                  dataset_name=eval_data_names(self.config)["evaluated_on"],
+                  decode=self._decode, reconstruct=self._reconstruct)
+    if len(self.history) >= 2:
+      steps = [s for s, _ in self.history]
+      values_t = np.stack([v for _, v in self.history])
+      viz.plot_information_curves(img_dir / "information.png", steps, values_t,
+                                  [f"z{j}" for j in range(values_t.shape[1])])
+
+  def _write_details(self, step: int, details: dict) -> None:
+    atomic.write_text(self.run_dir / "eval" / f"step_{step}.json",
+                      json.dumps(details, indent=1, default=to_json))
+
+
+def factory(config):
+  """``evaluator_factory`` for :func:`disentangle.train.trainer.train`; shares the eval data."""
+  cache = {}
+
+  def make(method, run_dir, seed_index):
+    del seed_index
+    if "data" not in cache:
+      cache["data"] = load_eval_data(config)
+    return Evaluator(config, method, run_dir, dataset=cache["data"])
+
+  return make

@@ -1,0 +1,67 @@
+"""The written results of `evaluate_run`: ``results.json`` and a readable ``report.md``.
+
+Both are written atomically (`disentangle.atomic`). The report's metric table lists the
+registered metrics (`disentangle.metrics.registry`) that the results hold, each with its title
+and its settings line (protocol, estimator, whether the discrete code entered).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+
+from disentangle import atomic
+from disentangle.metrics import registry
+from disentangle.train.evaluator import to_json
+
+
+def write_json(path: pathlib.Path, value) -> None:
+  atomic.write_text(path, json.dumps(value, indent=1, default=to_json, allow_nan=True))
+
+
+def _seed_section(result: dict, base: pathlib.Path) -> list[str]:
+  ck = result["checkpoint"]
+  lines = [f"seed {result['seed']}, step {ck['step']} of {ck['num_steps']} "
+           f"({'final checkpoint' if ck['final'] else 'NOT the final checkpoint'}; "
+           f"{ck['selection']}; available {ck['available_steps']})", "",
+           "| metric | value | settings |", "|---|---|---|"]
+  for name, metric in registry.METRICS.items():
+    m = result["metrics"].get(name)
+    if isinstance(m, dict) and "value" in m:
+      lines.append(f"| {metric.title} | {m['value']:.4f} | {metric.describe(m)} |")
+  info = result["metrics"].get("information")
+  if info is not None:
+    lines += ["", "| dim | KL_j | I(x; z_j) |", "|---|---|---|"]
+    lines += [f"| z{j} | {k:.3f} | {i:.3f} |"
+              for j, (k, i) in enumerate(zip(info["kl_per_dim"], info["mi_per_dim"]))]
+    if "discrete_mi" in info:
+      lines.append(f"| d | - | {info['discrete_mi']:.3f} |")
+  lines.append("")
+  run_dir = pathlib.Path(result["run_dir"])
+  for kind, rel in result["images"].items():
+    path = (run_dir / rel).relative_to(base) if run_dir.is_relative_to(base) else run_dir / rel
+    lines.append(f"![{kind}]({path.as_posix()})")
+  return lines + [""]
+
+
+def write_report(results: dict, path) -> None:
+  """A readable markdown report of `evaluate_run`'s results (one seed or several)."""
+  path = pathlib.Path(path)
+  runs = results.get("seeds", [results])
+  first = runs[0]
+  ds = first["dataset"]
+  trained = ds.get("trained_on", ds["name"])
+  lines = [f"# Evaluation of {results.get('workdir', first['workdir'])}", "",
+           f"- method {first['method']}, m = {first['latent_dim']}, trained on {trained}, "
+           f"evaluated on {ds['name']} (split {ds.get('split', '-')}; {ds['class']}, source "
+           f"{ds['source']}, {ds['num_examples']} examples), comparable with published "
+           f"numbers: {ds['comparable_with_published']}",
+           f"- settings: `{json.dumps(first['settings'])}`",
+           f"- evaluated {first['evaluated_at']} with jax {first['jax']['version']} "
+           f"({first['jax']['backend']}); timings (s): "
+           + ", ".join(f"{k} {v:.1f}" for k, v in first["timings_s"].items()), ""]
+  if not first["checkpoint"]["final"]:
+    lines += [f"**Warning**: step {first['checkpoint']['step']} is not the final step "
+              f"({first['checkpoint']['num_steps']}): the run is unfinished or was stopped.", ""]
+  for result in runs:
+    lines += [f"## Seed {result['seed']}", ""] + _seed_section(result, path.parent)
+  atomic.write_text(path, "\n".join(lines))
