@@ -5,6 +5,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import types
 
 import jax
 import numpy as np
@@ -273,3 +274,69 @@ def test_training_time_evaluator_on_rendered_dsprites(tmp_path):
   shape = dsprites.factors_of(evaluator.indices)[:, 0]
   assert out["eval/shape_accuracy"] == metrics.cluster_accuracy(shape, rep.discrete)["one_to_one"]
   assert (tmp_path / "images" / "reconstructions.png").is_file()
+
+
+def test_aggregate_accepts_published_numbers_without_std_or_best(tmp_path):
+  module = types.ModuleType("experiments.configs.fake_parted")
+  module.VARIANTS = ("labels256",)
+  module.PUBLISHED = {"labels256": {"factor_score": {"mean": 95.0},
+                                    "shape_accuracy": {"mean": 83.0, "std": 1.5}}}
+  module.get_config = lambda arg=None: helpers.tiny_config("cascadevae", seed=0)
+  runs = [_fake_run(tmp_path / f"s{s}", helpers.tiny_config("cascadevae", seed=s), v, v)
+          for s, v in ((0, 0.9), (1, 0.8))]
+  table = aggregate.aggregate_runs(runs, candidates=aggregate.config_candidates([module]))
+  (row,) = table["rows"]
+  assert row["experiment"]["module"] == "fake_parted" and row["experiment"]["exact"]
+  assert row["metrics"]["factor_score"]["published"] == {"mean": 95.0}
+  text = aggregate.markdown_table(table)
+  assert "| 85.00 (5.00) / 90.00 | 95.00 (-) / - |" in text
+  assert "| 85.00 (5.00) / 90.00 | 83.00 (1.50) / - |" in text
+
+
+def test_read_only_checkpointer_refuses_to_write(tmp_path):
+  with pytest.raises(FileNotFoundError, match="no checkpoint yet"):
+    checkpoint.Checkpointer(tmp_path / "empty", read_only=True)
+  assert not (tmp_path / "empty").exists()  # nothing created
+  state = {"w": np.arange(3.0, dtype=np.float32)}
+  writer = checkpoint.Checkpointer(tmp_path, keep=1)
+  writer.save(1, state)
+  writer.close()
+  before = {p: p.stat().st_mtime_ns for p in (tmp_path / "checkpoints").rglob("*")}
+  reader = checkpoint.Checkpointer(tmp_path, keep=1, read_only=True)
+  assert reader.all_steps() == [1]
+  with pytest.raises(checkpoint.ReadOnlyError, match="read-only"):
+    reader.save(2, {"w": state["w"] + 1})
+  restored = reader.restore(jax.tree_util.tree_map(jax.numpy.asarray, state))
+  np.testing.assert_array_equal(restored["w"], state["w"])
+  reader.close()
+  assert {p: p.stat().st_mtime_ns for p in (tmp_path / "checkpoints").rglob("*")} == before
+
+
+def test_evaluation_on_another_set_records_trained_on_and_evaluated_on(trained, tmp_path,
+                                                                      monkeypatch):
+  workdir = _copy(trained, tmp_path)
+  _, _, data, _ = trained
+  config = json.loads((workdir / "config.json").read_text())
+  config["dataset"]["eval_name"] = "fashion_mnist"  # trained on mnist
+  (workdir / "config.json").write_text(json.dumps(config))
+  asked = []
+
+  def fake_load(name, **kwargs):
+    asked.append((name, kwargs["split"]))
+    return data
+
+  monkeypatch.setattr(evaluator_lib.data_lib, "load_dataset", fake_load)
+  evaluate_run.evaluate_run(workdir)
+  assert asked == [("fashion_mnist", "test")]
+  saved = json.loads((workdir / "results.json").read_text())["dataset"]
+  assert (saved["trained_on"], saved["evaluated_on"], saved["name"]) == (
+      "mnist", "fashion_mnist", "fashion_mnist")
+  assert saved["split"] == "test" and saved["override"] is False
+  assert "trained on mnist, evaluated on fashion_mnist" in (workdir / "report.md").read_text()
+  # A config without the fields (written before them) evaluates the training set.
+  old = config_lib.base_config()
+  del old.dataset["eval_name"]
+  del old.dataset["eval_split"]
+  old.dataset.name = "dsprites"
+  assert evaluator_lib.eval_data_names(old) == {"trained_on": "dsprites",
+                                                "evaluated_on": "dsprites", "split": "train"}
