@@ -7,7 +7,6 @@ Prints one JSON line per (solver, n, S) with the median milliseconds per solve:
 - ``scipy_numpy``: ``assign(numpy_u, penalty)`` (linear_sum_assignment on the host, float64);
 - ``scipy_callback_jit``: the same through ``jax.pure_callback`` inside ``jax.jit``;
 - ``hungarian_jit``: the on-device class-graph shortest-augmenting-path solver under jit;
-- ``optax_jit``: optax's Hungarian algorithm on the full n x (S n) slot matrix under jit.
 
 u is Bernoulli-log-likelihood-like (about -600, class differences ~ N(0, 2^2)); every solver's
 objective is checked against scipy's on the same problem (``objective_gap``, relative).
@@ -60,7 +59,6 @@ def main(argv=None) -> None:
           "scipy_numpy": lambda: assignment.assign(u, penalty),
           "scipy_callback_jit": jax.jit(lambda v: assignment.assign(v, penalty)),
           "hungarian_jit": jax.jit(lambda v: assignment.assign(v, penalty, solver="hungarian")),
-          "optax_jit": jax.jit(lambda v: assignment.assign(v, penalty, solver="optax")),
       }
       for name, fn in runs.items():
         call = fn if name == "scipy_numpy" else functools.partial(fn, u_dev)

@@ -30,8 +30,6 @@ penalty * m extra, m = 0, 1, ...), the problem is exactly the linear assignment 
   nodes (Bellman-Ford; moving sample j from class k to l costs u[j, k] - u[j, l]) ending in the
   cheapest free slot (penalty * c_k). O(n^2 S + n S^3) work in n sequential steps, exact up to float
   rounding of the input dtype.
-- ``'optax'``: :func:`optax.assignment.hungarian_algorithm` on the full n x S n slot matrix, on
-  device; slower (O(n^3 S)), kept as a second on-device reference.
 
 No gradient flows through the labels (the costs are wrapped in ``jax.lax.stop_gradient``).
 """
@@ -43,12 +41,11 @@ from typing import Any, Literal, Union
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from scipy import optimize
 
-Solver = Literal["scipy", "hungarian", "optax"]
+Solver = Literal["scipy", "hungarian"]
 ArrayLike = Union[np.ndarray, jax.Array, float]
-SOLVERS = ("scipy", "hungarian", "optax")
+SOLVERS = ("scipy", "hungarian")
 _MAX_REPORTED = 10  # non-finite rows listed in an error message
 
 
@@ -219,20 +216,12 @@ def _ssp_single(u: jax.Array, penalty: jax.Array) -> jax.Array:
   return jnp.where(labels < 0, jnp.argmax(u, axis=1).astype(jnp.int32), labels)
 
 
-def _optax_single(u: jax.Array, penalty: jax.Array) -> jax.Array:
-  """optax's Hungarian algorithm on the full n x (S n) replicated-slot matrix."""
-  n, _ = u.shape
-  u = u - jnp.max(u, axis=1, keepdims=True)
-  cost = (-u[:, :, None] + penalty * jnp.arange(n, dtype=u.dtype)).reshape(n, -1)
-  rows, cols = optax.assignment.hungarian_algorithm(cost)
-  return jnp.zeros((n,), jnp.int32).at[rows].set((cols // n).astype(jnp.int32))
-
-
 @functools.partial(jax.jit, static_argnames="solver")
 def _assign_device(u: jax.Array, penalty: jax.Array, solver: str) -> jax.Array:
   """On-device path for u [..., n, S]. Problems with non-finite input or a negative penalty
   get all labels -1 (device code cannot raise; eager calls are validated before)."""
-  single = _ssp_single if solver == "hungarian" else _optax_single
+  del solver  # 'hungarian', the one on-device solver
+  single = _ssp_single
   batch = jnp.broadcast_shapes(u.shape[:-2], penalty.shape)
   u = jnp.broadcast_to(u, batch + u.shape[-2:])
   penalty = jnp.broadcast_to(penalty, batch).astype(u.dtype)
@@ -263,8 +252,7 @@ def assign(log_likelihoods: ArrayLike, penalty: ArrayLike, *,
       lambda' values were run in this form; Eq. 6's ordered-pair sum is 2 * lambda' per pair, see
       the module docstring). Python float or array broadcastable to the batch axes ``[...]``.
     solver: ``'scipy'`` (host, float64; via ``jax.pure_callback`` on jax input),
-      ``'hungarian'`` (on device, class-graph successive shortest paths) or ``'optax'`` (on device,
-      optax's Hungarian on the slot matrix).
+      or ``'hungarian'`` (on device, class-graph successive shortest paths).
 
   Returns:
     int32 labels [..., n] in [0, S): numpy when ``log_likelihoods`` is numpy (and ``penalty`` is

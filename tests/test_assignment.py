@@ -15,7 +15,7 @@ from jax.sharding import PartitionSpec as P
 
 from disentangle import assignment
 
-DEVICE_SOLVERS = ("hungarian", "optax")
+DEVICE_SOLVERS = ("hungarian",)
 PENALTIES = (0.0, 0.05, 0.5, 5.0, 1e3)
 
 
@@ -163,15 +163,20 @@ def test_against_count_dp(n, num_classes):
   assert truncated > 0  # the slot truncation was exercised (and stayed exact)
 
 
-def test_optax_n64_against_count_dp():
+def test_hungarian_n64_against_count_dp():
   rng = np.random.default_rng(7)
   u = np.stack([_sample(d, rng, (64, 3)) for d in ("normal", "loglik", "dominant")])
   lam = np.array([0.3, 3.0, 1.0])
-  labels = np.asarray(jax.jit(functools.partial(assignment.assign, solver="optax"))(
+  labels = np.asarray(jax.jit(functools.partial(assignment.assign, solver="hungarian"))(
       jnp.asarray(u, jnp.float32), jnp.asarray(lam, jnp.float32)))
   for b in range(3):
     got = assignment.assignment_objective(u[b], labels[b], lam[b])
     assert _close(got, _count_dp(u[b], lam[b]), 1e-6)
+
+
+def test_removed_optax_solver_is_refused():
+  with pytest.raises(ValueError, match="solver must be one of"):
+    assignment.assign(np.zeros((4, 2)), 0.1, solver="optax")
 
 
 def test_large_penalty_balances_counts():

@@ -79,7 +79,7 @@ def test_jointvae_capacities_at_known_steps_and_loss_terms():
   vae = state.params["vae"]
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   t = 30
-  loss, m = method.loss(vae, batch, jax.random.PRNGKey(5), t)
+  loss, m = method.loss(state.params, batch, jax.random.PRNGKey(5), t)
   # Independent recomputation of the KLs from the encoder outputs.
   mean, logvar, logits = (np.asarray(a, np.float64) for a in method.encode(vae, batch["image"]))
   kl_z = np.sum(np.mean(0.5 * (mean ** 2 + np.exp(logvar) - logvar - 1), axis=0))
@@ -199,10 +199,11 @@ def test_betatcvae_with_unit_weights_is_the_sampled_elbo():
   config = helpers.tiny_config("betatcvae", **{"betatcvae.beta": 1.0})
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  vae = method.init(jax.random.PRNGKey(0)).params["vae"]
+  params = method.init(jax.random.PRNGKey(0)).params
+  vae = params["vae"]
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   rng = jax.random.PRNGKey(3)
-  loss, m = method.loss(vae, batch, rng)
+  loss, m = method.loss(params, batch, rng, 1)
   mean, logvar = method.encode(vae, batch["image"])
   z = np.asarray(mean + jnp.exp(0.5 * logvar) * jax.random.normal(rng, mean.shape), np.float64)
   mean, logvar = np.asarray(mean, np.float64), np.asarray(logvar, np.float64)
@@ -222,9 +223,10 @@ def test_anchorvae_betas_and_loss():
                                                "anchorvae.beta_high": 8.0})
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  vae = method.init(jax.random.PRNGKey(0)).params["vae"]
+  params = method.init(jax.random.PRNGKey(0)).params
+  vae = params["vae"]
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
-  loss, m = method.loss(vae, batch, jax.random.PRNGKey(1))
+  loss, m = method.loss(params, batch, jax.random.PRNGKey(1), 1)
   mean, logvar = (np.asarray(a, np.float64) for a in method.encode(vae, batch["image"]))
   kl = np.mean(0.5 * (mean ** 2 + np.exp(logvar) - logvar - 1), axis=0)
   np.testing.assert_allclose(float(loss), float(m["reconstruction"]) + 0.5 * kl[:2].sum()
@@ -252,8 +254,7 @@ def test_train_step_lowers_loss_and_compiles_once(name):
   method = methods.build(config, data.image_shape)
 
   def loss_fn(params, batch, rng):
-    args = (1,) if name == "jointvae" else ()  # the first iteration's capacities
-    return method.loss(params["vae"], batch, rng, *args)[0]
+    return method.loss(params, batch, rng, 1)[0]  # t = 1: the first iteration's capacities
 
   @jax.jit
   @chex.assert_max_traces(n=1)

@@ -23,7 +23,9 @@ def test_decoder_sees_assignment_of_unary_at_same_eps():
   vae = state.params["vae"]
   rng = jax.random.PRNGKey(3)
   t = config.cascade.discrete_start + 1
-  loss, (metrics, d) = method.loss(vae, batch, rng, t)
+  loss, metrics, d = method.terms(vae, batch, rng, t)
+  np.testing.assert_array_equal(np.asarray(method.loss(state.params, batch, rng, t)[0]),
+                                np.asarray(loss))
 
   # Independent recomputation: same eps, one decoder call per class k (a Python loop).
   x = batch["image"]
@@ -48,7 +50,7 @@ def test_before_t_d_decoder_sees_zero_code():
   config, method, state, batch = _setup()
   vae = state.params["vae"]
   rng = jax.random.PRNGKey(1)
-  _, (metrics, d) = method.loss(vae, batch, rng, config.cascade.discrete_start)  # t = t_d
+  _, metrics, d = method.terms(vae, batch, rng, config.cascade.discrete_start)  # t = t_d
   assert np.all(np.asarray(d) == -1)
   x = batch["image"]
   mean, logvar = method.encode(vae, x)
@@ -62,8 +64,7 @@ def test_no_gradient_through_assignment_and_betas_follow_schedule():
   config, method, state, batch = _setup()
   t = 5  # r = 2: two dimensions relieved... of three: floor(5/2) = 2
   np.testing.assert_array_equal(np.asarray(method.betas(t)), [1.0, 1.0, 10.0])
-  grads = jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(0), t)[0])(
-      state.params["vae"])
+  grads = jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(0), t)[0])(state.params)
   assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree_util.tree_leaves(grads))
 
 

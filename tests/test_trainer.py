@@ -19,9 +19,9 @@ def test_one_step_lowers_loss_on_fixed_batch():
   state = method.init(jax.random.PRNGKey(0))
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   rng = jax.random.PRNGKey(7)
-  before, _ = method.loss(state.params["vae"], batch, rng, 4.0)
+  before, _ = method.loss(state.params, batch, rng, 1)
   state, _ = jax.jit(method.train_step)(state, batch)
-  after, _ = method.loss(state.params["vae"], batch, rng, 4.0)
+  after, _ = method.loss(state.params, batch, rng, 1)
   assert float(after) < float(before)
 
 

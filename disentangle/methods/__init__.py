@@ -1,6 +1,17 @@
-"""Method registry: ``config.method`` -> (class, default config section, validation rules)."""
+"""Method registry: ``config.method`` -> class, config section, defaults, rules, schedules, smoke.
+
+Each method module brings ``default_config()`` (its config section), ``RULES`` (built from the
+shared validators of :mod:`disentangle.config`), ``STEP_FIELDS`` (its fields that count
+iterations) and optionally ``smoke(config)`` (its part of the smoke shrinking). A new method is
+added with :func:`register`; :func:`build` instantiates ``cls(config, image_shape, mesh=mesh)``.
+"""
 from __future__ import annotations
 
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
 import ml_collections
 
 from disentangle import config as config_lib
@@ -11,27 +22,55 @@ from disentangle.methods import cascadevae
 from disentangle.methods import factorvae
 from disentangle.methods import jointvae
 from disentangle.methods.base import TrainState, VAEMethod  # noqa: F401
+from disentangle.methods.optimizers import Optimizer  # noqa: F401
 
-# name -> (class, config section name, module with default_config and RULES)
-REGISTRY = {
-    "betavae": (betavae.BetaVAE, "betavae", betavae),
-    "cascadevae": (cascadevae.CascadeVAE, "cascade", cascadevae),
-    "factorvae": (factorvae.FactorVAE, "factorvae", factorvae),
-    "jointvae": (jointvae.JointVAE, "jointvae", jointvae),
-    "betatcvae": (betatcvae.BetaTCVAE, "betatcvae", betatcvae),
-    "anchorvae": (anchorvae.AnchorVAE, "anchorvae", anchorvae),
-}
+
+@dataclasses.dataclass(frozen=True)
+class MethodSpec:
+  cls: type                                 # a VAEMethod subclass
+  section: str                              # its config section, e.g. "cascade"
+  default_config: Callable[[], ml_collections.ConfigDict]
+  rules: dict                               # "section.field" -> (predicate, description)
+  step_fields: tuple[str, ...] = ()         # dotted fields that count iterations
+  smoke: Callable | None = None             # smoke(config, **kwargs): shrink the schedule
+
+
+REGISTRY: dict[str, MethodSpec] = {}
+
+
+def register(name: str, cls, section: str, default_config: Callable, rules: dict | None = None,
+             *, step_fields=(), smoke: Callable | None = None) -> None:
+  """Make ``config.method = name`` build ``cls`` with the config section ``section``."""
+  REGISTRY[name] = MethodSpec(cls, section, default_config, dict(rules or {}),
+                              tuple(step_fields), smoke)
+
+
+def _register_module(name: str, cls, section: str, module) -> None:
+  register(name, cls, section, module.default_config, module.RULES,
+           step_fields=module.STEP_FIELDS, smoke=getattr(module, "smoke", None))
+
+
+_register_module("betavae", betavae.BetaVAE, "betavae", betavae)
+_register_module("cascadevae", cascadevae.CascadeVAE, "cascade", cascadevae)
+_register_module("factorvae", factorvae.FactorVAE, "factorvae", factorvae)
+_register_module("jointvae", jointvae.JointVAE, "jointvae", jointvae)
+_register_module("betatcvae", betatcvae.BetaTCVAE, "betatcvae", betatcvae)
+_register_module("anchorvae", anchorvae.AnchorVAE, "anchorvae", anchorvae)
+
+
+def spec(method: str) -> MethodSpec:
+  if method not in REGISTRY:
+    raise config_lib.ConfigError(
+        f"config field 'method' must be one of {sorted(REGISTRY)}, got {method!r}")
+  return REGISTRY[method]
 
 
 def schema(method: str) -> ml_collections.ConfigDict:
   """The full default config of ``method``: the base fields plus the method's section."""
-  if method not in REGISTRY:
-    raise config_lib.ConfigError(
-        f"config field 'method' must be one of {sorted(REGISTRY)}, got {method!r}")
-  _, section, module = REGISTRY[method]
+  s = spec(method)
   c = config_lib.base_config()
   c.method = method
-  c[section] = module.default_config()
+  c[s.section] = s.default_config()
   return c
 
 
@@ -40,13 +79,44 @@ def validate(config) -> None:
   if "method" not in config:
     raise config_lib.ConfigError("config field 'method' is missing")
   s = schema(config.method)  # raises for an unknown method
-  config_lib.validate(config, s, REGISTRY[config.method][2].RULES)
+  config_lib.validate(config, s, REGISTRY[config.method].rules)
+
+
+def step_fields(method: str) -> tuple[str, ...]:
+  """The dotted config fields of ``method`` that count iterations (to scale schedules)."""
+  return spec(method).step_fields
+
+
+def smoke(config, **kwargs) -> None:
+  """The method's own part of the smoke shrinking (a no-op for methods without one)."""
+  fn = spec(config.method).smoke
+  if fn is not None:
+    fn(config, **kwargs)
 
 
 def build(config, image_shape, *, mesh=None):
-  """Instantiate the method named by ``config.method`` (``mesh``: the trainer's device mesh)."""
-  validate(config)
-  cls, _, _ = REGISTRY[config.method]
-  method = cls(config, image_shape)
-  method.mesh = mesh
-  return method
+  """Instantiate ``config``'s method (``mesh``: the trainer's device mesh).
+
+  ``config`` must be valid: :func:`validate` runs once, where a config enters (``trainer.train``,
+  before data or directories; tests and benchmarks build from shipped configs).
+  """
+  return REGISTRY[config.method].cls(config, image_shape, mesh=mesh)
+
+
+# -- seeds -------------------------------------------------------------------------------------
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+  """[num_seeds, 2] keys ``PRNGKey(seed + i)``: the init keys of the seeds trained at once."""
+  return jnp.stack([jax.random.PRNGKey(seed + i) for i in range(num_seeds)])
+
+
+def init_fn(method, num_seeds: int) -> Callable:
+  """keys [N, 2] -> the initial state: vmapped over seeds when N > 1, else the plain state."""
+  if num_seeds > 1:
+    return jax.vmap(method.init)
+  return lambda keys: method.init(keys[0])
+
+
+def init_states(method, seed: int, num_seeds: int, *, out_shardings=None) -> TrainState:
+  """The initial state of seeds ``seed, ..., seed + N - 1`` (stacked when N > 1), jit-built."""
+  return jax.jit(init_fn(method, num_seeds), out_shardings=out_shardings)(
+      seed_keys(seed, num_seeds))

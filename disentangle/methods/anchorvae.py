@@ -46,10 +46,11 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 RULES = {
-    "anchorvae.num_anchor": (lambda v: v >= 0, ">= 0"),
-    "anchorvae.beta_low": (lambda v: v >= 0, ">= 0"),
-    "anchorvae.beta_high": (lambda v: v >= 0, ">= 0"),
+    "anchorvae.num_anchor": config_lib.NONNEG,
+    "anchorvae.beta_low": config_lib.NONNEG,
+    "anchorvae.beta_high": config_lib.NONNEG,
 }
+STEP_FIELDS = ()
 
 
 def anchor_betas(num_dims: int, num_anchor: int, beta_low: float, beta_high: float) -> jax.Array:
@@ -61,8 +62,8 @@ def anchor_betas(num_dims: int, num_anchor: int, beta_low: float, beta_high: flo
 class AnchorVAE(base.VAEMethod):
   name = "anchorvae"
 
-  def __init__(self, config, image_shape):
-    super().__init__(config, image_shape)
+  def __init__(self, config, image_shape, *, mesh=None):
+    super().__init__(config, image_shape, mesh=mesh)
     a = config.anchorvae
     if a.num_anchor > self.latent_dim:
       raise config_lib.ConfigError(
@@ -70,17 +71,13 @@ class AnchorVAE(base.VAEMethod):
           f"({self.latent_dim})")
     self.betas = anchor_betas(self.latent_dim, a.num_anchor, a.beta_low, a.beta_high)
 
-  def loss(self, vae_params, batch, rng):
+  def loss(self, params, batch, rng, t):
+    del t
+    vae_params = params["vae"]
     x = batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)
-    rec = -jnp.mean(losses.bernoulli_log_likelihood(self.decode_logits(vae_params, z), x))
+    rec = -jnp.mean(self.log_likelihood(self.decode_logits(vae_params, z), x))
     kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
     loss = rec + jnp.sum(self.betas * kl) + self.regularizer(vae_params)
     return loss, dict(loss=loss, reconstruction=rec, **base.kl_metrics(kl))
-
-  def train_step(self, state, batch):
-    rng = jax.random.fold_in(state.rng, state.step)
-    grads, metrics = jax.grad(self.loss, has_aux=True)(state.params["vae"], batch, rng)
-    state = self.apply_update(state, "vae", grads)
-    return state.replace(step=state.step + 1), metrics

@@ -1,21 +1,30 @@
-"""What every method shares: the train state, the VAE parameters, the optimiser, the step shape.
+"""What every method shares: the train state, parameter groups and optimisers, the one step.
 
-A method is a small object built from the config. It owns pure functions only:
+A method is a small object built from the config (``cls(config, image_shape, mesh=mesh)``). It
+owns pure functions only:
 
-- ``init(rng) -> TrainState``;
-- ``train_step(state, batch) -> (state, metrics)``: one jit-compilable update; randomness is
-  ``fold_in(state.rng, state.step)``; ``metrics`` is a flat dict of scalars (or small vectors),
-  read on host only at log steps;
-- ``represent(params, images) -> dict`` with ``mean``, ``logvar`` and, for methods with a discrete
-  code, ``discrete`` (int) — what the metrics see;
-- ``reconstruct(params, images)`` and ``decode(params, z, d)`` -> pixel probabilities.
+- ``groups() -> {name: init_fn(rng) -> params}``: its parameter groups (default ``{"vae": ...}``);
+- ``make_optimizers() -> {name: Optimizer(group, transform)}``
+  (:mod:`disentangle.methods.optimizers`; default ``{"vae": Adam on the vae group}``);
+- ``loss(params, batch, rng, t) -> (loss, aux)``: ``params`` is the dict of every group,
+  ``batch`` the pipeline's dict (``"image"``; ``"targets"`` etc. when ``batch_spec`` asks),
+  ``rng`` the step's key, ``t = step + 1`` the iteration counted from 1 (the papers'
+  schedules), ``aux`` a flat dict of scalar (or small vector) metrics, read on host only at
+  log steps;
+- ``represent(params, images) -> dict`` with ``mean``, ``logvar`` and, for methods with a
+  discrete code, ``discrete`` (int) — what the metrics see;
+- ``reconstruct(params, images)`` and ``decode(params, z, d)`` -> pixel means.
 
-The state holds a dict of parameter trees and a dict of optimiser states with the same keys, so a
-method with a discriminator or a supervised encoder step adds entries and alternates updates.
+:meth:`VAEMethod.train_step` is the one step: rng = ``fold_in(state.rng, state.step)``, t =
+``state.step + 1``, the gradient of ``loss`` with respect to every group, then every optimiser
+updates its group (``value=loss`` passed on, for ``reduce_on_plateau``). A method overrides
+``train_step`` only where its update order differs (FactorVAE: the VAE and the discriminator
+gradients at the same parameters, through two losses), built from :meth:`step_key`,
+:meth:`apply_update` and :meth:`advance`.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import flax
 import jax
@@ -23,60 +32,107 @@ import jax.numpy as jnp
 import optax
 
 from disentangle import losses
+from disentangle.data import batch_spec as batch_spec_lib
+from disentangle.methods import optimizers as optim
 from disentangle.nn import networks
 
 
 @flax.struct.dataclass
 class TrainState:
   step: jax.Array    # int32 scalar: completed updates
-  params: Any        # {'vae': {'encoder': ..., 'decoder': ...}, ...}
-  opt_state: Any     # {'vae': optax state, ...}
+  params: Any        # {'vae': {'encoder': ..., 'decoder': ...}, ...}: one tree per group
+  opt_state: Any     # {'vae': optax state, ...}: one state per optimiser name
   rng: jax.Array     # base key; the step's key is fold_in(rng, step)
 
 
 def adam(config) -> optax.GradientTransformation:
-  o = config.optimizer
-  return optax.adam(o.learning_rate, b1=o.b1, b2=o.b2, eps=o.eps)
+  """Adam with ``config.optimizer``'s settings."""
+  return optim.adam_from_config(config)
 
 
 class VAEMethod:
-  """Shared pieces of the Gaussian-encoder / Bernoulli-decoder methods of the papers."""
+  """Shared pieces of the Gaussian-encoder methods of the papers (Bernoulli or L1 decoder)."""
 
   name = "vae"
   num_discrete = 0  # size of the discrete code fed to the decoder (CascadeVAE's S)
-  mesh = None       # the trainer's mesh, for per-shard host work (``assignment_scope='local'``)
 
-  def __init__(self, config, image_shape):
+  def __init__(self, config, image_shape, *, mesh=None):
     self.config = config
     self.image_shape = tuple(image_shape)
-    m = config.model
-    self.latent_dim = m.latent_dim
-    self.encoder = networks.Encoder(latent_dim=m.latent_dim, posterior_head=m.posterior_head,
-                                    init_scheme=m.init, conv_impl=m.conv_impl)
-    self.decoder = networks.Decoder(image_shape=self.image_shape, init_scheme=m.init,
-                                    conv_impl=m.conv_impl)
-    self.tx = adam(config)
+    self.mesh = mesh  # the trainer's mesh, for per-shard work (``*_scope='local'``)
+    self.latent_dim = config.model.latent_dim
+    self.encoder = self.make_encoder()
+    self.decoder = networks.Decoder(image_shape=self.image_shape, init_scheme=config.model.init,
+                                    conv_impl=config.model.conv_impl,
+                                    hidden_units=config.model.hidden_units)
+    self.optimizers = self.make_optimizers()
+
+  @classmethod
+  def batch_spec(cls, config) -> batch_spec_lib.BatchSpec:
+    """What the method's batches carry besides images (default: images only)."""
+    del config
+    return batch_spec_lib.IMAGES_ONLY
 
   # -- construction ----------------------------------------------------------------------------
+  def make_encoder(self, extra_outputs: int = 0) -> networks.Encoder:
+    """The encoder of ``config.model`` (``extra_outputs``: a further dense head on h)."""
+    m = self.config.model
+    return networks.Encoder(latent_dim=m.latent_dim, posterior_head=m.posterior_head,
+                            init_scheme=m.init, conv_impl=m.conv_impl,
+                            extra_outputs=extra_outputs, hidden_units=m.hidden_units,
+                            widths=m.encoder_widths, activation=m.activation,
+                            leaky_slope=m.leaky_slope, activation_last=m.activation_last)
+
+  def make_trunk(self) -> networks.Trunk:
+    """The encoder's trunk (hidden features h), applied to ``params['vae']['encoder']``."""
+    m = self.config.model
+    return networks.Trunk(init_scheme=m.init, conv_impl=m.conv_impl, hidden_units=m.hidden_units,
+                          widths=m.encoder_widths, activation=m.activation,
+                          leaky_slope=m.leaky_slope, activation_last=m.activation_last)
+
+  def decoder_input_dim(self) -> int:
+    return self.latent_dim + self.num_discrete
+
   def init_params(self, rng):
+    """The ``vae`` group: encoder and decoder parameters."""
     k_enc, k_dec = jax.random.split(rng)
     x = jnp.zeros((1,) + self.image_shape, jnp.float32)
-    latent = jnp.zeros((1, self.latent_dim + self.num_discrete), jnp.float32)
+    latent = jnp.zeros((1, self.decoder_input_dim()), jnp.float32)
     return {"encoder": self.encoder.init(k_enc, x)["params"],
             "decoder": self.decoder.init(k_dec, latent)["params"]}
 
+  def groups(self) -> dict[str, Callable]:
+    """Parameter groups in order: name -> ``init(rng) -> params``."""
+    return {"vae": self.init_params}
+
+  def make_optimizers(self) -> dict[str, optim.Optimizer]:
+    """Optimisers by name (each on a group): default one Adam on ``vae``."""
+    return {"vae": optim.optimizer("vae", adam(self.config))}
+
   def init(self, rng) -> TrainState:
-    k_params, k_state = jax.random.split(rng)
-    params = {"vae": self.init_params(k_params)}
-    return TrainState(step=jnp.zeros((), jnp.int32), params=params,
-                      opt_state={"vae": self.tx.init(params["vae"])}, rng=k_state)
+    """Keys ``split(rng, G + 1)``: one per group in order, the last is the state's base key."""
+    groups = self.groups()
+    *keys, k_state = jax.random.split(rng, len(groups) + 1)
+    params = {name: init(k) for (name, init), k in zip(groups.items(), keys)}
+    opt_state = {name: opt.transform.init(params[opt.group])
+                 for name, opt in self.optimizers.items()}
+    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=opt_state,
+                      rng=k_state)
 
   # -- pure pieces -----------------------------------------------------------------------------
   def encode(self, vae_params, images):
     return self.encoder.apply({"params": vae_params["encoder"]}, images)
 
+  def hidden(self, vae_params, images):
+    """The trunk's features h of ``images`` [B, hidden_units]."""
+    return self.make_trunk().apply({"params": vae_params["encoder"]}, images)
+
   def decode_logits(self, vae_params, latent):
     return self.decoder.apply({"params": vae_params["decoder"]}, latent)
+
+  def log_likelihood(self, logits, images):
+    """log p(x | logits) per image under ``model.likelihood`` (Bernoulli or L1)."""
+    return losses.log_likelihood(logits, images, self.config.model.likelihood)
 
   def decoder_input(self, z, d=None):
     """concat(z, one-hot d); d = None (or -1 entries) feeds zeros, as before CascadeVAE's t_d."""
@@ -89,7 +145,7 @@ class VAEMethod:
     return jnp.concatenate([z, onehot], axis=-1)
 
   def decode(self, params, z, d=None):
-    """Pixel probabilities for latents z [..., m] (and discrete codes d [...])."""
+    """Pixel means for latents z [..., m] (and discrete codes d [...])."""
     return jax.nn.sigmoid(self.decode_logits(params["vae"], self.decoder_input(z, d)))
 
   # Whether row i of `represent` depends on image i alone (so it may run in micro-batches).
@@ -107,10 +163,39 @@ class VAEMethod:
     wd = self.config.weight_decay
     return losses.l2_kernel_penalty(vae_params, wd) if wd else jnp.zeros((), jnp.float32)
 
-  def apply_update(self, state: TrainState, name: str, grads) -> TrainState:
-    updates, opt = self.tx.update(grads, state.opt_state[name], state.params[name])
-    params = dict(state.params, **{name: optax.apply_updates(state.params[name], updates)})
-    return state.replace(params=params, opt_state=dict(state.opt_state, **{name: opt}))
+  def loss(self, params, batch, rng, t):
+    """(loss, metrics) of one batch at iteration t; every method defines it."""
+    raise NotImplementedError
+
+  # -- the step --------------------------------------------------------------------------------
+  def step_key(self, state: TrainState):
+    """(rng, t) of the step: ``fold_in(state.rng, state.step)`` and ``state.step + 1``."""
+    return jax.random.fold_in(state.rng, state.step), state.step + 1
+
+  def gradients(self, loss_fn, params, *args):
+    """((loss, aux), grads of every group) of ``loss_fn(params, *args)``."""
+    return jax.value_and_grad(loss_fn, has_aux=True)(params, *args)
+
+  def apply_update(self, state: TrainState, name: str, grads, value=None) -> TrainState:
+    """Optimiser ``name`` updates its group with ``grads`` (of that group); ``value=`` the loss."""
+    opt = self.optimizers[name]
+    value = jnp.zeros((), jnp.float32) if value is None else value
+    updates, new = opt.transform.update(grads, state.opt_state[name], state.params[opt.group],
+                                        value=value)
+    params = dict(state.params, **{opt.group: optax.apply_updates(state.params[opt.group],
+                                                                  updates)})
+    return state.replace(params=params, opt_state=dict(state.opt_state, **{name: new}))
+
+  def advance(self, state: TrainState) -> TrainState:
+    return state.replace(step=state.step + 1)
+
+  def train_step(self, state: TrainState, batch):
+    """One update: every optimiser steps its group on the gradient of ``loss`` (one value)."""
+    rng, t = self.step_key(state)
+    (loss, metrics), grads = self.gradients(self.loss, state.params, batch, rng, t)
+    for name, opt in self.optimizers.items():
+      state = self.apply_update(state, name, grads[opt.group], value=loss)
+    return self.advance(state), metrics
 
 
 def kl_metrics(kl_per_dim) -> dict:

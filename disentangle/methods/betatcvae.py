@@ -24,10 +24,10 @@ CascadeVAE reports no number for beta-TCVAE, so the config has no ``PUBLISHED`` 
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import ml_collections
 
+from disentangle import config as config_lib
 from disentangle import losses
 from disentangle.methods import base
 
@@ -43,23 +43,26 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 RULES = {
-    "betatcvae.alpha": (lambda v: v >= 0, ">= 0"),
-    "betatcvae.beta": (lambda v: v >= 0, ">= 0"),
-    "betatcvae.gamma": (lambda v: v >= 0, ">= 0"),
-    "betatcvae.estimator": (lambda v: v in ("mws", "mss"), "'mws' or 'mss'"),
-    "betatcvae.dataset_size": (lambda v: v > 0, "> 0"),
+    "betatcvae.alpha": config_lib.NONNEG,
+    "betatcvae.beta": config_lib.NONNEG,
+    "betatcvae.gamma": config_lib.NONNEG,
+    "betatcvae.estimator": config_lib.one_of("mws", "mss"),
+    "betatcvae.dataset_size": config_lib.POSITIVE,
 }
+STEP_FIELDS = ()
 
 
 class BetaTCVAE(base.VAEMethod):
   name = "betatcvae"
 
-  def loss(self, vae_params, batch, rng):
+  def loss(self, params, batch, rng, t):
+    del t
     c = self.config.betatcvae
+    vae_params = params["vae"]
     x = batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)
-    rec = -jnp.mean(losses.bernoulli_log_likelihood(self.decode_logits(vae_params, z), x))
+    rec = -jnp.mean(self.log_likelihood(self.decode_logits(vae_params, z), x))
     log_qz_x, log_qz, log_prod = losses.minibatch_log_densities(
         z, mean, logvar, dataset_size=c.dataset_size, stratified=c.estimator == "mss")
     log_pz = jnp.sum(losses.gaussian_log_density(z, jnp.zeros_like(z), jnp.zeros_like(z)), -1)
@@ -70,9 +73,3 @@ class BetaTCVAE(base.VAEMethod):
     kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)  # analytic, for the logs
     return loss, dict(loss=loss, reconstruction=rec, mutual_information=mi,
                       total_correlation=tc, dimwise_kl=dwkl, **base.kl_metrics(kl))
-
-  def train_step(self, state, batch):
-    rng = jax.random.fold_in(state.rng, state.step)
-    grads, metrics = jax.grad(self.loss, has_aux=True)(state.params["vae"], batch, rng)
-    state = self.apply_update(state, "vae", grads)
-    return state.replace(step=state.step + 1), metrics

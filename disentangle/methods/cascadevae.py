@@ -25,10 +25,11 @@ import jax.numpy as jnp
 import ml_collections
 
 from disentangle import assignment
+from disentangle import config as config_lib
 from disentangle import losses
 from disentangle import schedules
+from disentangle import sharding
 from disentangle.methods import base
-from disentangle.train import mesh as mesh_lib
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -49,27 +50,35 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 RULES = {
-    "cascade.num_discrete": (lambda v: v >= 2, ">= 2"),
-    "cascade.penalty": (lambda v: v >= 0, ">= 0"),
-    "cascade.beta_high": (lambda v: v >= 0, ">= 0"),
-    "cascade.beta_low": (lambda v: v >= 0, ">= 0"),
-    "cascade.relieve_every": (lambda v: v > 0, "> 0"),
-    "cascade.relieved_at_start": (lambda v: v >= 0, ">= 0"),
-    "cascade.discrete_start": (lambda v: v >= 0, ">= 0"),
-    "cascade.solver": (lambda v: v in ("scipy", "hungarian"), "'scipy' or 'hungarian'"),
-    "cascade.assignment_scope": (lambda v: v in ("global", "local"), "'global' or 'local'"),
-    "cascade.eval_discrete": (lambda v: v in ("argmax", "assignment"), "'argmax' or 'assignment'"),
-    "cascade.unary_batching": (lambda v: v in ("per_class", "stacked"),
-                               "'per_class' or 'stacked'"),
+    "cascade.num_discrete": config_lib.in_range(2, None),
+    "cascade.penalty": config_lib.NONNEG,
+    "cascade.beta_high": config_lib.NONNEG,
+    "cascade.beta_low": config_lib.NONNEG,
+    "cascade.relieve_every": config_lib.POSITIVE,
+    "cascade.relieved_at_start": config_lib.NONNEG,
+    "cascade.discrete_start": config_lib.NONNEG,
+    "cascade.solver": config_lib.one_of(*assignment.SOLVERS),
+    "cascade.assignment_scope": config_lib.one_of("global", "local"),
+    "cascade.eval_discrete": config_lib.one_of("argmax", "assignment"),
+    "cascade.unary_batching": config_lib.one_of("per_class", "stacked"),
 }
+STEP_FIELDS = ("cascade.relieve_every", "cascade.discrete_start")  # fields counting iterations
+NEVER = 2**31 - 1  # a t_d no run reaches: the CascadeVAE-C ablation (no discrete code)
+
+
+def smoke(c, *, relieve_every: int = 50, discrete_start: int | None = None) -> None:
+  """The smoke variant's schedule: r shortened; t_d moved unless it is the CascadeVAE-C NEVER."""
+  c.cascade.relieve_every = relieve_every
+  if discrete_start is not None and c.cascade.discrete_start != NEVER:
+    c.cascade.discrete_start = discrete_start
 
 
 class CascadeVAE(base.VAEMethod):
   name = "cascadevae"
 
-  def __init__(self, config, image_shape):
+  def __init__(self, config, image_shape, *, mesh=None):
     self.num_discrete = config.cascade.num_discrete
-    super().__init__(config, image_shape)
+    super().__init__(config, image_shape, mesh=mesh)
 
   def _assign(self, u):
     """The exact assignment of ``u`` [B, S]: over the global batch, or per shard of the mesh.
@@ -81,10 +90,7 @@ class CascadeVAE(base.VAEMethod):
     """
     c = self.config.cascade
     solve = lambda v: assignment.assign(v, c.penalty, solver=c.solver)
-    if c.assignment_scope == "local" and self.mesh is not None and self.mesh.size > 1:
-      spec = jax.sharding.PartitionSpec(mesh_lib.DATA_AXIS)
-      return jax.shard_map(solve, mesh=self.mesh, in_specs=spec, out_specs=spec)(u)
-    return solve(u)
+    return sharding.local_or_global(solve, self.mesh, c.assignment_scope)(u)
 
   def betas(self, t):
     c = self.config.cascade
@@ -103,7 +109,7 @@ class CascadeVAE(base.VAEMethod):
     """
     S, B = self.num_discrete, z.shape[0]
     if self.config.cascade.unary_batching == "per_class":
-      cols = [losses.bernoulli_log_likelihood(
+      cols = [self.log_likelihood(
           self.decode_logits(vae_params, self.decoder_input(z, jnp.full((B,), k))), x)
               for k in range(S)]
       return jnp.stack(cols, axis=-1)
@@ -111,7 +117,7 @@ class CascadeVAE(base.VAEMethod):
     ks = jnp.repeat(jnp.arange(S), B)
     logits = self.decode_logits(vae_params, self.decoder_input(zs, ks))
     xs = jnp.broadcast_to(x[None], (S,) + x.shape).reshape((S * B,) + x.shape[1:])
-    return losses.bernoulli_log_likelihood(logits, xs).reshape(S, B).T
+    return self.log_likelihood(logits, xs).reshape(S, B).T
 
   def discrete_codes(self, vae_params, z, x, active):
     """The solved d (int32 [B]; -1 = no code yet) at the sampled z, as a constant."""
@@ -124,14 +130,14 @@ class CascadeVAE(base.VAEMethod):
 
     return jax.lax.stop_gradient(jax.lax.cond(active, solve, none, None))
 
-  def loss(self, vae_params, batch, rng, t):
+  def terms(self, vae_params, batch, rng, t):
+    """(loss, metrics, d) of one batch at iteration t (counted from 1, as in Algorithm 1)."""
     x = batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)  # eps sampled once, reused for the update
     active = jnp.asarray(t) > self.config.cascade.discrete_start
     d = self.discrete_codes(vae_params, z, x, active)
-    log_px = losses.bernoulli_log_likelihood(
-        self.decode_logits(vae_params, self.decoder_input(z, d)), x)
+    log_px = self.log_likelihood(self.decode_logits(vae_params, self.decoder_input(z, d)), x)
     rec = -jnp.mean(log_px)
     kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
     betas = self.betas(t)
@@ -140,14 +146,11 @@ class CascadeVAE(base.VAEMethod):
     metrics = dict(loss=loss, reconstruction=rec, betas=betas,
                    discrete_active=active.astype(jnp.float32),
                    discrete_fraction=counts / x.shape[0], **base.kl_metrics(kl))
-    return loss, (metrics, d)
+    return loss, metrics, d
 
-  def train_step(self, state, batch):
-    rng = jax.random.fold_in(state.rng, state.step)
-    t = state.step + 1  # Algorithm 1 counts iterations from 1
-    grads, (metrics, _) = jax.grad(self.loss, has_aux=True)(state.params["vae"], batch, rng, t)
-    state = self.apply_update(state, "vae", grads)
-    return state.replace(step=state.step + 1), metrics
+  def loss(self, params, batch, rng, t):
+    loss, metrics, _ = self.terms(params["vae"], batch, rng, t)
+    return loss, metrics
 
   @property
   def rowwise_represent(self) -> bool:

@@ -14,15 +14,16 @@ serves both updates (one data stream for all methods).
 """
 from __future__ import annotations
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
 
+from disentangle import config as config_lib
 from disentangle import losses
 from disentangle.methods import base
-from disentangle.train import mesh as mesh_lib
+from disentangle.methods import discriminator as disc_lib
+from disentangle.methods import optimizers as optim
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -39,103 +40,85 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 RULES = {
-    "factorvae.beta": (lambda v: v >= 0, ">= 0"),
-    "factorvae.gamma": (lambda v: v >= 0, ">= 0"),
-    "factorvae.disc_hidden": (lambda v: v > 0, "> 0"),
-    "factorvae.disc_layers": (lambda v: v > 0, "> 0"),
-    "factorvae.disc_learning_rate": (lambda v: v > 0, "> 0"),
-    "factorvae.permute_scope": (lambda v: v in ("global", "local"), "'global' or 'local'"),
+    "factorvae.beta": config_lib.NONNEG,
+    "factorvae.gamma": config_lib.NONNEG,
+    "factorvae.disc_hidden": config_lib.POSITIVE,
+    "factorvae.disc_layers": config_lib.POSITIVE,
+    "factorvae.disc_learning_rate": config_lib.POSITIVE,
+    "factorvae.disc_b1": config_lib.PROBABILITY_OPEN1,
+    "factorvae.disc_b2": config_lib.PROBABILITY_OPEN1,
+    "factorvae.permute_scope": config_lib.one_of("global", "local"),
 }
+STEP_FIELDS = ()
 
-
-class Discriminator(nn.Module):
-  """MLP z -> 2 logits (class 0: a sample of q(z); class 1: of prod_j q(z_j))."""
-  hidden: int = 1000
-  layers: int = 6
-
-  @nn.compact
-  def __call__(self, z):
-    h = z
-    for i in range(self.layers):
-      h = nn.leaky_relu(nn.Dense(self.hidden, name=f"fc{i}")(h), 0.2)
-    return nn.Dense(2, name="logits")(h)
+Discriminator = disc_lib.Discriminator  # the shared module (also FFVAE's)
 
 
 def permute_dims(rng, z):
   """Permute each column of z [B, m] independently along the batch (Kim & Mnih, Alg. 2)."""
-  keys = jax.random.split(rng, z.shape[1])
-  cols = [jax.random.permutation(k, z[:, j]) for j, k in enumerate(keys)]
-  return jnp.stack(cols, axis=1)
+  return disc_lib.permute_groups(rng, z, disc_lib.singleton_groups(z.shape[1]))
 
 
 class FactorVAE(base.VAEMethod):
   name = "factorvae"
 
-  def __init__(self, config, image_shape):
-    super().__init__(config, image_shape)
+  def __init__(self, config, image_shape, *, mesh=None):
     f = config.factorvae
-    self.discriminator = Discriminator(hidden=f.disc_hidden, layers=f.disc_layers)
-    self.disc_tx = optax.adam(f.disc_learning_rate, b1=f.disc_b1, b2=f.disc_b2)
+    self.discriminator = disc_lib.Discriminator(hidden=f.disc_hidden, layers=f.disc_layers)
+    super().__init__(config, image_shape, mesh=mesh)
 
-  def init(self, rng):
-    k_vae, k_disc, k_state = jax.random.split(rng, 3)
-    params = {"vae": self.init_params(k_vae),
-              "discriminator": self.discriminator.init(
-                  k_disc, jnp.zeros((1, self.latent_dim)))["params"]}
-    return base.TrainState(
-        step=jnp.zeros((), jnp.int32), params=params,
-        opt_state={"vae": self.tx.init(params["vae"]),
-                   "discriminator": self.disc_tx.init(params["discriminator"])},
-        rng=k_state)
+  def groups(self):
+    return {"vae": self.init_params,
+            "discriminator": lambda k: self.discriminator.init(
+                k, jnp.zeros((1, self.latent_dim)))["params"]}
 
-  def vae_loss(self, vae_params, disc_params, batch, rng):
+  def make_optimizers(self):
     f = self.config.factorvae
+    return dict(super().make_optimizers(), discriminator=optim.optimizer(
+        "discriminator", optax.adam(f.disc_learning_rate, b1=f.disc_b1, b2=f.disc_b2)))
+
+  def vae_terms(self, params, batch, rng):
+    """(VAE loss, (metrics, z)): Kim & Mnih Eq. 2 with the TC estimate at the sampled z."""
+    f = self.config.factorvae
+    vae_params = params["vae"]
     x = batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)
-    rec = -jnp.mean(losses.bernoulli_log_likelihood(self.decode_logits(vae_params, z), x))
+    rec = -jnp.mean(self.log_likelihood(self.decode_logits(vae_params, z), x))
     kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
-    logits = self.discriminator.apply({"params": disc_params}, z)
-    tc = jnp.mean(logits[:, 0] - logits[:, 1])
+    logits = self.discriminator.apply({"params": params["discriminator"]}, z)
+    tc = jnp.mean(disc_lib.density_ratio(logits))
     loss = rec + f.beta * jnp.sum(kl) + f.gamma * tc + self.regularizer(vae_params)
     return loss, (dict(loss=loss, reconstruction=rec, tc_estimate=tc, **base.kl_metrics(kl)), z)
 
+  def loss(self, params, batch, rng, t):
+    """The VAE loss (the one the ``vae`` optimiser follows) and its metrics."""
+    del t
+    loss, (metrics, _) = self.vae_terms(params, batch, jax.random.split(rng)[0])
+    return loss, metrics
+
   def permute(self, rng, z):
-    """The fake samples: over the global batch (default), or within each device's shard.
+    """The fake samples: every dimension its own group, over the global batch or per shard."""
+    return disc_lib.permute_scoped(rng, z, disc_lib.singleton_groups(z.shape[1]),
+                                   scope=self.config.factorvae.permute_scope, mesh=self.mesh)
 
-    ``permute_scope='local'`` permutes inside ``shard_map`` with a per-shard key, so no sample
-    crosses devices (cheaper on large meshes; the product of marginals is then estimated per
-    shard). With one device both are the same.
-    """
-    if self.config.factorvae.permute_scope == "local" and self.mesh is not None \
-        and self.mesh.size > 1:
-      spec = jax.sharding.PartitionSpec(mesh_lib.DATA_AXIS)
-
-      def local(key, zz):
-        return permute_dims(jax.random.fold_in(key, jax.lax.axis_index(mesh_lib.DATA_AXIS)), zz)
-
-      return jax.shard_map(local, mesh=self.mesh, in_specs=(jax.sharding.PartitionSpec(), spec),
-                           out_specs=spec)(rng, z)
-    return permute_dims(rng, z)
-
-  def disc_loss(self, disc_params, z, rng):
+  def disc_loss(self, params, z, rng):
+    """Cross-entropy of D on B real rows (stop-gradient z) and B permuted fake rows."""
     z = jax.lax.stop_gradient(z)
     fake = self.permute(rng, z)
-    logits = self.discriminator.apply({"params": disc_params}, jnp.concatenate([z, fake]))
-    labels = jnp.concatenate([jnp.zeros(len(z), jnp.int32), jnp.ones(len(z), jnp.int32)])
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-    acc = jnp.mean(jnp.argmax(logits, -1) == labels)
-    return jnp.mean(ce), dict(disc_loss=jnp.mean(ce), disc_accuracy=acc)
+    logits = self.discriminator.apply({"params": params["discriminator"]},
+                                      jnp.concatenate([z, fake]))
+    return disc_lib.discriminator_loss(logits)
 
   def train_step(self, state, batch):
-    rng = jax.random.fold_in(state.rng, state.step)
+    """Both gradients at the same parameters, then both updates (Kim & Mnih, Algorithm 2)."""
+    rng, _ = self.step_key(state)
     k_vae, k_perm = jax.random.split(rng)
-    disc_params = state.params["discriminator"]
-    vae_grads, (metrics, z) = jax.grad(self.vae_loss, has_aux=True)(
-        state.params["vae"], disc_params, batch, k_vae)
-    disc_grads, disc_metrics = jax.grad(self.disc_loss, has_aux=True)(disc_params, z, k_perm)
-    state = self.apply_update(state, "vae", vae_grads)
-    updates, opt = self.disc_tx.update(disc_grads, state.opt_state["discriminator"], disc_params)
-    params = dict(state.params, discriminator=optax.apply_updates(disc_params, updates))
-    state = state.replace(params=params, opt_state=dict(state.opt_state, discriminator=opt))
-    return state.replace(step=state.step + 1), dict(metrics, **disc_metrics)
+    (vae_loss, (metrics, z)), vae_grads = self.gradients(self.vae_terms, state.params, batch,
+                                                         k_vae)
+    (disc_loss, disc_metrics), disc_grads = self.gradients(self.disc_loss, state.params, z,
+                                                           k_perm)
+    state = self.apply_update(state, "vae", vae_grads["vae"], value=vae_loss)
+    state = self.apply_update(state, "discriminator", disc_grads["discriminator"],
+                              value=disc_loss)
+    return self.advance(state), dict(metrics, **disc_metrics)

@@ -24,9 +24,10 @@ batch 64 everywhere.
 Where this differs from the authors' PyTorch code:
 - The networks are the shared ones of CascadeVAE supplement Tables 5-6 (their own architecture
   "follows Dupont"): for 32x32 images Dupont's encoder is convs 32, 64, 64 where Table 6 says
-  32, 32, 64. The categorical heads are one dense layer of width sum_i K_i on the 256-unit trunk
-  (``Encoder(extra_outputs=...)``) split into blocks: the same function as their one linear head
-  per variable, only the initialisation scale differs.
+  32, 32, 64 (``model.encoder_widths='dupont'`` gives Dupont's). The categorical heads are one
+  dense layer of width sum_i K_i on the 256-unit trunk (``Encoder(extra_outputs=...)``) split into
+  blocks (:mod:`disentangle.methods.categorical`): the same function as their one linear head per
+  variable, only the initialisation scale differs.
 - Their loss is divided by the number of pixels before the backward pass; Adam is nearly
   invariant to that scale (up to eps), so the loss here is not divided.
 - log pi uses log_softmax rather than log(pi + 1e-12).
@@ -41,12 +42,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 
+from disentangle import config as config_lib
 from disentangle import losses
 from disentangle import schedules
 from disentangle.methods import base
-from disentangle.nn import networks
+from disentangle.methods import categorical
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -64,61 +65,48 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
-def _sizes_ok(v) -> bool:
-  return len(v) >= 1 and all(isinstance(k, int) and not isinstance(k, bool) and k >= 2 for k in v)
-
-
 RULES = {
-    "jointvae.discrete_sizes": (_sizes_ok, "a non-empty tuple of ints >= 2"),
-    "jointvae.temperature": (lambda v: v > 0, "> 0"),
-    "jointvae.cont_min": (lambda v: v >= 0, ">= 0"),
-    "jointvae.cont_max": (lambda v: v >= 0, ">= 0"),
-    "jointvae.cont_steps": (lambda v: v > 0, "> 0"),
-    "jointvae.cont_gamma": (lambda v: v >= 0, ">= 0"),
-    "jointvae.disc_min": (lambda v: v >= 0, ">= 0"),
-    "jointvae.disc_max": (lambda v: v >= 0, ">= 0"),
-    "jointvae.disc_steps": (lambda v: v > 0, "> 0"),
-    "jointvae.disc_gamma": (lambda v: v >= 0, ">= 0"),
+    "jointvae.discrete_sizes": config_lib.int_tuple(min_len=1, min_value=2),
+    "jointvae.temperature": config_lib.POSITIVE,
+    "jointvae.cont_min": config_lib.NONNEG,
+    "jointvae.cont_max": config_lib.NONNEG,
+    "jointvae.cont_steps": config_lib.POSITIVE,
+    "jointvae.cont_gamma": config_lib.NONNEG,
+    "jointvae.disc_min": config_lib.NONNEG,
+    "jointvae.disc_max": config_lib.NONNEG,
+    "jointvae.disc_steps": config_lib.POSITIVE,
+    "jointvae.disc_gamma": config_lib.NONNEG,
 }
+STEP_FIELDS = ("jointvae.cont_steps", "jointvae.disc_steps")  # fields counting iterations
 
 
-def discrete_capacity_cap(sizes) -> float:
-  """sum_i log K_i: the largest KL of the categoricals against their uniform priors."""
-  return float(sum(np.log(k) for k in sizes))
+discrete_capacity_cap = categorical.capacity_cap  # sum_i log K_i
 
 
 class JointVAE(base.VAEMethod):
   name = "jointvae"
 
-  def __init__(self, config, image_shape):
-    super().__init__(config, image_shape)
-    j = config.jointvae
-    self.discrete_sizes = tuple(int(k) for k in j.discrete_sizes)
+  def __init__(self, config, image_shape, *, mesh=None):
+    self.discrete_sizes = tuple(int(k) for k in config.jointvae.discrete_sizes)
     self.num_discrete = self.discrete_sizes[0]  # the code the evaluator sees (first categorical)
-    m = config.model
-    self.encoder = networks.Encoder(latent_dim=m.latent_dim, posterior_head=m.posterior_head,
-                                    init_scheme=m.init, conv_impl=m.conv_impl,
-                                    extra_outputs=sum(self.discrete_sizes))
+    super().__init__(config, image_shape, mesh=mesh)
 
   # -- construction ----------------------------------------------------------------------------
-  def init_params(self, rng):
-    k_enc, k_dec = jax.random.split(rng)
-    x = jnp.zeros((1,) + self.image_shape, jnp.float32)
-    latent = jnp.zeros((1, self.latent_dim + sum(self.discrete_sizes)), jnp.float32)
-    return {"encoder": self.encoder.init(k_enc, x)["params"],
-            "decoder": self.decoder.init(k_dec, latent)["params"]}
+  def make_encoder(self, extra_outputs: int = 0):
+    return super().make_encoder(extra_outputs=sum(self.discrete_sizes))
+
+  def decoder_input_dim(self) -> int:
+    return self.latent_dim + sum(self.discrete_sizes)
 
   # -- pieces ----------------------------------------------------------------------------------
   def split_logits(self, logits) -> list:
     """The encoder's extra head [..., sum K_i] -> one logits block [..., K_i] per categorical."""
-    cuts = np.cumsum(self.discrete_sizes)[:-1].tolist()
-    return jnp.split(logits, cuts, axis=-1)
+    return categorical.split_blocks(logits, self.discrete_sizes)
 
   def decoder_input(self, z, d=None):
     """concat(z, one-hot d, zeros for the other categoricals); d = None (or -1) feeds zeros."""
-    codes = [jnp.zeros(z.shape[:-1] + (k,), z.dtype) for k in self.discrete_sizes]
-    if d is not None:
-      codes[0] = jax.nn.one_hot(d, self.discrete_sizes[0], dtype=z.dtype)
+    codes = [categorical.one_hot_or_zeros(d if i == 0 else None, k, z.shape[:-1], z.dtype)
+             for i, k in enumerate(self.discrete_sizes)]
     return jnp.concatenate([z] + codes, axis=-1)
 
   def capacities(self, t):
@@ -130,17 +118,18 @@ class JointVAE(base.VAEMethod):
                                     num_steps=j.disc_steps)
     return c_z, jnp.minimum(c_c, discrete_capacity_cap(self.discrete_sizes))
 
-  def loss(self, vae_params, batch, rng, t):
+  def loss(self, params, batch, rng, t):
+    """t: the iteration counted from 1 (Dupont's ``num_steps`` is incremented before the loss)."""
     j = self.config.jointvae
+    vae_params = params["vae"]
     x = batch["image"]
     mean, logvar, logits = self.encode(vae_params, x)
     groups = self.split_logits(logits)
     k_z, k_c = jax.random.split(rng)
     z = losses.reparameterize(k_z, mean, logvar)
-    keys = jax.random.split(k_c, len(groups))
-    codes = [losses.gumbel_softmax_sample(k, l, j.temperature) for k, l in zip(keys, groups)]
+    codes = categorical.relaxed_codes(k_c, groups, j.temperature)
     latent = jnp.concatenate([z] + codes, axis=-1)
-    rec = -jnp.mean(losses.bernoulli_log_likelihood(self.decode_logits(vae_params, latent), x))
+    rec = -jnp.mean(self.log_likelihood(self.decode_logits(vae_params, latent), x))
     kl_z = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
     kl_c = jnp.stack([jnp.mean(losses.categorical_kl_uniform(l)) for l in groups])
     c_z, c_c = self.capacities(t)
@@ -152,25 +141,16 @@ class JointVAE(base.VAEMethod):
                    kl_disc=jnp.sum(kl_c), kl_disc_per_var=kl_c, **base.kl_metrics(kl_z))
     return loss, metrics
 
-  def train_step(self, state, batch):
-    rng = jax.random.fold_in(state.rng, state.step)
-    t = state.step + 1  # Dupont's num_steps is incremented before the loss
-    grads, metrics = jax.grad(self.loss, has_aux=True)(state.params["vae"], batch, rng, t)
-    state = self.apply_update(state, "vae", grads)
-    return state.replace(step=state.step + 1), metrics
-
   # -- evaluation ------------------------------------------------------------------------------
   def represent(self, params, images):
     """Means, log-variances and the argmax class of the first categorical (int32)."""
     mean, logvar, logits = self.encode(params["vae"], images)
-    first = self.split_logits(logits)[0]
-    return {"mean": mean, "logvar": logvar,
-            "discrete": jnp.argmax(first, axis=-1).astype(jnp.int32)}
+    classes = categorical.argmax_classes(self.split_logits(logits))
+    return {"mean": mean, "logvar": logvar, "discrete": classes[..., 0]}
 
   def reconstruct(self, params, images):
     """Dupont's reconstruction mode: z = mean and every c_i = one-hot(argmax logits_i)."""
     mean, _, logits = self.encode(params["vae"], images)
-    codes = [jax.nn.one_hot(jnp.argmax(l, axis=-1), l.shape[-1], dtype=mean.dtype)
-             for l in self.split_logits(logits)]
+    codes = categorical.hard_codes(self.split_logits(logits), mean.dtype)
     latent = jnp.concatenate([mean] + codes, axis=-1)
     return jax.nn.sigmoid(self.decode_logits(params["vae"], latent))

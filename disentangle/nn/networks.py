@@ -3,8 +3,13 @@
 64x64 images (dSprites, Chairs, CelebA): four 4x4 stride-2 convs 32, 32, 64, 64 (ReLU), dense 256
 (ReLU), dense ``2 m``; the decoder mirrors it: dense 256, dense 64*4*4 (ReLU), transposed convs 64,
 32, 32 (ReLU) and one to the image channels. 32x32 images (MNIST, Fashion-MNIST, resized from 28):
-three convs 32, 32, 64, and transposed convs 32, 32, then the output. The decoder returns Bernoulli
-*logits* (the tables' final sigmoid lives in the likelihood).
+three convs 32, 32, 64 (``model.encoder_widths='cascade'``, Table 2; ``'dupont'``: 32, 64, 64 of
+JointVAE / PartedVAE), and transposed convs 32, 32, then the output. The decoder returns *logits*
+(the tables' final sigmoid lives in the likelihood, :func:`disentangle.losses.log_likelihood`).
+
+The encoder is a :class:`Trunk` (convs and the dense layer, giving the hidden features h) plus its
+heads; ``model.hidden_units`` (256; FFVAE 128) sets the dense layer of both networks and
+``model.activation`` / ``model.leaky_slope`` / ``model.activation_last`` the trunk's activation.
 
 Options from the authors' code (``../shared/notes/reference-facts.md``), set by config:
 - ``init='reference'``: variance-scaling (He) kernels for convs, Glorot-uniform for dense layers,
@@ -23,10 +28,16 @@ import jax
 import jax.numpy as jnp
 
 
-_ENCODER_WIDTHS = {64: (32, 32, 64, 64), 32: (32, 32, 64)}
+# Encoder conv widths per image size; at 32x32 the two papers differ (``model.encoder_widths``).
+ENCODER_WIDTHS = {
+    "cascade": {64: (32, 32, 64, 64), 32: (32, 32, 64)},   # CascadeVAE supplement Table 2
+    "dupont": {64: (32, 32, 64, 64), 32: (32, 64, 64)},    # JointVAE / PartedVAE at 32x32
+}
+_ENCODER_WIDTHS = ENCODER_WIDTHS["cascade"]  # the default (benchmarks read it)
 _DECODER_WIDTHS = {64: (64, 32, 32), 32: (32, 32)}
-_HIDDEN = 256
+HIDDEN_UNITS = 256  # the dense layer of both networks (``model.hidden_units``)
 _BOTTLENECK = (4, 4, 64)
+ACTIVATIONS = ("relu", "leaky_relu")
 
 
 def initializers(init: str):
@@ -56,32 +67,82 @@ def _conv_transpose(impl: str, features: int, name: str, kernel_init):
 
 
 def check_image_size(size: int) -> None:
-  if size not in _ENCODER_WIDTHS:
+  if size not in _DECODER_WIDTHS:
     raise ValueError(f"the papers' networks take 64x64 or 32x32 images, got {size}x{size}")
+
+
+def activation(name: str, leaky_slope: float = 0.01):
+  """The trunk activation: ``'relu'`` or ``'leaky_relu'`` (negative slope ``leaky_slope``)."""
+  if name == "relu":
+    return nn.relu
+  if name == "leaky_relu":
+    return lambda h: nn.leaky_relu(h, leaky_slope)
+  raise ValueError(f"model.activation must be one of {list(ACTIVATIONS)}, got {name!r}")
+
+
+def _trunk(module, x):
+  """The shared body of :class:`Trunk` and :class:`Encoder`: convs, flatten, dense -> h.
+
+  Layers are created in ``module``'s scope (names ``conv{i}``, ``fc``), so the trunk's parameters
+  are the encoder's own, with the same names. The activation (``module.activation``) follows the
+  last ``module.activation_last`` layers (0 = all of them); ReLU follows the others.
+  """
+  check_image_size(x.shape[-2])
+  conv_init, dense_init = initializers(module.init_scheme)
+  widths = ENCODER_WIDTHS[module.widths][x.shape[-2]]
+  num_layers = len(widths) + 1
+  first_custom = 0 if module.activation_last == 0 else num_layers - module.activation_last
+  act = lambda i: (activation(module.activation, module.leaky_slope) if i >= first_custom
+                   else nn.relu)
+  h = x
+  for i, width in enumerate(widths):
+    h = act(i)(_conv(module.conv_impl, width, f"conv{i}", conv_init)(h))
+  h = h.reshape(h.shape[:-3] + (-1,))
+  return act(num_layers - 1)(nn.Dense(module.hidden_units, kernel_init=dense_init, name="fc")(h))
+
+
+class Trunk(nn.Module):
+  """The encoder without its heads: image [B, H, W, C] -> hidden features h [B, hidden_units].
+
+  Applied to an :class:`Encoder`'s parameters (same names; the heads' entries are ignored), it
+  gives the h the encoder's heads read: a method adds its own heads on h (e.g. PartedVAE's
+  attention) or trains the trunk alone (a supervised classifier on h).
+  """
+  init_scheme: str = "reference"
+  conv_impl: str = "flax"
+  hidden_units: int = HIDDEN_UNITS
+  widths: str = "cascade"
+  activation: str = "relu"
+  leaky_slope: float = 0.01
+  activation_last: int = 0
+
+  @nn.compact
+  def __call__(self, x):
+    return _trunk(self, x)
 
 
 class Encoder(nn.Module):
   """q(z | x): image [B, H, W, C] -> (mean [B, m], logvar [B, m]), plus optional extra heads.
 
-  ``extra_outputs`` adds a dense head of that width on the 256-unit trunk (e.g. JointVAE's
-  categorical logits); it is returned as a third value when non-zero.
+  The :class:`Trunk` (convs and the dense layer of ``hidden_units``) then the dense head ``2 m``.
+  ``extra_outputs`` adds a dense head of that width on the trunk's h (e.g. JointVAE's categorical
+  logits); it is returned as a third value when non-zero. ``return_hidden=True`` appends h.
   """
   latent_dim: int
   posterior_head: str = "logvar"
   init_scheme: str = "reference"
   conv_impl: str = "flax"
   extra_outputs: int = 0
+  hidden_units: int = HIDDEN_UNITS
+  widths: str = "cascade"
+  activation: str = "relu"
+  leaky_slope: float = 0.01
+  activation_last: int = 0
 
   @nn.compact
-  def __call__(self, x):
-    check_image_size(x.shape[-2])
-    conv_init, dense_init = initializers(self.init_scheme)
-    h = x
-    for i, width in enumerate(_ENCODER_WIDTHS[x.shape[-2]]):
-      h = _conv(self.conv_impl, width, f"conv{i}", conv_init)(h)
-      h = nn.relu(h)
-    h = h.reshape(h.shape[:-3] + (-1,))
-    h = nn.relu(nn.Dense(_HIDDEN, kernel_init=dense_init, name="fc")(h))
+  def __call__(self, x, return_hidden: bool = False):
+    h = _trunk(self, x)
+    _, dense_init = initializers(self.init_scheme)
     out = nn.Dense(2 * self.latent_dim, kernel_init=dense_init, name="head")(h)
     mean, raw = jnp.split(out, 2, axis=-1)
     if self.posterior_head == "logvar":
@@ -91,9 +152,10 @@ class Encoder(nn.Module):
     else:
       raise ValueError(f"model.posterior_head must be 'logvar' or 'softplus_sigma', "
                        f"got {self.posterior_head!r}")
+    outputs = (mean, logvar)
     if self.extra_outputs:
-      return mean, logvar, nn.Dense(self.extra_outputs, kernel_init=dense_init, name="extra")(h)
-    return mean, logvar
+      outputs += (nn.Dense(self.extra_outputs, kernel_init=dense_init, name="extra")(h),)
+    return outputs + (h,) if return_hidden else outputs
 
 
 class Decoder(nn.Module):
@@ -104,13 +166,14 @@ class Decoder(nn.Module):
   image_shape: Sequence[int]
   init_scheme: str = "reference"
   conv_impl: str = "flax"
+  hidden_units: int = HIDDEN_UNITS
 
   @nn.compact
   def __call__(self, latent):
     size, _, channels = self.image_shape
     check_image_size(size)
     conv_init, dense_init = initializers(self.init_scheme)
-    h = nn.relu(nn.Dense(_HIDDEN, kernel_init=dense_init, name="fc0")(latent))
+    h = nn.relu(nn.Dense(self.hidden_units, kernel_init=dense_init, name="fc0")(latent))
     h = nn.relu(nn.Dense(_BOTTLENECK[0] * _BOTTLENECK[1] * _BOTTLENECK[2],
                          kernel_init=dense_init, name="fc1")(h))
     h = h.reshape(h.shape[:-1] + _BOTTLENECK)

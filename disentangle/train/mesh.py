@@ -1,8 +1,8 @@
-"""Device mesh and shardings for data parallelism (one ``data`` axis over all devices).
+"""The device mesh of a run and the processes behind it (one ``data`` axis over all devices).
 
-Parameters and optimiser states are replicated; batches are global arrays sharded along their
-batch axis, assembled from each process's share with ``jax.make_array_from_process_local_data``.
-Multi-host: :func:`initialize_distributed` wraps ``jax.distributed.initialize`` (auto-detected on
+The shardings themselves (``DATA_AXIS``, replicated / batch shardings, per-shard work, assembling
+global batches from each process's share) live in :mod:`disentangle.sharding`, below the methods;
+they are re-exported here. Multi-host: :func:`initialize_distributed` wraps ``jax.distributed.initialize`` (auto-detected on
 TPU pods and SLURM; explicit coordinator address, process count and id otherwise).
 """
 from __future__ import annotations
@@ -11,9 +11,8 @@ import logging
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
 
-DATA_AXIS = "data"
+from disentangle.sharding import DATA_AXIS, batch_sharding, global_batch, replicated  # noqa: F401
 
 
 def initialize_distributed(cfg) -> None:
@@ -46,19 +45,3 @@ def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:
   if n == len(devices):
     return jax.make_mesh((n,), (DATA_AXIS,), axis_types=auto)
   return jax.sharding.Mesh(np.asarray(devices[:n]), (DATA_AXIS,), axis_types=auto)
-
-
-def replicated(mesh) -> NamedSharding:
-  return NamedSharding(mesh, P())
-
-
-def batch_sharding(mesh, batch_axis: int = 0) -> NamedSharding:
-  spec = [None] * batch_axis + [DATA_AXIS]
-  return NamedSharding(mesh, P(*spec))
-
-
-def global_batch(mesh, local_batch: dict, batch_axis: int = 0) -> dict:
-  """Assemble this process's share into global arrays sharded along ``batch_axis``."""
-  sharding = batch_sharding(mesh, batch_axis)
-  return {k: jax.make_array_from_process_local_data(sharding, np.asarray(v))
-          for k, v in local_batch.items()}

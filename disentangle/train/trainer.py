@@ -1,10 +1,11 @@
 """The one trainer every method runs on.
 
-``train(config, workdir)``: validate the config (before any compilation), build data, mesh and
-method, resume from ``<workdir>/checkpoints`` if a checkpoint exists, then loop over jit-compiled
-steps (state donated, batch sharded along the ``data`` axis). Metrics are read on host only at
-log steps; evaluation hooks run every ``eval_every`` steps; checkpoints are written atomically
-every ``checkpoint_every`` steps and at the end. A non-finite loss stops the run with
+``train(config, workdir)``: validate the config, build mesh, data and method (so that a bad
+config or a missing / corrupt data file fails before anything is created on disk), then create
+the run directories, resume from ``<workdir>/checkpoints`` if a checkpoint exists, then loop over
+jit-compiled steps (state donated, batch sharded along the ``data`` axis). Metrics are read on
+host only at log steps; evaluation hooks run every ``eval_every`` steps; checkpoints are written
+atomically every ``checkpoint_every`` steps and at the end. A non-finite loss stops the run with
 :class:`NonFiniteError` before anything bad is saved.
 
 ``config.num_seeds = N > 1`` trains N independent seeds (``seed, seed+1, ...``) at once by
@@ -14,7 +15,6 @@ directory ``<workdir>/seed_<s>`` with its config, metrics and images.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import time
 from typing import Callable
@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from disentangle import atomic
 from disentangle import config as config_lib
 from disentangle import data as data_lib
 from disentangle import methods
@@ -42,12 +43,6 @@ RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", 
 
 class NonFiniteError(FloatingPointError):
   """The loss or the parameters became NaN/Inf; the last good checkpoint is kept."""
-
-
-def write_atomic(path: pathlib.Path, text: str) -> None:
-  tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-  tmp.write_text(text)
-  os.replace(tmp, path)
 
 
 def check_config_matches(path: pathlib.Path, config) -> None:
@@ -107,14 +102,10 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   workdir = pathlib.Path(workdir)
   is_main = jax.process_index() == 0
   dirs = run_dirs(config, workdir)
-  for i, d in enumerate(dirs):
-    d.mkdir(parents=True, exist_ok=True)
-    cfg_i = config if config.num_seeds == 1 else seed_config(config, i)
-    path = d / "config.json"
-    if path.exists():
-      check_config_matches(path, cfg_i)
-    if is_main:
-      write_atomic(path, config_lib.to_json(cfg_i))
+  cfgs = [config if config.num_seeds == 1 else seed_config(config, i) for i in range(len(dirs))]
+  for d, cfg_i in zip(dirs, cfgs):  # a resumed run must have the same config (before any write)
+    if (d / "config.json").exists():
+      check_config_matches(d / "config.json", cfg_i)
 
   mesh = mesh_lib.make_mesh(config.mesh.num_devices)
   n_dev = mesh.devices.size
@@ -132,13 +123,17 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
                                         process_count=jax.process_count())
              for i in range(config.num_seeds)]
   source = input_pipeline.MultiSeedSource(sources) if config.num_seeds > 1 else sources[0]
+
+  # Everything is valid: only now the run directories are created.
+  for d, cfg_i in zip(dirs, cfgs):
+    d.mkdir(parents=True, exist_ok=True)
+    if is_main:
+      atomic.write_text(d / "config.json", config_lib.to_json(cfg_i))
+
   multi = config.num_seeds > 1
   repl = mesh_lib.replicated(mesh)
   data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)
-
-  keys = jnp.stack([jax.random.PRNGKey(config.seed + i) for i in range(config.num_seeds)])
-  init = jax.vmap(method.init) if multi else (lambda k: method.init(k[0]))
-  state = jax.jit(init, out_shardings=repl)(keys)
+  state = methods.init_states(method, config.seed, config.num_seeds, out_shardings=repl)
 
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.keep_checkpoints)
   metric_writers = [writers.MetricWriter(d, enabled=is_main) for d in dirs]
