@@ -1,4 +1,4 @@
-"""Named supervision of the datasets (targets / attributes), the names check and labelled subsets."""
+"""Named supervision of the datasets (targets, attributes), the names check, labelled subsets."""
 import gzip
 import itertools
 import warnings
@@ -135,7 +135,7 @@ def test_in_memory_helpers_carry_targets_and_attributes():
   assert gt.get_images([0, 1]).shape == (2, 4, 4, 1)
 
 
-# --- the names check -------------------------------------------------------------------------------
+# --- the names check ------------------------------------------------------------------------------
 def _digits(n=40, seed=0):
   rng = np.random.default_rng(seed)
   return data.ArrayImages(rng.integers(0, 256, (n, 4, 4, 1), dtype=np.uint8),
@@ -164,7 +164,7 @@ def test_asking_a_set_without_targets_or_attributes_says_so(rendered_dsprites):
     data.check_batch_spec(_digits(), BatchSpec(labelled=LabelledSpec("first", 8, 4)))
 
 
-# --- labelled subsets ------------------------------------------------------------------------------
+# --- labelled subsets ----------------------------------------------------------------------------
 def test_first_is_the_first_rows():
   np.testing.assert_array_equal(labelled.labelled_subset(_digits(), "first", 7, 123), np.arange(7))
 

@@ -117,7 +117,8 @@ def test_make_source_checks_names_and_shares():
 def test_trainer_checks_the_methods_batch_spec_before_compiling(monkeypatch, tmp_path):
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  cls = methods.REGISTRY["betavae"][0]
+  entry = methods.REGISTRY["betavae"]
+  cls = getattr(entry, "cls", None) or entry[0]
   monkeypatch.setattr(cls, "batch_spec", classmethod(
       lambda c, config: BatchSpec(targets=("shoe_size",), fields=(("targets", "x.targets"),))),
       raising=False)

@@ -39,15 +39,15 @@ _LOG = logging.getLogger(__name__)
 DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba")
 
 __all__ = [
-    "ArrayImages", "BatchSpec", "CelebAImages", "ChecksumError", "DATASETS", "DSPRITES_FACTOR_NAMES",
-    "DSPRITES_FACTOR_SIZES", "DSprites", "DataFile", "DataFileError", "FILES", "FolderImages",
-    "GroundTruthData", "IMAGES_ONLY", "ImageDataset", "InMemoryGroundTruth", "LabelledSpec",
-    "MissingDataError",
-    "ProceduralDataWarning", "SPLITS", "Supervision", "check_batch_spec", "check_names",
-    "check_split", "data_dir_origin", "ensure_synthetic", "factors_to_index", "fetch",
-    "index_to_factors", "labelled_subset", "load_celeba", "load_chairs", "load_dataset",
-    "load_fashion_mnist", "load_mnist", "read_attributes", "read_idx", "render",
-    "render_latents", "resolve_data_dir", "resolve_synthetic_dir", "to_float_images", "write_idx",
+    "ALL_SPLITS", "ArrayImages", "BatchSpec", "CelebAImages", "ChecksumError", "DATASETS",
+    "DSPRITES_FACTOR_NAMES", "DSPRITES_FACTOR_SIZES", "DSprites", "DataFile", "DataFileError",
+    "FILES", "FolderImages", "GroundTruthData", "IMAGES_ONLY", "ImageDataset",
+    "InMemoryGroundTruth", "LabelledSpec", "MissingDataError", "ProceduralDataWarning", "SPLITS",
+    "Supervision", "check_batch_spec", "check_names", "check_split", "data_dir_origin",
+    "ensure_synthetic", "factors_to_index", "fetch", "index_to_factors", "labelled_subset",
+    "load_celeba", "load_chairs", "load_dataset", "load_fashion_mnist", "load_mnist",
+    "read_attributes", "read_idx", "render", "render_latents", "resolve_data_dir",
+    "resolve_synthetic_dir", "to_float_images", "write_idx",
 ]
 
 

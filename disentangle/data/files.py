@@ -7,8 +7,9 @@ missing (when allowed; plain ``urllib``, no TensorFlow), and otherwise raises ``
 saying what is missing, which checksum it must have and where to get it.
 
 The data folder is ``resolve_data_dir(configured)``: an explicit (non-empty) configured folder,
-else the environment variable ``DISENTANGLE_DATA_DIR``, else ``../shared/data``. Setting ``DISENTANGLE_NO_DOWNLOAD`` (to
-anything but ``''``, ``0`` or ``false``) forbids downloads everywhere; the tests set it.
+else the environment variable ``DISENTANGLE_DATA_DIR``, else ``../shared/data``. Setting
+``DISENTANGLE_NO_DOWNLOAD`` (to anything but ``''``, ``0`` or ``false``) forbids downloads
+everywhere; the tests set it.
 
 Layout inside the data folder (the same as ``shared/data``)::
 
