@@ -80,6 +80,12 @@ RULES = {
 STEP_FIELDS = ("jointvae.cont_steps", "jointvae.disc_steps")  # fields counting iterations
 
 
+def smoke(c) -> None:
+  """The smoke variant's schedule: both capacities reach their maxima within the short run."""
+  c.jointvae.cont_steps = c.num_steps
+  c.jointvae.disc_steps = c.num_steps
+
+
 discrete_capacity_cap = categorical.capacity_cap  # sum_i log K_i
 
 
