@@ -39,7 +39,6 @@ import time
 from typing import Callable, NamedTuple, Optional
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -94,12 +93,10 @@ def restore_params(workdir, config, method, step: Optional[int] = None) -> tuple
       raise ValueError(f"no checkpoint at step {chosen} in {ckpt.directory}; available steps: "
                        f"{available}")
     n = config.num_seeds
-    keys = jnp.stack([jax.random.PRNGKey(config.seed + i) for i in range(n)])
-    init = jax.vmap(method.init) if n > 1 else (lambda k: method.init(k[0]))
     sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     abstract = jax.tree_util.tree_map(
         lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
-        jax.eval_shape(init, keys))
+        jax.eval_shape(methods.init_fn(method, n), methods.seed_keys(config.seed, n)))
     state = ckpt.restore(abstract, step=chosen)
   finally:
     ckpt.close()
