@@ -1,6 +1,6 @@
 """Tables over seeds in the papers' format: mean (std) / best of each metric beside the paper's.
 
-Input: run directories evaluated by `evaluation.evaluate_run` (``results.json`` beside
+Input: run directories evaluated by `evaluate_run.evaluate_run` (``results.json`` beside
 ``config.json``; a multi-seed workdir expands to its ``seed_<s>`` runs). Each run is matched to
 the experiment config it reproduces, from ``config.json`` alone (nothing extra is stored by the
 trainer): every ``(experiments/configs/<module>.py, variant)`` of the same method and dataset is
