@@ -34,7 +34,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.dataset.data_dir = ""                 # '' = $DISENTANGLE_DATA_DIR if set, else ../shared/data
   c.dataset.train_split = "train"         # data.SPLITS; CelebA 'train' = all 202599 images
   c.dataset.eval_name = ""                # set evaluated on; '' = the training set (dataset.name)
-  c.dataset.source = "auto"               # dSprites: 'file', 'render' or 'auto'
+  c.dataset.source = "auto"               # dSprites: 'file', 'render' or 'auto'; any set: 'tfds'
+  c.dataset.tfds_data_dir = ""            # source 'tfds': prepared sets (gs://... ok); '' = TFDS's
+  c.dataset.tfds_name = ""                # source 'tfds': builder to read; '' = catalog name
   c.dataset.synthetic_if_missing = False  # smoke variants: generate canonical-format stand-ins
   c.dataset.allow_download = True
   c.dataset.eval_split = "test"           # split of the evaluated set (data.SPLITS)
@@ -209,11 +211,13 @@ RULES: dict[str, Rule] = {
     "num_steps": POSITIVE,
     "batch_size": POSITIVE,
     "weight_decay": NONNEG,
-    "dataset.name": one_of("dsprites", "mnist", "fashion_mnist", "chairs", "celeba"),
-    "dataset.source": one_of("auto", "file", "render"),
+    "dataset.name": one_of("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "shapes3d",
+                           "smallnorb"),
+    "dataset.source": one_of("auto", "file", "render", "tfds"),
     "dataset.train_split": one_of(*DATASET_SPLITS),
     "dataset.eval_split": one_of(*DATASET_SPLITS),
-    "dataset.eval_name": one_of("", "dsprites", "mnist", "fashion_mnist", "chairs", "celeba"),
+    "dataset.eval_name": one_of("", "dsprites", "mnist", "fashion_mnist", "chairs", "celeba",
+                                "shapes3d", "smallnorb"),
     "model.latent_dim": POSITIVE,
     "model.init": one_of("reference", "flax"),
     "model.posterior_head": one_of("logvar", "softplus_sigma"),
