@@ -8,24 +8,35 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 
-def num_relieved(t, *, num_dims: int, relieve_every: int, relieved_at_start: int = 0):
+def num_relieved(t, *, num_dims: int, relieve_every: int, relieved_at_start: int = 0,
+                 pause_after: int | None = None):
   """How many continuous dimensions run at beta_l during iteration ``t`` (Algorithm 1).
 
   Algorithm 1: all beta_j start at beta_h; "if t is a multiple of r: switch beta_j to beta_l and
   j <- j + 1", so at iteration t, floor(t / r) dimensions are relieved, in index order.
   ``relieved_at_start=1`` is the authors' TensorFlow code, where one dimension is already relieved
   at step 0 (``../shared/notes/reference-facts.md``).
+
+  ``pause_after=t_d`` is the authors' pause (``Dsprites_exp/CascadeVAE/model.py::run_batch``: the
+  number relieved is ``k + 1`` for periods ``k = iter // r`` before the discrete step starts and
+  ``k`` after it): once t > t_d, one dimension fewer is relieved than the plain count, so the
+  cascade stands still for one period r while the discrete code starts learning. ``None`` (the
+  paper's Algorithm 1) never pauses. With ``relieved_at_start=1`` and ``pause_after=t_d`` the count
+  equals the authors' at every iteration but the first of each period: Algorithm 1 switches at
+  the start of iteration t = k r, their loop (``iter = t - 1``) at t = k r + 1.
   """
   t = jnp.asarray(t)
   n = t // relieve_every + relieved_at_start
+  if pause_after is not None:
+    n = n - (t > pause_after).astype(n.dtype)
   return jnp.clip(n, 0, num_dims)
 
 
 def cascade_betas(t, *, num_dims: int, beta_high: float, beta_low: float, relieve_every: int,
-                  relieved_at_start: int = 0):
+                  relieved_at_start: int = 0, pause_after: int | None = None):
   """Per-dimension beta_j at iteration ``t`` (CascadeVAE Section 6, Algorithm 1); float32 [m]."""
   n = num_relieved(t, num_dims=num_dims, relieve_every=relieve_every,
-                   relieved_at_start=relieved_at_start)
+                   relieved_at_start=relieved_at_start, pause_after=pause_after)
   relieved = jnp.arange(num_dims) < n
   return jnp.where(relieved, jnp.float32(beta_low), jnp.float32(beta_high))
 

@@ -43,3 +43,27 @@ def test_linear_capacity():
                              2.5)
   np.testing.assert_allclose(float(schedules.linear_capacity(500, c_min=0, c_max=5,
                                                              num_steps=100)), 5.0)
+
+
+def _authors_relieved(t, *, num_dims, relieve_every, ntime):
+  """The authors' ``run_batch`` rule, transcribed: k = iter // r, k + 1 before ntime, k after."""
+  k = (t - 1) // relieve_every  # their iter counts from 0
+  return min(k + 1, num_dims) if k < ntime else min(k, num_dims)
+
+
+def test_pause_matches_the_authors_rule_away_from_period_boundaries():
+  m, r, ntime = 6, 20_000, 4  # their dSprites settings: t_d = ntime * r = 8e4
+  ts = np.arange(1, 300_001, 97)
+  ours = np.asarray(schedules.num_relieved(ts, num_dims=m, relieve_every=r, relieved_at_start=1,
+                                           pause_after=ntime * r))
+  theirs = np.array([_authors_relieved(int(t), num_dims=m, relieve_every=r, ntime=ntime)
+                     for t in ts])
+  off_boundary = (ts % r) != 0
+  np.testing.assert_array_equal(ours[off_boundary], theirs[off_boundary])
+  # The pause: 4 dims relieved from 6e4 to 1e5 (two periods), then one more every r.
+  assert [int(schedules.num_relieved(t, num_dims=m, relieve_every=r, relieved_at_start=1,
+                                     pause_after=ntime * r))
+          for t in (59_999, 60_001, 80_001, 99_999, 100_001, 120_001)] == [3, 4, 4, 4, 5, 6]
+  # Without the pause the fifth dimension is relieved a period earlier.
+  assert int(schedules.num_relieved(80_001, num_dims=m, relieve_every=r,
+                                    relieved_at_start=1)) == 5
