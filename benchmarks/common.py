@@ -326,9 +326,7 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
   repl = mesh_lib.replicated(mesh)
   data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)
 
-  keys = jnp.stack([jax.random.PRNGKey(seed + i) for i in range(num_seeds)])
-  init = jax.vmap(method.init) if multi else (lambda k: method.init(k[0]))
-  state = jax.jit(init, out_shardings=repl)(keys)
+  state = methods.init_states(method, seed, num_seeds, out_shardings=repl)
 
   if not multi:
     step_impl = method.train_step

@@ -312,3 +312,59 @@ def test_paper_settings_of_baseline_configs():
   b = t.betatcvae
   assert (b.alpha, b.beta, b.gamma, b.dataset_size, b.estimator, t.batch_size) == (
       1.0, 6.0, 1.0, 737_280, "mss", 2048)
+
+
+# -- the shared discriminator pieces ------------------------------------------------------------------
+
+def _former_permute_dims(rng, z):
+  """FactorVAE's permutation before the redesign (Kim & Mnih, Alg. 2), kept as the reference."""
+  keys = jax.random.split(rng, z.shape[1])
+  return jnp.stack([jax.random.permutation(k, z[:, j]) for j, k in enumerate(keys)], axis=1)
+
+
+def test_permute_groups_with_singletons_draws_the_former_permutations():
+  from disentangle.methods import discriminator as disc_lib  # pylint: disable=g-import-not-at-top
+  z = jnp.asarray(np.random.default_rng(0).normal(size=(32, 5)), jnp.float32)
+  for seed in range(3):
+    rng = jax.random.PRNGKey(seed)
+    np.testing.assert_array_equal(
+        np.asarray(disc_lib.permute_groups(rng, z, disc_lib.singleton_groups(5))),
+        np.asarray(_former_permute_dims(rng, z)))
+
+
+def test_permute_groups_moves_blocks_together_and_decouples_groups():
+  from disentangle.methods import discriminator as disc_lib  # pylint: disable=g-import-not-at-top
+  b, groups = 64, ((0, 1, 2), (3,), (4,))  # FFVAE: z as one block, each b_j alone
+  z = (100.0 * np.arange(b)[:, None] + np.arange(5)[None, :]).astype(np.float32)  # row i, col j
+  out = np.asarray(disc_lib.permute_groups(jax.random.PRNGKey(1), jnp.asarray(z), groups))
+  rows = (out // 100).astype(int)
+  np.testing.assert_array_equal(out % 100, np.tile(np.arange(5), (b, 1)))  # columns stay put
+  assert np.all(rows[:, 0] == rows[:, 1]) and np.all(rows[:, 1] == rows[:, 2])  # z rows whole
+  for j in range(5):  # every column a permutation of itself
+    assert sorted(rows[:, j]) == list(range(b))
+  assert np.mean(rows[:, 0] == rows[:, 3]) < 0.2 and np.mean(rows[:, 3] == rows[:, 4]) < 0.2
+  with pytest.raises(ValueError, match="partition"):
+    disc_lib.permute_groups(jax.random.PRNGKey(0), jnp.asarray(z), ((0, 1), (3,), (4,)))
+
+
+def test_factorvae_step_applies_both_gradients_at_the_same_parameters():
+  """The VAE update does not see the discriminator's update and vice versa (one step by hand)."""
+  import optax  # pylint: disable=g-import-not-at-top
+  config = helpers.tiny_config("factorvae")
+  data = helpers.TinyImages()
+  method = methods.build(config, data.image_shape)
+  state = method.init(jax.random.PRNGKey(0))
+  batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
+  new, metrics = jax.jit(method.train_step)(state, batch)
+  k_vae, k_perm = jax.random.split(jax.random.fold_in(state.rng, 0))
+  g_vae, (_, z) = jax.grad(method.vae_terms, has_aux=True)(state.params, batch, k_vae)
+  g_disc, _ = jax.grad(method.disc_loss, has_aux=True)(state.params, z, k_perm)
+  assert all(float(jnp.abs(g).max()) == 0.0 for g in jax.tree_util.tree_leaves(g_disc["vae"]))
+  for name, g, lr, b1, b2 in (("vae", g_vae, 1e-3, 0.9, 0.999), ("discriminator", g_disc, 1e-4,
+                                                                  0.5, 0.9)):
+    tx = optax.adam(lr, b1=b1, b2=b2)
+    upd, _ = tx.update(g[name], tx.init(state.params[name]), state.params[name])
+    want = optax.apply_updates(state.params[name], upd)
+    for a, b in zip(jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(new.params[name])):
+      np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-7)
+  assert int(new.step) == 1 and "disc_loss" in metrics and "tc_estimate" in metrics

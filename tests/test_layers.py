@@ -196,3 +196,47 @@ def test_add_bias_gradient_is_the_sum_and_vmaps():
     cot = np.cos(y + b[i]) * w[i]
     assert_close(g_y[i], cot)
     assert_close(g_b[i], cot.reshape(-1, 6).sum(0))
+
+
+# -- the encoder trunk and its options ------------------------------------------------------------
+
+def _encoder(**kw):
+  from disentangle.nn import networks  # pylint: disable=g-import-not-at-top
+  return networks.Encoder(latent_dim=3, extra_outputs=4, **kw)
+
+
+def test_trunk_gives_the_hidden_features_the_heads_read():
+  from disentangle.nn import networks  # pylint: disable=g-import-not-at-top
+  x = jnp.asarray(np.random.default_rng(0).random((2, 32, 32, 1)), jnp.float32)
+  enc = _encoder()
+  params = enc.init(jax.random.key(0), x)["params"]
+  assert sorted(params) == ["conv0", "conv1", "conv2", "extra", "fc", "head"]
+  mean, logvar, extra, h = enc.apply({"params": params}, x, return_hidden=True)
+  h_trunk = networks.Trunk().apply({"params": params}, x)
+  np.testing.assert_array_equal(np.asarray(h), np.asarray(h_trunk))
+  # The heads are plain dense layers on h (an independent recomputation).
+  out = h @ params["head"]["kernel"] + params["head"]["bias"]
+  assert_close(jnp.concatenate([mean, logvar], -1), out)
+  assert_close(extra, h @ params["extra"]["kernel"] + params["extra"]["bias"])
+  assert h.shape == (2, 256)
+
+
+def test_encoder_widths_hidden_units_and_leaky_activation():
+  x = jnp.asarray(np.random.default_rng(1).random((2, 32, 32, 1)) - 0.5, jnp.float32)
+  p = _encoder(widths="dupont", hidden_units=128).init(jax.random.key(0), x)["params"]
+  assert [p[f"conv{i}"]["kernel"].shape[-1] for i in range(3)] == [32, 64, 64]
+  assert p["fc"]["kernel"].shape[-1] == 128
+  cascade = _encoder().init(jax.random.key(0), x)["params"]
+  assert [cascade[f"conv{i}"]["kernel"].shape[-1] for i in range(3)] == [32, 32, 64]
+  # Leaky ReLU on the last two trunk layers: h has negative entries of slope 0.1, and equals the
+  # recomputation with ReLU after conv0, conv1 and leaky_relu after conv2 and fc.
+  leaky = _encoder(activation="leaky_relu", leaky_slope=0.1, activation_last=2)
+  _, _, _, h = leaky.apply({"params": cascade}, x, return_hidden=True)
+  a = x
+  for i in range(3):
+    a = nn.Conv(cascade[f"conv{i}"]["kernel"].shape[-1], (4, 4), strides=(2, 2),
+                padding="SAME").apply({"params": cascade[f"conv{i}"]}, a)
+    a = jax.nn.relu(a) if i < 2 else jax.nn.leaky_relu(a, 0.1)
+  a = a.reshape(2, -1) @ cascade["fc"]["kernel"] + cascade["fc"]["bias"]
+  assert_close(h, jax.nn.leaky_relu(a, 0.1))
+  assert float(jnp.min(h)) < 0

@@ -53,3 +53,22 @@ def test_reparameterize_statistics():
                             jnp.full((200_000,), np.log(0.25)))
   assert abs(float(z.mean()) - 2.0) < 0.01
   assert abs(float(z.std()) - 0.5) < 0.01
+
+
+def test_l1_log_likelihood_and_the_dispatch():
+  rng = np.random.default_rng(2)
+  logits = rng.normal(size=(3, 4, 4, 3)).astype(np.float32) * 2
+  x = rng.random((3, 4, 4, 3)).astype(np.float32)
+  means = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+  direct = -np.abs(x - means).reshape(3, -1).sum(1)
+  np.testing.assert_allclose(np.asarray(losses.l1_log_likelihood(jnp.asarray(logits), x)), direct,
+                             rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(losses.log_likelihood(logits, x, "l1")), direct, rtol=1e-5)
+  np.testing.assert_array_equal(np.asarray(losses.log_likelihood(logits, x, "bernoulli")),
+                                np.asarray(losses.bernoulli_log_likelihood(logits, x)))
+  try:
+    losses.log_likelihood(logits, x, "gauss")
+  except ValueError as e:
+    assert "bernoulli" in str(e) and "l1" in str(e)
+  else:
+    raise AssertionError("an unknown likelihood must raise")

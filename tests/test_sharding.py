@@ -67,3 +67,23 @@ def test_factorvae_local_permutation_stays_within_shards():
     for j in range(3):
       assert sorted(block[:, j]) == [2 * s, 2 * s + 1]
   np.testing.assert_array_equal(fake % 100, np.tile(np.arange(3), (16, 1)))
+
+
+def test_permute_groups_local_scope_stays_within_shards():
+  """FFVAE's grouping (z block, b_j alone) with scope 'local' on 8 devices: rows stay in shards."""
+  from disentangle import sharding
+  from disentangle.methods import discriminator as disc_lib
+  from disentangle.train import mesh as mesh_lib
+  mesh = mesh_lib.make_mesh(8)
+  z = (100.0 * np.arange(32)[:, None] + np.arange(4)[None, :]).astype(np.float32)
+  z = jax.device_put(z, sharding.batch_sharding(mesh))
+  groups = ((0, 1), (2,), (3,))
+  fake = np.asarray(jax.jit(lambda k, v: disc_lib.permute_scoped(
+      k, v, groups, scope="local", mesh=mesh))(jax.random.PRNGKey(0), z))
+  rows = (fake // 100).astype(int)
+  assert np.all(rows[:, 0] == rows[:, 1])
+  for s in range(8):
+    block = rows[4 * s:4 * s + 4]
+    assert np.all(block // 4 == s)
+    for j in range(4):
+      assert sorted(block[:, j]) == list(range(4 * s, 4 * s + 4))

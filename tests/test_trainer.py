@@ -92,3 +92,81 @@ def test_resume_with_other_config_is_refused(tmp_path):
   other = helpers.tiny_config(**{"num_steps": 2, "betavae.beta": 1.0})
   with pytest.raises(trainer.config_lib.ConfigError, match="betavae.beta"):
     trainer.train(other, tmp_path, dataset=data)
+
+
+# -- named optimisers: a plateau schedule in the optimiser state, an optimiser on part of a group --
+
+from disentangle.methods import betavae  # noqa: E402
+from disentangle.methods import optimizers  # noqa: E402
+
+
+class PlateauBetaVAE(betavae.BetaVAE):
+  """beta-VAE whose Adam is followed by reduce_on_plateau; no loss ever counts as an improvement
+  after the first (atol huge), so the scale halves after every patience = 2 bad steps."""
+
+  def make_optimizers(self):
+    return {"vae": optimizers.optimizer("vae", optimizers.with_plateau(
+        optimizers.adam_from_config(self.config), factor=0.5, patience=2, atol=1e9))}
+
+
+methods.register("betavae_plateau", PlateauBetaVAE, "betavae", betavae.default_config,
+                 betavae.RULES)
+
+
+def test_plateau_lowers_the_scale_and_resumes_bitwise(tmp_path):
+  data = helpers.TinyImages()
+  config = helpers.tiny_config("betavae_plateau", **{"mesh.num_devices": 1})
+  straight = trainer.train(config, tmp_path / "a", dataset=data)
+  # step 1 sets the best loss; steps 2, 3 do not improve -> halved at step 3, again at step 5.
+  assert float(optimizers.plateau_scale(straight.opt_state["vae"])) == 0.25
+
+  class Killed(Exception):
+    pass
+
+  def kill_after_4(state, step):
+    if step == 4:
+      assert float(optimizers.plateau_scale(state.opt_state["vae"])) == 0.5
+      raise Killed()
+
+  with pytest.raises(Killed):
+    trainer.train(config, tmp_path / "b", dataset=data, hooks=[kill_after_4])
+  resumed = trainer.train(config, tmp_path / "b", dataset=data)  # from the step-3 checkpoint
+  for a, b in zip(_params(straight), _params(resumed)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_optimizer_on_subtrees_leaves_the_rest_bitwise_unchanged():
+  config = helpers.tiny_config()
+  data = helpers.TinyImages()
+  method = methods.build(config, data.image_shape)
+  params = method.init(jax.random.PRNGKey(0)).params["vae"]
+  tx = optimizers.on_subtrees(optimizers.adam(1e-2), ["encoder/conv0", "encoder/fc"])
+  opt_state = tx.init(params)
+  grads = jax.tree_util.tree_map(jnp.ones_like, params)
+  for _ in range(2):
+    updates, opt_state = tx.update(grads, opt_state, params, value=jnp.float32(1.0))
+    new = optax_apply(params, updates)
+  flat_old = dict(jax.tree_util.tree_leaves_with_path(params))
+  for path, leaf in jax.tree_util.tree_leaves_with_path(new):
+    names = [p.key for p in path]
+    trained = names[:2] in (["encoder", "conv0"], ["encoder", "fc"])
+    old = np.asarray(flat_old[path])
+    if trained:
+      assert not np.array_equal(np.asarray(leaf), old), names
+    else:
+      assert np.asarray(leaf).tobytes() == old.tobytes(), names
+  with pytest.raises(ValueError):
+    optimizers.on_subtrees(optimizers.adam(1e-2), [])
+
+
+def optax_apply(params, updates):
+  import optax  # pylint: disable=g-import-not-at-top
+  return optax.apply_updates(params, updates)
+
+
+def test_missing_data_creates_nothing(tmp_path):
+  config = helpers.tiny_config(**{"dataset.data_dir": str(tmp_path / "no_data"),
+                                  "dataset.allow_download": False})
+  with pytest.raises(Exception):
+    trainer.train(config, tmp_path / "run")
+  assert not (tmp_path / "run").exists()

@@ -142,18 +142,18 @@ def cascade_config(dataset: str, *, num_discrete: int, penalty: float, relieve_e
   return c
 
 
-def smoke(c, *, steps: int = 300, relieve_every: int = 50, discrete_start: int | None = None,
-          synthetic: bool = False) -> None:
-  """Shrink a config to minutes on a CPU: same code path, tiny schedule (not comparable)."""
+def smoke(c, *, steps: int = 300, synthetic: bool = False, **method_kwargs) -> None:
+  """Shrink a config to minutes on a CPU: same code path, tiny schedule (not comparable).
+
+  The method's own part (e.g. CascadeVAE's r and t_d: ``relieve_every=``, ``discrete_start=``)
+  is ``methods.smoke``, which dispatches to the method module's ``smoke``.
+  """
   c.num_steps = steps
   c.log_every = 25
   c.eval_every = steps
   c.checkpoint_every = 100
   c.eval.num_points = 2000
   c.eval.factor_score_votes = 100
-  if c.method == "cascadevae":
-    c.cascade.relieve_every = relieve_every
-    if discrete_start is not None and c.cascade.discrete_start != NEVER:
-      c.cascade.discrete_start = discrete_start
+  methods.smoke(c, **method_kwargs)
   if synthetic:
     c.dataset.synthetic_if_missing = True
