@@ -7,6 +7,10 @@ columns and binary attributes asked for by name; MNIST "digit", Fashion-MNIST "c
 its five factors, CelebA its 40 attributes, Chairs none). dSprites also implements the
 ground-truth protocol (``ground_truth.GroundTruthData``) used by the metrics. ``SPLITS`` lists
 the splits each set accepts.
+
+``source='tfds'`` reads any of them (and the ground-truth sets ``shapes3d``, ``smallnorb``, which
+exist only there) from a prepared TFDS set, by index, without TensorFlow (``tfds_source``);
+``builders`` holds the project's own sets as TFDS builders (``python -m disentangle.data.build``).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from disentangle.data.dsprites import (DSprites, FACTOR_NAMES as DSPRITES_FACTOR
                                        FACTOR_SIZES as DSPRITES_FACTOR_SIZES,
                                        ProceduralDataWarning, factors_to_index, index_to_factors)
 from disentangle.data.dsprites_render import render, render_latents
+from disentangle.data.dsprites_unfair import DSpritesUnfair
 from disentangle.data.files import (FILES, ChecksumError, DataFile, DataFileError,
                                     MissingDataError, data_dir_origin, fetch, resolve_data_dir,
                                     resolve_synthetic_dir)
@@ -36,18 +41,22 @@ from disentangle.data.synthetic import ensure_synthetic
 
 _LOG = logging.getLogger(__name__)
 
-DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba")
+DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "dsprites_unfair")
+# Datasets drawn from the dSprites images (file or renderer): they take source='render'.
+DSPRITES_BASED = ("dsprites", "dsprites_unfair")
+TFDS_ONLY = ("shapes3d", "smallnorb")  # ground-truth sets read only with source='tfds'
 
 __all__ = [
     "ALL_SPLITS", "ArrayImages", "BatchSpec", "CelebAImages", "ChecksumError", "DATASETS",
+    "DSPRITES_BASED", "DSpritesUnfair", "unfair_settings",
     "DSPRITES_FACTOR_NAMES", "DSPRITES_FACTOR_SIZES", "DSprites", "DataFile", "DataFileError",
     "FILES", "FolderImages", "GroundTruthData", "IMAGES_ONLY", "ImageDataset",
     "InMemoryGroundTruth", "LabelledSpec", "MissingDataError", "ProceduralDataWarning", "SPLITS",
     "Supervision", "check_batch_spec", "check_names", "check_split", "data_dir_origin",
-    "ensure_synthetic", "factors_to_index", "fetch", "index_to_factors", "labelled_subset",
+    "TFDS_ONLY", "ensure_synthetic", "factors_to_index", "fetch", "index_to_factors", "labelled_subset",
     "load_celeba", "load_chairs", "load_dataset", "load_fashion_mnist", "load_mnist",
     "read_attributes", "read_idx", "render", "render_latents", "resolve_data_dir",
-    "resolve_synthetic_dir", "to_float_images", "write_idx",
+    "resolve_synthetic_dir", "tfds_kwargs", "to_float_images", "write_idx",
 ]
 
 
@@ -61,10 +70,13 @@ _CELEBA_SPLITS = {"train": "all", "all": "all", "official_train": "train",
 # 19962, list_eval_partition.txt).
 SPLITS: dict[str, tuple[str, ...]] = {
     "dsprites": ("train", "all"),
+    "dsprites_unfair": ("train", "all"),
     "mnist": ("train", "test"),
     "fashion_mnist": ("train", "test"),
     "chairs": ("train", "all"),
     "celeba": tuple(_CELEBA_SPLITS),
+    "shapes3d": ("train", "all"),
+    "smallnorb": ("train", "test"),
 }
 ALL_SPLITS = tuple(dict.fromkeys(s for splits in SPLITS.values() for s in splits))
 
@@ -76,9 +88,21 @@ def check_split(name: str, split: str, field: str = "dataset.train_split") -> No
                                  f"splits of {name}: {list(SPLITS[name])}")
 
 
-def _load(name, data_dir, split, source, allow_download, verify):
+def unfair_settings(dataset_config) -> dict:
+  """``DSpritesUnfair`` keyword arguments from ``config.dataset``'s ``unfair_*`` fields."""
+  d = dataset_config
+  return {"q_shape": float(d.get("unfair_q_shape", 1.0)), "q_x": float(d.get("unfair_q_x", 3.0)),
+          "index_base": int(d.get("unfair_index_base", 1)),
+          "num_examples": int(d.get("unfair_size", 737_280)),
+          "seed": int(d.get("unfair_seed", 0))}
+
+
+def _load(name, data_dir, split, source, allow_download, verify, unfair=None):
   if split not in SPLITS[name]:
     raise ValueError(f"{name} has no {split!r} split; valid splits: {list(SPLITS[name])}")
+  if name == "dsprites_unfair":  # FFVAE App. B: an unfair draw of rows of the dSprites base
+    base = _load("dsprites", data_dir, split, source, allow_download, verify)
+    return DSpritesUnfair(base, **(unfair or {}))
   if name in ("mnist", "fashion_mnist"):
     loader = load_mnist if name == "mnist" else load_fashion_mnist
     return loader(data_dir, split, allow_download=allow_download, verify=verify)
@@ -91,9 +115,19 @@ def _load(name, data_dir, split, source, allow_download, verify):
   return DSprites(path=pathlib.Path(data_dir) / synthetic.DSPRITES_SUBSET)
 
 
+def tfds_kwargs(dataset_config) -> dict:
+  """``load_dataset``'s TFDS arguments from a config's ``dataset`` section ({} unless
+  ``source='tfds'``)."""
+  if dataset_config.get("source", "auto") != "tfds":
+    return {}
+  return {"tfds_data_dir": dataset_config.get("tfds_data_dir", ""),
+          "tfds_name": dataset_config.get("tfds_name", "")}
+
+
 def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = "train",
                  source: str = "auto", synthetic_if_missing: bool = False,
-                 allow_download: bool = True, synthetic_dir: str | os.PathLike | None = None):
+                 allow_download: bool = True, synthetic_dir: str | os.PathLike | None = None,
+                 tfds_data_dir: str | os.PathLike | None = None, tfds_name: str = "", unfair: dict | None = None):
   """Loads dataset ``name`` from the data folder.
 
   Args:
@@ -105,29 +139,42 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
       takes 'official_train' / 'official_valid' / 'official_test' (needs
       list_eval_partition.txt).
     source: dSprites: 'auto' (official file, else the procedural renderer with a warning),
-      'file' or 'render'. Other datasets: 'auto' or 'file' (both read the files).
+      'file' or 'render'. Other datasets: 'auto' or 'file' (both read the files). Any set of
+      ``tfds_source.LAYOUTS`` (all but chairs, plus ``TFDS_ONLY``): 'tfds', a prepared TFDS set
+      read by index (never downloaded; ``data_dir``, ``synthetic_if_missing`` unused).
     synthetic_if_missing: when the real files are missing, load small synthetic stand-ins
       (``synthetic.ensure_synthetic``; logged loudly). For dSprites this applies only with
       ``source='file'`` (with 'auto' the renderer already stands in for the missing file).
     allow_download: download missing canonical files (MNIST, Fashion-MNIST, dSprites).
     synthetic_dir: where stand-ins are written (``resolve_synthetic_dir``; never the data folder).
+    unfair: 'dsprites_unfair' only: ``DSpritesUnfair`` keyword arguments (``unfair_settings``
+      of ``config.dataset``) over the dSprites base loaded for ``source``.
+    tfds_data_dir: source 'tfds': the TFDS data folder (``gs://`` too); '' / None: TFDS's default.
+    tfds_name: source 'tfds': the builder to read ('' = the catalog set of ``name``).
 
   Returns:
     An object with ``num_examples``, ``image_shape``, ``get_images(indices)`` and ``labels``.
   """
-  if name not in DATASETS:
-    raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
-  if source not in ("auto", "file", "render"):
-    raise ValueError(f"source must be 'auto', 'file' or 'render', got {source!r}")
-  if source == "render" and name != "dsprites":
+  if name not in DATASETS + TFDS_ONLY:
+    raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS + TFDS_ONLY)}")
+  if source not in ("auto", "file", "render", "tfds"):
+    raise ValueError(f"source must be 'auto', 'file', 'render' or 'tfds', got {source!r}")
+  if source == "tfds":
+    from disentangle.data import tfds_source  # pylint: disable=g-import-not-at-top
+    return tfds_source.load(name, split, tfds_data_dir=tfds_data_dir, tfds_name=tfds_name)
+  if name in TFDS_ONLY:
+    raise config_lib.ConfigError(f"config field 'dataset.source': {name} is read only from TFDS "
+                                 f"(source='tfds'), not {source!r}")
+  if source == "render" and name not in DSPRITES_BASED:
     raise ValueError(f"source='render' only exists for dsprites, not {name}")
   root = resolve_data_dir(data_dir)
   try:
-    return _load(name, root, split, source, allow_download, verify=True)
+    return _load(name, root, split, source, allow_download, verify=True, unfair=unfair)
   except MissingDataError as e:
     if not synthetic_if_missing:
       raise
-    folder = ensure_synthetic(name, resolve_synthetic_dir(synthetic_dir))
+    folder = ensure_synthetic("dsprites" if name in DSPRITES_BASED else name,
+                              resolve_synthetic_dir(synthetic_dir))
     _LOG.warning("%s is missing (%s); loading the SYNTHETIC stand-in from %s instead", name,
                  str(e).splitlines()[0], folder)
-    return _load(name, folder, split, source, allow_download, verify=False)
+    return _load(name, folder, split, source, allow_download, verify=False, unfair=unfair)

@@ -39,14 +39,21 @@ def load_image(path: str | os.PathLike, size: int, channels: int, *,
       rgba = img.convert("RGBA")
       img = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
       img.alpha_composite(rgba)
-    img = img.convert("L" if channels == 1 else "RGB")
-    if img.size != (size, size):
-      w, h = img.size
-      side = crop_size if crop_size is not None else round(min(w, h) * (crop_fraction or 1.0))
-      side = min(side, w, h)
-      left, top = (w - side) // 2, (h - side) // 2
-      img = img.crop((left, top, left + side, top + side)).resize((size, size), Image.LANCZOS)
-    out = np.asarray(img, np.uint8)
+    return fit_square(img, size, channels, crop_fraction=crop_fraction, crop_size=crop_size)
+
+
+def fit_square(img: Image.Image, size: int, channels: int, *, crop_fraction: float | None = None,
+               crop_size: int | None = None) -> np.ndarray:
+  """The central square of ``img`` (see ``load_image``), Lanczos-resized -> uint8
+  [size, size, channels]; an image already ``size x size`` is kept as it is."""
+  img = img.convert("L" if channels == 1 else "RGB")
+  if img.size != (size, size):
+    w, h = img.size
+    side = crop_size if crop_size is not None else round(min(w, h) * (crop_fraction or 1.0))
+    side = min(side, w, h)
+    left, top = (w - side) // 2, (h - side) // 2
+    img = img.crop((left, top, left + side, top + side)).resize((size, size), Image.LANCZOS)
+  out = np.asarray(img, np.uint8)
   return out[..., None] if channels == 1 else out
 
 

@@ -59,7 +59,8 @@ def load_eval_data(config):
   d, names = config.dataset, eval_data_names(config)
   return data_lib.load_dataset(names["evaluated_on"], data_dir=d.data_dir, split=names["split"],
                                source=d.source, synthetic_if_missing=d.synthetic_if_missing,
-                               allow_download=d.allow_download)
+                               allow_download=d.allow_download, **data_lib.tfds_kwargs(d),
+                               unfair=data_lib.unfair_settings(d))
 
 
 def eval_indices(config, num_examples: int) -> np.ndarray:

@@ -84,7 +84,8 @@ def load_training_data(config):
     print(f"data: {d.name} split={d.train_split!r} from {root} ({origin})", flush=True)
   return data_lib.load_dataset(d.name, data_dir=root, split=d.train_split, source=d.source,
                                synthetic_if_missing=d.synthetic_if_missing,
-                               allow_download=d.allow_download)
+                               allow_download=d.allow_download, **data_lib.tfds_kwargs(d),
+                               unfair=data_lib.unfair_settings(d))
 
 
 def _all_finite(tree) -> jax.Array:

@@ -1,0 +1,253 @@
+"""dataset.source='tfds': tiny array_record builders prepared in the test, read without TensorFlow.
+
+The raw-file source built from the same arrays is the reference: the TFDS source must give the
+same batches (images, targets) for the same (seed, step); the ground-truth protocol is checked
+against the factors written into each image's pixels.
+"""
+import sys
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from disentangle import config as config_lib
+from disentangle import data
+from disentangle.data import batch_spec
+from disentangle.data import build
+from disentangle.data import builders
+from disentangle.data import mnist
+from disentangle.data import synthetic
+from disentangle.data import tfds_source
+from disentangle.metrics import factor_vae_score
+from disentangle.train import input_pipeline
+from disentangle.train import trainer
+from tests import helpers
+
+RNG = np.random.default_rng(0)
+TRAIN_IMAGES = RNG.integers(0, 256, size=(40, 28, 28, 1), dtype=np.uint8)
+TRAIN_LABELS = RNG.integers(0, 10, size=40)
+TEST_IMAGES = RNG.integers(0, 256, size=(8, 28, 28, 1), dtype=np.uint8)
+
+
+class TinyMnist(builders._ArrayBuilder, skip_registration=True):  # pylint: disable=protected-access
+  """MNIST's layout (raw 28x28 uint8 image, int label) over the arrays above."""
+
+  def _features(self):
+    return {"image": builders._tensor((28, 28, 1), np.uint8),  # pylint: disable=protected-access
+            "label": builders._tensor((), np.int64)}  # pylint: disable=protected-access
+
+  def _splits(self):
+    return ("train", "test")
+
+  def _generate_examples(self, split):
+    images = TRAIN_IMAGES if split == "train" else TEST_IMAGES
+    labels = TRAIN_LABELS if split == "train" else np.zeros(len(images), int)
+    for i, (img, label) in enumerate(zip(images, labels)):
+      yield i, {"image": img, "label": int(label)}
+
+
+class ImagesOnly(builders._ArrayBuilder, skip_registration=True):  # pylint: disable=protected-access
+  """MNIST-shaped images and no label."""
+
+  def _features(self):
+    return {"image": builders._tensor((28, 28, 1), np.uint8)}  # pylint: disable=protected-access
+
+  def _generate_examples(self, split):
+    for i, img in enumerate(TRAIN_IMAGES[:10]):
+      yield i, {"image": img}
+
+
+SHAPES3D = tfds_source.LAYOUTS["shapes3d"].factors
+# Two values of every factor (its first and last class), each combination carried by 2 examples:
+# not a full grid of (10, 10, 10, 8, 4, 15), but closed under fixing one factor of a row.
+COMBOS = np.indices((2,) * 6).reshape(6, -1).T * (np.array([s for _, _, s in SHAPES3D]) - 1)
+ROWS = np.concatenate([COMBOS, COMBOS])[np.random.default_rng(1).permutation(2 * len(COMBOS))]
+
+
+def shapes3d_image(factors, copy: int) -> np.ndarray:
+  """Factor k in pixel (0, k) of the red channel (x16), the copy number in pixel (1, 0)."""
+  img = np.zeros((64, 64, 3), np.uint8)
+  img[0, :6, 0] = np.asarray(factors) * 16
+  img[1, 0, 0] = 100 * copy
+  return img
+
+
+def decode(images: np.ndarray) -> np.ndarray:
+  """The identity representation: the factors written into the pixels."""
+  return np.rint(np.asarray(images)[:, 0, :6, 0] * 255.0 / 16.0)
+
+
+class TinyShapes3d(builders._ArrayBuilder, skip_registration=True):  # pylint: disable=protected-access
+  """shapes3d's layout over ROWS."""
+
+  def _features(self):
+    feats = {"image": builders._tensor((64, 64, 3), np.uint8)}  # pylint: disable=protected-access
+    feats.update({f: builders._tensor((), np.int64) for f, _, _ in SHAPES3D})  # pylint: disable=protected-access
+    return feats
+
+  def _generate_examples(self, split):
+    seen = set()
+    for i, row in enumerate(ROWS):
+      copy = int(tuple(row) in seen)
+      seen.add(tuple(row))
+      example = {"image": shapes3d_image(row, copy)}
+      example.update({f: int(v) for (f, _, _), v in zip(SHAPES3D, row)})
+      yield i, example
+
+
+def prepare(cls, data_dir):
+  cls(data_dir=str(data_dir), file_format="array_record").download_and_prepare()
+  return str(data_dir)
+
+
+@pytest.fixture(scope="module")
+def tfds_dir(tmp_path_factory):
+  root = tmp_path_factory.mktemp("tfds")
+  for cls in (TinyMnist, ImagesOnly, TinyShapes3d):
+    prepare(cls, root)
+  return str(root)
+
+
+@pytest.fixture(scope="module")
+def raw_mnist(tmp_path_factory):
+  """The raw-file source of the same arrays (IDX files, read as dataset 'mnist')."""
+  root = tmp_path_factory.mktemp("raw")
+  for prefix, images, labels in (("train", TRAIN_IMAGES, TRAIN_LABELS),
+                                 ("t10k", TEST_IMAGES, np.zeros(len(TEST_IMAGES)))):
+    mnist.write_idx(root / "mnist" / f"{prefix}-images-idx3-ubyte.gz", images[..., 0])
+    mnist.write_idx(root / "mnist" / f"{prefix}-labels-idx1-ubyte.gz", labels.astype(np.uint8))
+  return mnist.load_mnist(root, "train", verify=False)
+
+
+def test_tfds_batches_equal_raw_file_batches(tfds_dir, raw_mnist):
+  ds = data.load_dataset("mnist", data_dir=None, source="tfds", tfds_data_dir=tfds_dir,
+                         tfds_name="tiny_mnist")
+  assert (ds.num_examples, ds.image_shape) == (raw_mnist.num_examples, raw_mnist.image_shape)
+  assert ds.target_names == ("digit",) and ds.target_sizes == {"digit": 10}
+  np.testing.assert_array_equal(ds.labels, raw_mnist.labels)
+  spec = batch_spec.BatchSpec(targets=("digit",))
+  for s in (batch_spec.IMAGES_ONLY, spec):
+    a = input_pipeline.make_source(ds, s, global_batch=16, seed=3)
+    b = input_pipeline.make_source(raw_mnist, s, global_batch=16, seed=3)
+    for step in (0, 1, 2, 5):  # 40 rows: steps 2 and 5 straddle epochs
+      got, want = a.local_batch(step), b.local_batch(step)
+      assert sorted(got) == sorted(want)
+      for k in want:
+        assert got[k].dtype == want[k].dtype
+        np.testing.assert_array_equal(got[k], want[k])
+  test = data.load_dataset("mnist", data_dir=None, source="tfds", tfds_data_dir=tfds_dir,
+                           tfds_name="tiny_mnist", split="test")
+  np.testing.assert_array_equal(test.get_images(np.arange(8)),
+                                data.to_float_images(mnist.resize_bilinear(
+                                    TEST_IMAGES[..., 0], 32)[..., None]))
+  assert "tensorflow" not in sys.modules
+
+
+def test_two_training_steps_from_tfds_config(tfds_dir, tmp_path):
+  config = helpers.tiny_config(**{"num_steps": 2, "log_every": 1, "checkpoint_every": 2,
+                                  "mesh.num_devices": 1, "dataset.source": "tfds",
+                                  "dataset.tfds_data_dir": tfds_dir,
+                                  "dataset.tfds_name": "tiny_mnist"})
+  state = trainer.train(config, tmp_path)  # the trainer loads the set itself
+  assert int(state.step) == 2
+  assert (tmp_path / "checkpoints" / "2").exists()
+
+
+def test_each_process_reads_only_its_share(tfds_dir):
+  """Two process indices of one global batch (in one process: the loopback two-process run is
+  too heavy for the test machine): each reads exactly its contiguous share, nothing else."""
+  shares = []
+  for p in range(2):
+    ds = data.load_dataset("mnist", data_dir=None, source="tfds", tfds_data_dir=tfds_dir,
+                           tfds_name="tiny_mnist")
+    read = []
+    inner = ds._source  # pylint: disable=protected-access
+
+    class Recording:
+      dataset_info = inner.dataset_info
+
+      def __len__(self):
+        return len(inner)
+
+      def __getitems__(self, keys):
+        read.extend(keys)
+        return inner.__getitems__(keys)
+
+    ds._source = Recording()  # pylint: disable=protected-access
+    source = input_pipeline.make_source(ds, batch_spec.BatchSpec(targets=("digit",)),
+                                        global_batch=16, seed=0, process_index=p,
+                                        process_count=2)
+    source.local_batch(1)
+    want = source.images.global_indices(1)[8 * p:8 * p + 8]
+    assert read == want.tolist()  # images and targets of the share: one read
+    shares.append(set(read))
+  assert not shares[0] & shares[1] and len(shares[0] | shares[1]) == 16
+
+
+def test_ground_truth_protocol_on_shapes3d_format(tfds_dir):
+  ds = data.load_dataset("shapes3d", data_dir=None, source="tfds", tfds_data_dir=tfds_dir,
+                         tfds_name="tiny_shapes3d")
+  assert ds.factor_sizes == (10, 10, 10, 8, 4, 15) and not ds.full_grid
+  assert ds.factor_names == ("floor_hue", "wall_hue", "object_hue", "scale", "shape",
+                             "orientation")
+  np.testing.assert_array_equal(ds.factors, ROWS)
+  rng = np.random.default_rng(0)
+  factors = ds.sample_factors(300, rng)
+  assert {tuple(f) for f in factors} <= {tuple(r) for r in ROWS}
+  images = ds.sample_observations_from_factors(factors, rng)
+  assert images.shape == (300, 64, 64, 3) and images.dtype == np.float32
+  np.testing.assert_array_equal(decode(images), factors)  # exactly those factors
+  copies = np.rint(images[:, 1, 0, 0] * 255 / 100)
+  assert set(copies.tolist()) == {0.0, 1.0}  # drawn among both examples carrying them
+  np.testing.assert_array_equal(ds.targets_of([0, 1], ["scale", "shape"]), ROWS[:2, [3, 4]])
+  with pytest.raises(KeyError, match="no example"):
+    ds.sample_observations_from_factors([[1, 0, 0, 0, 0, 0]], rng)
+  # The identity representation scores 1: votes from the whole set and from fresh samples.
+  assert factor_vae_score(ds, decode, np.random.default_rng(0))["score"] == 1.0
+  out = factor_vae_score(ds, decode, np.random.default_rng(1), num_variance_points=100,
+                         num_votes=60, batch_size=20, encode_batch_size=50)
+  assert out["vote_source"] == "fresh_samples" and out["score"] == 1.0
+
+
+def test_missing_set_is_one_line_naming_set_folder_and_command(tmp_path, monkeypatch):
+  monkeypatch.setenv("DISENTANGLE_NO_DOWNLOAD", "1")
+  with pytest.raises(tfds_source.TfdsNotPreparedError) as e:
+    data.load_dataset("shapes3d", data_dir=None, source="tfds", tfds_data_dir=str(tmp_path))
+  msg = str(e.value)
+  assert "\n" not in msg and "'shapes3d'" in msg and str(tmp_path) in msg
+  assert f"tfds build shapes3d --data_dir={tmp_path} --file_format=array_record" in msg
+  with pytest.raises(tfds_source.TfdsNotPreparedError,
+                     match=f"python -m disentangle.data.build --name=synthetic_mnist "
+                           f"--data_dir={tmp_path}"):
+    data.load_dataset("mnist", data_dir=None, source="tfds", tfds_data_dir=str(tmp_path),
+                      tfds_name="synthetic_mnist")
+  assert not any(tmp_path.iterdir())  # nothing was downloaded or created
+
+
+def test_wrong_features_are_config_errors_naming_the_field(tfds_dir):
+  with pytest.raises(config_lib.ConfigError, match=r"'dataset.tfds_name'.*tiny_mnist.*"
+                                                   r"label_floor_hue"):
+    data.load_dataset("shapes3d", data_dir=None, source="tfds", tfds_data_dir=tfds_dir,
+                      tfds_name="tiny_mnist")
+  no_labels = data.load_dataset("mnist", data_dir=None, source="tfds", tfds_data_dir=tfds_dir,
+                                tfds_name="images_only")
+  assert no_labels.target_names == () and no_labels.labels is None
+  spec = batch_spec.BatchSpec(targets=("digit",), fields=(("targets", "parted.targets"),))
+  with pytest.raises(config_lib.ConfigError, match="'parted.targets'.*has no targets"):
+    input_pipeline.make_source(no_labels, spec, global_batch=4, seed=0)
+  with pytest.raises(config_lib.ConfigError, match="'dataset.source'"):
+    data.load_dataset("shapes3d", data_dir=None, source="file")
+
+
+def test_build_cli_prepares_the_synthetic_stand_in(tmp_path, capsys):
+  assert build.main(["--name=synthetic_mnist", f"--data_dir={tmp_path / 'tfds'}"]) == 0
+  assert "prepared synthetic_mnist" in capsys.readouterr().out
+  ds = data.load_dataset("mnist", data_dir=None, source="tfds",
+                         tfds_data_dir=str(tmp_path / "tfds"), tfds_name="synthetic_mnist")
+  raw = mnist.load_mnist(synthetic.write_mnist_like(tmp_path / "raw").parent, verify=False)
+  idx = np.random.default_rng(0).permutation(raw.num_examples)[:32]
+  np.testing.assert_array_equal(ds.get_images(idx), raw.get_images(idx))
+  np.testing.assert_array_equal(ds.targets_of(idx, ["digit"]), raw.targets_of(idx, ["digit"]))
+  assert ds.source == "render"  # procedural: scores flagged as not comparable
+  assert tfds.data_source  # the data came back through TFDS's random access, without TF
+  assert "tensorflow" not in sys.modules
