@@ -77,6 +77,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.use_discrete = "protocol"    # discrete code in the metrics: 'protocol' (each metric's
                                       # published one: score yes, MIG no) / 'include' / 'exclude'
 
+  c.eval.partedvae_score = False  # PartedVAE's factor score at eval steps (evaluate_run: always)
   c.mesh = ml_collections.ConfigDict()
   c.mesh.num_devices = 0          # 0 = all devices
   c.xla = ml_collections.ConfigDict()

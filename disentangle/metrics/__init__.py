@@ -5,6 +5,7 @@ function (observations -> `Representation`) and a numpy Generator, and returns a
 its number(s) and every setting that produced them. `registry` lists the metrics the evaluation
 runs (each registered once; read by the evaluator, ``experiments.evaluate`` and the tables).
 """
+from disentangle.metrics.accuracy import classification_accuracy, per_variable_accuracy
 from disentangle.metrics.clustering import cluster_accuracy
 from disentangle.metrics.factor_vae import factor_vae_score
 from disentangle.metrics.information import (discrete_entropy, discrete_mutual_information,
@@ -20,6 +21,7 @@ from disentangle.metrics.representation import (Representation, as_representatio
 __all__ = [
     "Representation",
     "as_representation",
+    "classification_accuracy",
     "cluster_accuracy",
     "discrete_entropy",
     "discrete_mutual_information",
@@ -32,6 +34,7 @@ __all__ = [
     "kl_per_dim",
     "mig",
     "mutual_information_per_dim",
+    "per_variable_accuracy",
     "plugin_mutual_information",
     "registry",
     "total_correlation",

@@ -1,6 +1,6 @@
 """FactorVAE disentanglement score (Kim & Mnih, 2018) as CascadeVAE evaluates it (supplement C).
 
-Two protocols, chosen with `protocol=`; every setting is returned beside the score.
+Three protocols, chosen with `protocol=`; every setting is returned beside the score.
 
 ``'cascadevae'`` (default; CascadeVAE supplement C and the authors' `utils/eval_op.py`):
 
@@ -44,7 +44,25 @@ spread evenly) at the value of the batch's first sample; a majority-vote classif
 dimension the factor it voted for most in training) is scored on the evaluation votes:
 score = eval accuracy. The discrete code, when given, enters as in the CascadeVAE protocol.
 
-Departures from both codes, recorded in the output: a dimension whose global variance is exactly
+``'partedvae'`` (PartedVAE Sec. 5.1, Tables 1-2; the authors' ``utils/metrics.py::
+dis_by_fact_metric``): the representation is the posterior mean [mu_z, mu_u] of every example of
+the dataset (no discrete code: ``use_discrete`` is ignored); each dimension is divided by its
+standard deviation over those examples (ddof 0); for each factor with more than one value
+(dSprites: shape, scale, orientation, x, y; colour has one) and each of its values, the examples
+with that value, in one seeded random order of the whole dataset (the authors iterate a shuffled
+loader; they draw unseeded, we take ``rng``), are cut into consecutive groups of L = `batch_size`
+= 100 (the remainder is dropped), and each group votes for argmin_j Var_j (ddof 0) of the
+normalised dimensions (ties: lowest index, as ``np.argmin``). So the number of votes is fixed by
+the data (dSprites: about 36,800), not chosen. Then the votes of every dimension whose std is
+below `prune_std` = 0.1 are zeroed (such a dimension still takes part in the argmin, as in their
+code) and score = sum_j max_k V_jk / sum V over the remaining votes (a pruned dimension leaves
+numerator and denominator). Departures, recorded: a dimension with std exactly 0 cannot be
+normalised (0/0; in the authors' code its NaN wins every argmin and the score is NaN): it is left
+out of the argmin (`constant_dims`; it would be pruned anyway); with no vote left the score is 0.
+A dataset too large to be encoded whole (more than `whole_dataset_max`, or not enumerable) uses
+`variance_sample_size` sampled points (or `num_variance_points`), recorded.
+
+Departures of the first two from both codes, recorded in the output: a dimension whose global variance is exactly
 zero on the variance points is dropped (`constant_dims`) instead of winning every vote through
 0 / (0 + eps); the fixed value is drawn from the data distribution (uniform on a full grid, as the
 authors' `randint(nclasses[k])`).
@@ -67,6 +85,9 @@ PROTOCOLS = {
     "disentanglement_lib": dict(num_votes=10_000, num_eval_votes=5_000, batch_size=64,
                                 num_variance_points=10_000, prune_kl=None, prune_std=0.05,
                                 even_votes=False),
+    # num_votes: fixed by the data (every group of L examples of every factor value votes).
+    "partedvae": dict(num_votes=None, num_eval_votes=0, batch_size=100,
+                      num_variance_points=None, prune_kl=None, prune_std=0.1, even_votes=False),
 }
 
 
@@ -201,7 +222,8 @@ def factor_vae_score(dataset, representation_fn: Callable[[np.ndarray], Any],
     dataset: ground-truth data (`disentangle.data.ground_truth` protocol).
     representation_fn: observations [k, ...] -> `Representation` (or means [k, m]) of k rows.
     rng: numpy Generator; all randomness of the metric.
-    protocol: 'cascadevae' (supp. C, authors' code) or 'disentanglement_lib'.
+    protocol: 'cascadevae' (supp. C, authors' code), 'disentanglement_lib' or 'partedvae'
+      (PartedVAE's authors' code; see the module doc).
     num_votes: M (votes; training votes for disentanglement_lib). None: protocol default.
     batch_size: L, examples per vote. None: protocol default (100 / 64).
     num_variance_points: points for the global variances and the KL pruning. None: whole
@@ -237,6 +259,12 @@ def factor_vae_score(dataset, representation_fn: Callable[[np.ndarray], Any],
   length = int(settings["batch_size"])
   if length < 2:
     raise ValueError("batch_size must be at least 2 (a variance needs two examples)")
+  if protocol == "partedvae":
+    if num_votes is not None or num_eval_votes or prune_kl is not None:
+      raise ValueError("protocol 'partedvae' takes no num_votes (fixed by the data), "
+                       "num_eval_votes or prune_kl")
+    return _partedvae_score(dataset, representation_fn, rng, settings, sizes, factors_used,
+                            encode_batch_size, whole_dataset_max, variance_sample_size)
 
   # Global variances: the whole dataset, or a sample.
   rows = None
@@ -321,3 +349,102 @@ def factor_vae_score(dataset, representation_fn: Callable[[np.ndarray], Any],
   result["classifier"] = classifier
   result["score"] = result["eval_accuracy"]
   return result
+
+
+def partedvae_votes(latents: np.ndarray, factors: np.ndarray, factors_used, length: int,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict]:
+  """The vote matrix V [D, K'] of the ``'partedvae'`` protocol (module doc), before pruning.
+
+  Args:
+    latents: [N, D] representation of every example (means [mu_z, mu_u]).
+    factors: int [N, K] their factor rows.
+    factors_used: the factor columns that vote (V's columns, in this order).
+    length: L, examples per group.
+    rng: draws the one random order of the N examples.
+
+  Returns:
+    (V, std [D] (ddof 0), {'dropped_examples': [per factor], 'groups_per_factor': [...],
+    'constant_dims': [...]}).
+  """
+  latents = np.asarray(latents, np.float64)
+  factors = np.asarray(factors, np.int64)
+  n, d = latents.shape
+  std = latents.std(axis=0)
+  constant = std == 0
+  normalised = latents / np.where(constant, 1.0, std)
+  order = rng.permutation(n)
+  votes = np.zeros((d, len(factors_used)), np.int64)
+  dropped, groups = [], []
+  for f, k in enumerate(factors_used):
+    column = factors[order, k]
+    by_value = order[np.argsort(column, kind="stable")]  # grouped by value, each in `order`
+    _, counts = np.unique(column, return_counts=True)
+    start, lost, num = 0, 0, 0
+    for count in counts:
+      g = int(count) // length
+      if g:
+        local = normalised[by_value[start:start + g * length]].reshape(g, length, d).var(axis=1)
+        local[:, constant] = np.inf
+        votes[:, f] += np.bincount(np.argmin(local, axis=1), minlength=d)
+      lost += int(count) - g * length
+      num += g
+      start += int(count)
+    dropped.append(lost)
+    groups.append(num)
+  info = {"dropped_examples": dropped, "groups_per_factor": groups,
+          "constant_dims": [int(j) for j in np.flatnonzero(constant)]}
+  return votes, std, info
+
+
+def _partedvae_score(dataset, representation_fn, rng, settings, sizes, factors_used,
+                     encode_batch_size, whole_dataset_max, variance_sample_size) -> dict:
+  """The ``'partedvae'`` protocol (module doc); every setting returned beside the score."""
+  length = int(settings["batch_size"])
+  stored = getattr(dataset, "rep", None)  # encodings of every stored example (EncodedGroundTruth)
+  if isinstance(stored, Representation) and settings["num_variance_points"] is None and \
+      stored.num_examples == len(getattr(dataset, "factors", ())):
+    rows, rep, source = np.asarray(dataset.factors, np.int64), stored, "whole_dataset_encodings"
+  else:
+    rows, source = None, "sample"
+    if settings["num_variance_points"] is None:
+      rows = enumerate_factors(dataset)
+      if rows is not None and len(rows) <= whole_dataset_max:
+        source = "whole_dataset"
+      else:
+        rows = None
+    if rows is None:
+      num = settings["num_variance_points"] or variance_sample_size
+      rows = np.asarray(dataset.sample_factors(int(num), rng))
+    rep = encode_factors(dataset, representation_fn, rows, rng, encode_batch_size)
+  votes, std, info = partedvae_votes(rep.mean, rows, factors_used, length, rng)
+  prune_std = float(settings["prune_std"])
+  pruned = std < prune_std
+  effective = votes.copy()
+  effective[pruned] = 0
+  total = int(effective.sum())
+  return {
+      "protocol": "partedvae",
+      "score": float(effective.max(axis=1).sum() / total) if total else 0.0,
+      "votes": votes,
+      "effective_votes": effective,
+      "num_votes": int(votes.sum()),
+      "num_votes_counted": total,
+      "batch_size": length,
+      "std": std,
+      "std_ddof": 0,
+      "variance_ddof": 0,
+      "prune_std": prune_std,
+      "pruned_dims": [int(j) for j in np.flatnonzero(pruned)],
+      "kept_dims": [int(j) for j in np.flatnonzero(~pruned)],
+      "num_points": int(len(rows)),
+      "points_source": source,
+      "dataset_size": dataset_size(dataset),
+      "order": "one seeded random permutation of the points; each value's examples in that order",
+      "factor_sizes": sizes,
+      "factors_used": list(factors_used),
+      "representation": "posterior means [mu_z, mu_u] (continuous code, no discrete code)",
+      "use_discrete": False,
+      "discrete_dim": None,
+      "encode_batch_size": encode_batch_size,
+      **info,
+  }

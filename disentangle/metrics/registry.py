@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from disentangle.metrics.accuracy import classification_accuracy, per_variable_accuracy
 from disentangle.metrics.clustering import cluster_accuracy
 from disentangle.metrics.factor_vae import factor_vae_score
 from disentangle.metrics.information import information_report
@@ -42,6 +43,12 @@ PAPER_VOTE_BATCH = 100       # ... of L examples
 MIG_NUM_POINTS = 10_000      # disentanglement_lib's MIG: 10,000 points, 20 bins
 MIG_NUM_BINS = 20
 INFORMATION_SAMPLES = 1000   # samples of the information estimates
+PARTEDVAE_VOTE_BATCH = 100   # PartedVAE's score (authors' utils/metrics.py): groups of L = 100,
+PARTEDVAE_PRUNE_STD = 0.1    # votes of dimensions with std < 0.1 zeroed
+# Seed of the metrics that draw their own random numbers (the PartedVAE score's order, the
+# CascadeVAE score without the discrete code), so that the shared stream of the others is the
+# one it was before they were added.
+OWN_STREAM_SEED = 0
 
 
 @dataclasses.dataclass
@@ -56,6 +63,10 @@ class Inputs:
     labelled_rep: encodings the label accuracies read (training: ``rep``; run: every example of
       the evaluation split).
     labelled_points: words for those rows, recorded with the accuracies.
+    targets: int label columns [n, K] of ``labelled_rep``'s rows (-1 unknown), named by
+      ``target_names`` (the method's `BatchSpec.targets`), for the per-variable accuracy of K
+      discrete codes (PartedVAE on CelebA), or None.
+    target_names: names of those columns.
     ground_truth: ground-truth protocol object the disentanglement metrics sample from (the
       whole dataset's `encodings.EncodedGroundTruth`, or the dataset itself), or None.
     represent: its representation function (observations -> `Representation`).
@@ -73,6 +84,8 @@ class Inputs:
   labels: Optional[np.ndarray] = None
   labelled_rep: Optional[Representation] = None
   labelled_points: str = "the eval points"
+  targets: Optional[np.ndarray] = None
+  target_names: tuple = ()
   ground_truth: Any = None
   represent: Optional[Callable] = None
   factors: Optional[np.ndarray] = None
@@ -287,6 +300,86 @@ def _information_logged(info: dict) -> dict:
 
 
 def _describe_score(m):
+def _accuracy_direct(inputs: Inputs, s: dict) -> Optional[dict]:
+  """Identity-mapping accuracy of the discrete code against the labels (PartedVAE Sec. 5.2:
+  the semi-supervised c is named by its labels); `metrics.accuracy.classification_accuracy`."""
+  del s
+  rep = inputs.labelled_rep
+  if inputs.labels is None or rep is None or rep.discrete is None:
+    return None
+  acc = classification_accuracy(np.asarray(inputs.labels), rep.discrete)
+  if acc["accuracy"] is None:
+    return None
+  return dict(acc, value=acc["accuracy"], points=inputs.labelled_points)
+
+
+def _variable_accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
+  """Identity-mapping accuracy of each of K discrete codes against its target column (PartedVAE
+  on CelebA, label -1 skipped); ``value``: the mean over the variables with labels."""
+  del s
+  rep = inputs.labelled_rep
+  if inputs.targets is None or rep is None or rep.codes is None:
+    return None
+  targets = np.asarray(inputs.targets)
+  if targets.ndim != 2 or targets.shape[1] != rep.codes.shape[1]:
+    return None
+  acc = per_variable_accuracy(targets, rep.codes, inputs.target_names or None)
+  if acc["mean"] is None:
+    return None
+  return dict(acc, value=acc["mean"], value_is="mean over the variables with labels",
+              points=inputs.labelled_points, mapping="identity")
+
+
+def _shape_accuracy_direct(inputs: Inputs, s: dict) -> Optional[dict]:
+  """Identity-mapping accuracy of the discrete code against the shape factor (dSprites,
+  PartedVAE with shape labels), on the rows of ``Inputs.factors``, else on ``num_points``
+  sampled ones (own stream, ``seed``)."""
+  if "shape" not in inputs.factor_names:
+    return None
+  k = inputs.factor_names.index("shape")
+  factors, rep, where = inputs.factors, inputs.factor_rep, inputs.factor_points
+  if factors is None:
+    if inputs.ground_truth is None or inputs.stage == "training":
+      return None
+    rng = np.random.default_rng(s["seed"])
+    factors = np.asarray(inputs.ground_truth.sample_factors(s["num_points"], rng))
+    rep = encode_factors(inputs.ground_truth, inputs.represent, factors, rng,
+                         inputs.encode_batch_size)
+    where = "sample"
+  if rep is None or rep.discrete is None:
+    return None
+  acc = classification_accuracy(np.asarray(factors)[:, k], rep.discrete)
+  return dict(acc, value=acc["accuracy"], factor="shape", points=where, seed=s["seed"])
+
+
+def _factor_score_partedvae(inputs: Inputs, s: dict) -> Optional[dict]:
+  """PartedVAE's factor score (``protocol='partedvae'``, `metrics.factor_vae_score`): every
+  example's [mu_z, mu_u], std-normalised, groups of L = 100 per factor value in a seeded order,
+  votes of dims with std < 0.1 zeroed (Sec. 5.1, Tables 1-2; the authors' code)."""
+  if inputs.ground_truth is None:
+    return None
+  score = factor_vae_score(inputs.ground_truth, inputs.represent,
+                           np.random.default_rng(s["seed"]), protocol="partedvae",
+                           batch_size=s["batch_size"], prune_std=s["prune_std"],
+                           encode_batch_size=inputs.encode_batch_size,
+                           **({"whole_dataset_max": inputs.whole_dataset_max}
+                              if inputs.whole_dataset_max is not None else {}))
+  return dict(score, value=score["score"], seed=s["seed"], points=inputs.factor_points)
+
+
+def _factor_score_no_discrete(inputs: Inputs, s: dict) -> Optional[dict]:
+  """The CascadeVAE score (supplement C) without the discrete dimension, beside ``factor_score``
+  (which follows ``eval.use_discrete``); only for encoders with a discrete code; own stream."""
+  if inputs.ground_truth is None:
+    return None
+  if inputs.factor_rep is not None and inputs.factor_rep.discrete is None:
+    return None  # no discrete code: the same number as factor_score
+  own = Inputs(**{**{f.name: getattr(inputs, f.name) for f in dataclasses.fields(Inputs)},
+                  "rng": np.random.default_rng(s["seed"])})
+  out = _factor_score(own, dict(s, use_discrete=False))
+  return None if out is None else dict(out, seed=s["seed"])
+
+
   return (f"{m['protocol']}, {m['num_votes']} votes x {m['batch_size']}, variances over "
           f"{m['num_variance_points']} points ({m['variance_source']}), votes from "
           f"{m['vote_source']}, KL pruning {m['prune_kl']}, kept dims {m['kept_dims']}, "
@@ -294,7 +387,7 @@ def _describe_score(m):
 
 
 def _describe_mig(m):
-  return (f"{m['protocol']}: {m['estimator']}, {m['num_points']} points, {m['num_bins']} bins, "
+  text = (f"{m['protocol']}: {m['estimator']}, {m['num_points']} points, {m['num_bins']} bins, "
           f"factors {m['factors_used']}, discrete code {'in' if m['use_discrete'] else 'out'}")
 
 
@@ -319,3 +412,45 @@ register(Metric("accuracy", "accuracy", _accuracy, training_flag="cluster_accura
                 logged=lambda m: {"accuracy": m["one_to_one"],
                                   "accuracy_many_to_one": m["many_to_one"]},
                 describe=_describe_accuracy))
+
+
+# -- PartedVAE's accuracies and factor score (issue 11); each draws from its own stream ---------
+
+def _describe_direct(m):
+  return (f"identity mapping, {m['num_examples']} labelled examples ({m['points']}), "
+          f"{m['num_skipped']} without label skipped")
+
+
+def _describe_variables(m):
+  per = ", ".join(f"{n} {a:.4f}" if a is not None else f"{n} -"
+                  for n, a in m["accuracy"].items())
+  return f"identity mapping per variable ({m['points']}): {per}"
+
+
+def _describe_partedvae_score(m):
+  return (f"partedvae: {m['num_points']} points ({m['points_source']}), groups of "
+          f"{m['batch_size']} per factor value ({m['num_votes']} votes, seed {m['seed']}), "
+          f"std ddof 0, votes of dims with std < {m['prune_std']} zeroed (pruned "
+          f"{m['pruned_dims']}), {m['num_votes_counted']} votes counted, no discrete code")
+
+
+register(Metric("accuracy_direct", "accuracy (direct)", _accuracy_direct,
+                training_flag="cluster_accuracy", describe=_describe_direct))
+register(Metric("variable_accuracy", "accuracy per variable (mean)", _variable_accuracy,
+                training_flag="cluster_accuracy",
+                logged=lambda m: {"variable_accuracy": m["value"],
+                                  **{f"variable_accuracy/{n}": a
+                                     for n, a in m["accuracy"].items() if a is not None}},
+                describe=_describe_variables))
+register(Metric("shape_accuracy_direct", "shape acc. (direct)", _shape_accuracy_direct,
+                lambda cfg, stage: {"num_points": MIG_NUM_POINTS, "seed": OWN_STREAM_SEED},
+                ground_truth=True, describe=_describe_direct))
+register(Metric("factor_score_partedvae", "score (PartedVAE)", _factor_score_partedvae,
+                lambda cfg, stage: {"batch_size": PARTEDVAE_VOTE_BATCH,
+                                    "prune_std": PARTEDVAE_PRUNE_STD, "seed": OWN_STREAM_SEED},
+                training_flag="partedvae_score", ground_truth=True,
+                describe=_describe_partedvae_score))
+register(Metric("factor_score_no_discrete", "score (no d)", _factor_score_no_discrete,
+                lambda cfg, stage: dict(_factor_score_settings(cfg, stage),
+                                        seed=OWN_STREAM_SEED),
+                training_flag="factor_score", ground_truth=True, describe=_describe_score))
