@@ -282,24 +282,6 @@ def _accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
               points=inputs.labelled_points)
 
 
-def _information(inputs: Inputs, s: dict) -> Optional[dict]:
-  """KL_j, I(x; z_j), total correlation (and I(x; d)) on the eval points."""
-  rep = inputs.rep
-  if rep is None or rep.logvar is None:
-    return None
-  info = information_report(rep, inputs.rng,
-                            num_samples=min(s["num_samples"], rep.num_examples))
-  return dict(info, value=info["total_correlation"], value_is="total_correlation")
-
-
-def _information_logged(info: dict) -> dict:
-  out = {k: info[k] for k in ("kl_per_dim", "mi_per_dim", "total_correlation")}
-  if "discrete_mi" in info:
-    out["discrete_mi"] = info["discrete_mi"]
-  return out
-
-
-def _describe_score(m):
 def _accuracy_direct(inputs: Inputs, s: dict) -> Optional[dict]:
   """Identity-mapping accuracy of the discrete code against the labels (PartedVAE Sec. 5.2:
   the semi-supervised c is named by its labels); `metrics.accuracy.classification_accuracy`."""
@@ -380,6 +362,24 @@ def _factor_score_no_discrete(inputs: Inputs, s: dict) -> Optional[dict]:
   return None if out is None else dict(out, seed=s["seed"])
 
 
+def _information(inputs: Inputs, s: dict) -> Optional[dict]:
+  """KL_j, I(x; z_j), total correlation (and I(x; d)) on the eval points."""
+  rep = inputs.rep
+  if rep is None or rep.logvar is None:
+    return None
+  info = information_report(rep, inputs.rng,
+                            num_samples=min(s["num_samples"], rep.num_examples))
+  return dict(info, value=info["total_correlation"], value_is="total_correlation")
+
+
+def _information_logged(info: dict) -> dict:
+  out = {k: info[k] for k in ("kl_per_dim", "mi_per_dim", "total_correlation")}
+  if "discrete_mi" in info:
+    out["discrete_mi"] = info["discrete_mi"]
+  return out
+
+
+def _describe_score(m):
   return (f"{m['protocol']}, {m['num_votes']} votes x {m['batch_size']}, variances over "
           f"{m['num_variance_points']} points ({m['variance_source']}), votes from "
           f"{m['vote_source']}, KL pruning {m['prune_kl']}, kept dims {m['kept_dims']}, "
@@ -387,7 +387,7 @@ def _factor_score_no_discrete(inputs: Inputs, s: dict) -> Optional[dict]:
 
 
 def _describe_mig(m):
-  text = (f"{m['protocol']}: {m['estimator']}, {m['num_points']} points, {m['num_bins']} bins, "
+  return (f"{m['protocol']}: {m['estimator']}, {m['num_points']} points, {m['num_bins']} bins, "
           f"factors {m['factors_used']}, discrete code {'in' if m['use_discrete'] else 'out'}")
 
 
