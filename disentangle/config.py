@@ -70,6 +70,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.num_points = 10000       # points for accuracy / information estimates (0 = all)
   c.eval.factor_score = False     # CascadeVAE supplement C score (ground-truth data only)
   c.eval.factor_score_votes = 800
+  c.eval.partedvae_score = False  # PartedVAE's factor score at eval steps (evaluate_run: always)
   c.eval.cluster_accuracy = False # discrete code vs labels (needs a discrete code and labels)
   c.eval.information = True       # I(x; z_j), KL_j, TC at eval steps
   c.eval.mig = False              # MIG at eval steps too (evaluate_run always computes it)
@@ -77,7 +78,6 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.use_discrete = "protocol"    # discrete code in the metrics: 'protocol' (each metric's
                                       # published one: score yes, MIG no) / 'include' / 'exclude'
 
-  c.eval.partedvae_score = False  # PartedVAE's factor score at eval steps (evaluate_run: always)
   c.mesh = ml_collections.ConfigDict()
   c.mesh.num_devices = 0          # 0 = all devices
   c.xla = ml_collections.ConfigDict()
