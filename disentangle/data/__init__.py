@@ -53,7 +53,8 @@ __all__ = [
     "FILES", "FolderImages", "GroundTruthData", "IMAGES_ONLY", "ImageDataset",
     "InMemoryGroundTruth", "LabelledSpec", "MissingDataError", "ProceduralDataWarning", "SPLITS",
     "Supervision", "check_batch_spec", "check_names", "check_split", "data_dir_origin",
-    "TFDS_ONLY", "ensure_synthetic", "factors_to_index", "fetch", "index_to_factors", "labelled_subset",
+    "TFDS_ONLY", "ensure_synthetic", "factors_to_index", "fetch", "index_to_factors",
+    "labelled_subset",
     "load_celeba", "load_chairs", "load_dataset", "load_fashion_mnist", "load_mnist",
     "read_attributes", "read_idx", "render", "render_latents", "resolve_data_dir",
     "resolve_synthetic_dir", "tfds_kwargs", "to_float_images", "write_idx",
@@ -127,7 +128,8 @@ def tfds_kwargs(dataset_config) -> dict:
 def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = "train",
                  source: str = "auto", synthetic_if_missing: bool = False,
                  allow_download: bool = True, synthetic_dir: str | os.PathLike | None = None,
-                 tfds_data_dir: str | os.PathLike | None = None, tfds_name: str = "", unfair: dict | None = None):
+                 tfds_data_dir: str | os.PathLike | None = None, tfds_name: str = "",
+                 unfair: dict | None = None):
   """Loads dataset ``name`` from the data folder.
 
   Args:
@@ -161,6 +163,9 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
     raise ValueError(f"source must be 'auto', 'file', 'render' or 'tfds', got {source!r}")
   if source == "tfds":
     from disentangle.data import tfds_source  # pylint: disable=g-import-not-at-top
+    if name == "dsprites_unfair":  # a view over the dSprites set read from TFDS
+      return DSpritesUnfair(tfds_source.load("dsprites", split, tfds_data_dir=tfds_data_dir,
+                                             tfds_name=tfds_name), **(unfair or {}))
     return tfds_source.load(name, split, tfds_data_dir=tfds_data_dir, tfds_name=tfds_name)
   if name in TFDS_ONLY:
     raise config_lib.ConfigError(f"config field 'dataset.source': {name} is read only from TFDS "

@@ -377,6 +377,10 @@ class TfdsGroundTruth(TfdsDataset):
     """int64 [N, K]: the factor classes of every stored row (``metrics.enumerate_factors``)."""
     return self._factor_table()[0]
 
+  def factors_of(self, indices) -> np.ndarray:
+    """int64 [n, K]: the factor classes of rows ``indices``."""
+    return self.factors[np.asarray(indices, np.int64)]
+
   @property
   def full_grid(self) -> bool:
     """Every factor row is carried by exactly one example."""
