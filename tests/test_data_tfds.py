@@ -46,7 +46,11 @@ class TinyMnist(builders._ArrayBuilder, skip_registration=True):  # pylint: disa
       yield i, {"image": img, "label": int(label)}
 
 
-class ImagesOnly(builders._ArrayBuilder, skip_registration=True):  # pylint: disable=protected-access
+_Builder = builders._ArrayBuilder  # pylint: disable=protected-access
+_tensor = builders._tensor  # pylint: disable=protected-access
+
+
+class ImagesOnly(_Builder, skip_registration=True):
   """MNIST-shaped images and no label."""
 
   def _features(self):
@@ -77,12 +81,12 @@ def decode(images: np.ndarray) -> np.ndarray:
   return np.rint(np.asarray(images)[:, 0, :6, 0] * 255.0 / 16.0)
 
 
-class TinyShapes3d(builders._ArrayBuilder, skip_registration=True):  # pylint: disable=protected-access
+class TinyShapes3d(_Builder, skip_registration=True):
   """shapes3d's layout over ROWS."""
 
   def _features(self):
     feats = {"image": builders._tensor((64, 64, 3), np.uint8)}  # pylint: disable=protected-access
-    feats.update({f: builders._tensor((), np.int64) for f, _, _ in SHAPES3D})  # pylint: disable=protected-access
+    feats.update({f: _tensor((), np.int64) for f, _, _ in SHAPES3D})
     return feats
 
   def _generate_examples(self, split):
