@@ -126,3 +126,16 @@ def test_bad_command_line_is_one_line_and_creates_nothing(tmp_path, args, expect
   lines = r.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], r.stderr
   assert not workdir.exists()
+
+
+def test_missing_data_is_one_message_and_creates_nothing(tmp_path):
+  """A set that is not on disk: the error names the file, no traceback, no run directory."""
+  workdir = tmp_path / "run"
+  r = subprocess.run([sys.executable, "-m", "experiments.chairs_cascade",
+                      "--config=experiments/configs/chairs_cascade.py",
+                      f"--config.dataset.data_dir={tmp_path / 'empty'}", f"--workdir={workdir}"],
+                     cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 2, r.stderr
+  assert "Traceback" not in r.stderr
+  assert r.stderr.startswith("error: ") and "chairs" in r.stderr, r.stderr
+  assert not workdir.exists()

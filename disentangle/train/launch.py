@@ -103,6 +103,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 
 def _run(_):
+  from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
   from disentangle.train import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
@@ -112,8 +113,8 @@ def _run(_):
   print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
   try:
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config))
-  except (config_lib.ConfigError, trainer.NonFiniteError) as e:
-    fail(str(e))
+  except (config_lib.ConfigError, trainer.NonFiniteError, data_lib.DataFileError) as e:
+    fail(str(e))  # bad config, missing / corrupt data, NaN: one message, no traceback
   print(f"done: {workdir}", flush=True)
 
 
