@@ -40,6 +40,13 @@ def base_config() -> ml_collections.ConfigDict:
   c.dataset.synthetic_if_missing = False  # smoke variants: generate canonical-format stand-ins
   c.dataset.allow_download = True
   c.dataset.eval_split = "test"           # split of the evaluated set (data.SPLITS)
+  # dsprites_unfair (FFVAE App. B; data/dsprites_unfair.py): P(shape, x) ∝ (i_S/3)^q_shape +
+  # (i_X/32)^q_x with indices counted from unfair_index_base; unfair_size rows drawn with unfair_seed.
+  c.dataset.unfair_q_shape = 1.0
+  c.dataset.unfair_q_x = 3.0
+  c.dataset.unfair_index_base = 1
+  c.dataset.unfair_size = 737_280
+  c.dataset.unfair_seed = 0
 
   c.model = ml_collections.ConfigDict()
   c.model.latent_dim = 10
@@ -75,6 +82,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.information = True       # I(x; z_j), KL_j, TC at eval steps
   c.eval.mig = False              # MIG at eval steps too (evaluate_run always computes it)
   c.eval.mig_estimator = "histogram"  # 'histogram' (disentanglement_lib) / 'sampled' (Chen et al.)
+                                      # / 'both' (value: histogram; the sampled one beside it)
   c.eval.use_discrete = "protocol"    # discrete code in the metrics: 'protocol' (each metric's
                                       # published one: score yes, MIG no) / 'include' / 'exclude'
 
@@ -213,12 +221,17 @@ RULES: dict[str, Rule] = {
     "batch_size": POSITIVE,
     "weight_decay": NONNEG,
     "dataset.name": one_of("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "shapes3d",
-                           "smallnorb"),
+                           "smallnorb", "dsprites_unfair"),
     "dataset.source": one_of("auto", "file", "render", "tfds"),
     "dataset.train_split": one_of(*DATASET_SPLITS),
     "dataset.eval_split": one_of(*DATASET_SPLITS),
     "dataset.eval_name": one_of("", "dsprites", "mnist", "fashion_mnist", "chairs", "celeba",
-                                "shapes3d", "smallnorb"),
+                                "shapes3d", "smallnorb", "dsprites_unfair"),
+    "dataset.unfair_q_shape": NONNEG,
+    "dataset.unfair_q_x": NONNEG,
+    "dataset.unfair_index_base": one_of(0, 1),
+    "dataset.unfair_size": POSITIVE,
+    "dataset.unfair_seed": NONNEG,
     "model.latent_dim": POSITIVE,
     "model.init": one_of("reference", "flax"),
     "model.posterior_head": one_of("logvar", "softplus_sigma"),
@@ -240,7 +253,7 @@ RULES: dict[str, Rule] = {
     "eval.num_images": POSITIVE,
     "eval.num_points": NONNEG,
     "eval.factor_score_votes": POSITIVE,
-    "eval.mig_estimator": one_of("histogram", "sampled"),
+    "eval.mig_estimator": one_of("histogram", "sampled", "both"),
     "eval.use_discrete": one_of("protocol", "include", "exclude"),
     "mesh.num_devices": NONNEG,
 }

@@ -28,6 +28,17 @@ class TinyImages:
     return out
 
 
+class TinyAttributeImages(TinyImages):
+  """TinyImages with two binary attributes: "right" (class column) and "low" (class row)."""
+
+  attribute_names = ("right", "low")
+
+  def attributes_of(self, indices, names):
+    c = self.labels[np.asarray(indices)]
+    cols = {"right": c % 2, "low": c // 2}
+    return np.stack([cols[n] for n in names], axis=1).astype(np.int32)
+
+
 def tiny_config(method="betavae", **overrides):
   c = methods.schema(method)
   c.dataset.name = "mnist"
@@ -48,6 +59,14 @@ def tiny_config(method="betavae", **overrides):
     c.factorvae.disc_hidden = 32
     c.factorvae.disc_layers = 2
     c.factorvae.gamma = 5.0
+  if method == "ffvae":
+    c.ffvae.disc_hidden = 32
+    c.ffvae.disc_layers = 2
+    c.ffvae.sensitive = ("right", "low")
+    c.ffvae.alpha = 10.0
+    c.ffvae.gamma = 5.0
+    c.ffvae.fair.subgroup = ("right",)
+    c.ffvae.fair.target = "low"
   for k, v in overrides.items():
     node = c
     parts = k.split(".")

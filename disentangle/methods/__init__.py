@@ -20,6 +20,7 @@ from disentangle.methods import betatcvae
 from disentangle.methods import betavae
 from disentangle.methods import cascadevae
 from disentangle.methods import factorvae
+from disentangle.methods import ffvae
 from disentangle.methods import jointvae
 from disentangle.methods.base import TrainState, VAEMethod  # noqa: F401
 from disentangle.methods.optimizers import Optimizer  # noqa: F401
@@ -56,6 +57,7 @@ _register_module("factorvae", factorvae.FactorVAE, "factorvae", factorvae)
 _register_module("jointvae", jointvae.JointVAE, "jointvae", jointvae)
 _register_module("betatcvae", betatcvae.BetaTCVAE, "betatcvae", betatcvae)
 _register_module("anchorvae", anchorvae.AnchorVAE, "anchorvae", anchorvae)
+_register_module("ffvae", ffvae.FFVAE, "ffvae", ffvae)
 
 
 def spec(method: str) -> MethodSpec:
