@@ -321,8 +321,8 @@ def _variable_accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
   if inputs.targets is None or rep is None or rep.codes is None:
     return None
   targets = np.asarray(inputs.targets)
-  if targets.ndim != 2 or targets.shape[1] != rep.codes.shape[1]:
-    return None
+  if targets.ndim != 2 or targets.shape[1] != rep.codes.shape[1] or targets.shape[1] < 2:
+    return None  # one variable: that is accuracy_direct
   acc = per_variable_accuracy(targets, rep.codes, inputs.target_names or None)
   if acc["mean"] is None:
     return None

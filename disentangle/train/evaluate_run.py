@@ -16,6 +16,13 @@ stage ``"run"``) in the papers' protocols:
 - ``accuracy``: one-to-one accuracy of the discrete code against the labels of every example of
   the evaluation split (MNIST / Fashion-MNIST test set, CascadeVAE Tables 3-4);
 - ``information``: KL_j, I(x; z_j), total correlation on ``config.eval.num_points`` points;
+- PartedVAE's (issue 11; every one labelled with its settings): ``factor_score_partedvae`` (the
+  authors' protocol: std-normalised means of every example, groups of 100 per factor value,
+  votes of dims with std < 0.1 zeroed), ``factor_score_no_discrete`` (CascadeVAE's protocol
+  without the discrete code, beside ``factor_score``), ``accuracy_direct`` /
+  ``shape_accuracy_direct`` (identity mapping) and ``variable_accuracy`` (each of K discrete
+  codes against its target column, -1 skipped: CelebA); PartedVAE's pictures (z and u
+  traversals, attribute transfer, prior components, samples) by `evaluator.save_pictures`;
 
 and writes ``results.json`` (every number with its settings, the seed, the step, whether it is
 the run's final checkpoint, and the data trained on and evaluated on), ``report.md``
@@ -147,7 +154,8 @@ class RunSettings:
 
   def overrides(self) -> dict:
     """Per-metric settings on top of `registry.settings_of` (``config.eval``)."""
-    return {"factor_score": {"num_votes": self.num_votes, "batch_size": self.vote_batch},
+    score = {"num_votes": self.num_votes, "batch_size": self.vote_batch}
+    return {"factor_score": score, "factor_score_no_discrete": score,
             "mig": {"num_points": self.mig_points},
             "shape_accuracy": {"num_points": self.mig_points}}
 
@@ -182,12 +190,18 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
     if encoded is not None and are_indices and ground_truth is dataset:
       rep_eval = encoded.rep.take(indices)  # row i is example i: no second encoding
   labels = getattr(dataset, "labels", None)
-  if labels is not None and method.num_discrete:
+  target_names = evaluator_lib.target_names_of(method, dataset)
+  if (labels is not None or target_names) and method.num_discrete:
     t0 = time.perf_counter()
     rep_all, _ = encodings.encode_streamed(lambda a, b: dataset.get_images(np.arange(a, b)),
                                            dataset.num_examples,
                                            lambda x: represent(params, x), batch)
-    inputs.labels, inputs.labelled_rep = np.asarray(labels), rep_all
+    inputs.labels = None if labels is None else np.asarray(labels)
+    inputs.labelled_rep = rep_all
+    if target_names:  # K label columns of K discrete codes (PartedVAE on CelebA)
+      inputs.targets = np.asarray(dataset.targets_of(np.arange(dataset.num_examples),
+                                                     target_names))
+      inputs.target_names = target_names
     inputs.labelled_points = "every example of the evaluation split"
     rep_eval = rep_all.take(indices)
     timings["encode_labelled_s"] = time.perf_counter() - t0
