@@ -295,6 +295,26 @@ def synthetic_batches(image_shape: Sequence[int], batch_size: int, num_seeds: in
   return [{"image": rng.random(shape, dtype=np.float32)} for _ in range(count)]
 
 
+def with_side_information(batch: dict, spec, num_seeds: int, seed: int) -> dict:
+  """``batch`` plus what a method's `BatchSpec` asks for, synthetic: ``targets`` /
+  ``attributes`` (int32 in {0, 1}, valid for every class count) and the labelled stream
+  (``labelled_image`` uniform in [0, 1], ``labelled_targets``) of ``spec.labelled.batch_size``."""
+  rng = np.random.default_rng([seed, 1])
+  images = batch["image"]
+  lead = images.shape[:-4]
+  out = dict(batch)
+  bits = lambda n, k: rng.integers(0, 2, lead + (n, k)).astype(np.int32)
+  if spec.targets:
+    out["targets"] = bits(images.shape[-4], len(spec.targets))
+  if spec.attributes:
+    out["attributes"] = bits(images.shape[-4], len(spec.attributes))
+  if spec.labelled is not None:
+    n = spec.labelled.batch_size
+    out["labelled_image"] = rng.random(lead + (n,) + images.shape[-3:], dtype=np.float32)
+    out["labelled_targets"] = bits(n, max(1, len(spec.targets)))
+  return out
+
+
 def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches: int = 4,
                seed: int = 0, seed_batching: str = "vmap") -> StepBench:
   """Builds, initialises and compiles the trainer's step for ``config`` on synthetic batches.
@@ -340,8 +360,10 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
     raise ValueError(f"seed_batching must be one of {SEED_BATCHINGS}, got {seed_batching!r}")
   jitted = host.jit(step_impl, config, donate_argnums=0, in_shardings=(repl, data_sharding),
                     out_shardings=(repl, repl))
-  batches = [jax.device_put(b, data_sharding)
-             for b in synthetic_batches(image, config.batch_size, num_seeds, num_batches, seed)]
+  spec = type(method).batch_spec(config)
+  batches = [jax.device_put(with_side_information(b, spec, num_seeds, seed + i), data_sharding)
+             for i, b in enumerate(synthetic_batches(image, config.batch_size, num_seeds,
+                                                     num_batches, seed))]
   jax.block_until_ready((state, batches))
 
   t0 = time.perf_counter()

@@ -1,4 +1,6 @@
-"""JAX against PyTorch on the same CascadeVAE train step, interleaved in one process.
+"""JAX against PyTorch on the same train step (CascadeVAE, PartedVAE), interleaved in one process.
+
+  python -m benchmarks.compare --config=experiments/configs/mnist_parted.py --rounds=5 --steps=5
 
   python -m benchmarks.compare --config=experiments/configs/dsprites_cascade.py --rounds=5 \
       --steps=10 [--torch_compile] [--config.model.conv_impl=fast]
@@ -69,6 +71,8 @@ def torch_side(module_name: str, config, image_shape, *, compile_step: bool, see
   import torch  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(threads)
   ref = importlib.import_module(module_name)
+  if config.method == "partedvae":
+    return _parted_torch_side(ref, config, image_shape, compile_step=compile_step, seed=seed)
   if config.method != "cascadevae":
     raise ValueError(f"the PyTorch reference is CascadeVAE only, got method {config.method!r}")
   size, _, channels = image_shape
@@ -92,6 +96,55 @@ def torch_side(module_name: str, config, image_shape, *, compile_step: bool, see
 
   info = {"torch_version": torch.__version__, "torch_threads": torch.get_num_threads(),
           "torch_compile": bool(compile_step), "torch_module": module_name}
+  return step, info
+
+
+def _parted_torch_side(ref, config, image_shape, *, compile_step: bool, seed: int):
+  """PartedVAE's PyTorch step (`torch_reference.parted_step`, the authors' model and loss) from
+  the config: d_z, the variables' sizes, d_u, both learning rates, gammas, delta, capacities,
+  temperature, sharpness, p(c); the labelled batch of ``parted.labelled_batch_size`` when
+  ``parted.num_labelled > 0`` (its update first, as the authors)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  size, _, channels = image_shape
+  datasets = {v["image_size"]: k for k, v in ref.PARTED_DATASETS.items()}
+  if channels != 1 or size not in datasets:
+    raise ValueError(f"the PyTorch PartedVAE takes 1-channel {sorted(datasets)} images, got "
+                     f"{tuple(image_shape)}")
+  if compile_step:
+    raise ValueError("--torch_compile is not supported for the PartedVAE reference")
+  if not config.parted.unsupervised:
+    raise ValueError("the PartedVAE reference times the full step (parted.unsupervised=True)")
+  p = config.parted
+  model, optimizers = ref.build_parted(
+      datasets[size], latent_dim=config.model.latent_dim, sizes=tuple(p.discrete_sizes),
+      u_dim=p.u_dim, learning_rate=config.optimizer.learning_rate,
+      sup_learning_rate=p.sup_learning_rate, seed=seed, gamma_z=p.gamma_z, gamma_u=p.gamma_u,
+      gamma_h=p.gamma_h, gamma_c=p.gamma_c, gamma_bc=p.gamma_bc, delta=p.bc_threshold,
+      z_capacity=(p.z_capacity_min, p.z_capacity_max, p.z_capacity_steps),
+      u_capacity=(p.u_capacity_min, p.u_capacity_max, p.u_capacity_steps),
+      temperature=p.temperature, sharpness=(p.sharpness_start, p.sharpness_step,
+                                            p.sharpness_max),
+      prior_c=[list(v) for v in p.prior_c] or None)
+  gen = torch.Generator().manual_seed(seed)
+  shape = (config.batch_size, 1, size, size)
+  batches = [torch.rand(shape, generator=gen) for _ in range(4)]
+  labelled = None
+  if p.num_labelled:
+    nl = p.labelled_batch_size
+    labelled = [(torch.rand((nl, 1, size, size), generator=gen),
+                 torch.stack([torch.randint(0, k, (nl,), generator=gen)
+                              for k in p.discrete_sizes], 1)) for _ in range(4)]
+  cursor = [0]
+
+  def step() -> None:
+    i = cursor[0] % len(batches)
+    ref.parted_step(model, optimizers, batches[i], *(labelled[i] if labelled else (None, None)))
+    cursor[0] += 1
+
+  info = {"torch_version": torch.__version__, "torch_threads": torch.get_num_threads(),
+          "torch_compile": False, "torch_module": ref.__name__, "torch_step": "parted_step",
+          "labelled_batch": p.labelled_batch_size if p.num_labelled else 0,
+          "u_kl_torch": "sampled (authors' code)", "u_kl_jax": p.u_kl}
   return step, info
 
 

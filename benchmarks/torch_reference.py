@@ -1,6 +1,12 @@
-"""PyTorch eager (or ``torch.compile``) reference of the CascadeVAE train step, for speed only.
+"""PyTorch eager (or ``torch.compile``) references of train steps, for speed only.
 
   python -m benchmarks.torch_reference --dataset=dsprites|mnist --steps=N [--compile]
+  python -m benchmarks.torch_reference --method=partedvae --dataset=mnist --steps=N
+
+PartedVAE (`build_parted`, `parted_step`): the authors' MNIST model and loss (``sinahmr/parted-vae``
+``partedvae/models.py``, ``training.py``: supervised update on a labelled batch of 64, then Eq. 6
+with the sampled-c u KL, BC over pairs k > l, capacities |C - KL|), written anew; below, the
+CascadeVAE step.
 
 torch is an optional, benchmark-only extra (``pip install torch``); the library never imports it.
 The model is the one of :mod:`disentangle.nn.networks` (CascadeVAE supplement Tables 1-2): 64x64
@@ -207,6 +213,165 @@ def train_step(model: CascadeVAE, optimizer: torch.optim.Optimizer, x: torch.Ten
   return {"loss": loss.detach(), "rec": rec.detach(), "kl": kl.detach()}
 
 
+# ---------------------------------------------------------------------------------------------
+# PartedVAE (Hajimiri et al.; the authors' sinahmr/parted-vae architecture and loss), MNIST 32x32.
+# ---------------------------------------------------------------------------------------------
+PARTED_DATASETS = {"mnist": dict(image_size=32, latent_dim=6, sizes=(10,), u_dim=10)}
+_PARTED_EPS = 1e-12
+
+
+class PartedVAE(nn.Module):
+  """The authors' model at 32x32 (Tables 3-4, ``partedvae/models.py``).
+
+  Encoder: 4x4 stride-2 convs 32, 64, 64 (ReLU, ReLU, LeakyReLU(0.1)), dense 256 LeakyReLU(0.1);
+  z head: two dense layers d_z; c head: dense sum L_i; attention a_i = sigmoid(s (W_i c~_i +
+  b_i)) in (0, 1)^256 per variable; u_i head: two dense layers d_u on h * a_i (the authors' masked
+  layers are these blocks). Decoder on concat(z, u): dense 256 ReLU, dense 1024 ReLU, 4x4x64,
+  transposed convs 32, 32 (ReLU) and 1 (sigmoid). Prior psi: means and raw log-variances
+  [sum L_i, d_u] ~ N(0, 1), log sigma^2 = 2 tanh(raw) - 1.
+  """
+
+  def __init__(self, image_size: int, latent_dim: int, sizes: tuple, u_dim: int,
+               hidden: int = _HIDDEN):
+    super().__init__()
+    self.latent_dim, self.sizes, self.u_dim = latent_dim, tuple(sizes), u_dim
+    convs, cin = [], 1
+    for width, act in zip((32, 64, 64), (nn.ReLU(), nn.ReLU(), nn.LeakyReLU(0.1))):
+      convs += [nn.Conv2d(cin, width, 4, stride=2, padding=1), act]
+      cin = width
+    self.convs = nn.Sequential(*convs)
+    self.fc = nn.Linear(cin * (image_size // 8) ** 2, hidden)
+    self.z_mean, self.z_logvar = nn.Linear(hidden, latent_dim), nn.Linear(hidden, latent_dim)
+    self.c_head = nn.Linear(hidden, sum(self.sizes))
+    self.attention = nn.ModuleList([nn.Linear(k, hidden) for k in self.sizes])
+    self.u_mean = nn.ModuleList([nn.Linear(hidden, u_dim) for _ in self.sizes])
+    self.u_logvar = nn.ModuleList([nn.Linear(hidden, u_dim) for _ in self.sizes])
+    self.dec_fc = nn.Sequential(nn.Linear(latent_dim + len(self.sizes) * u_dim, hidden),
+                                nn.ReLU(), nn.Linear(hidden, math.prod(_BOTTLENECK)), nn.ReLU())
+    self.deconvs = nn.Sequential(
+        nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1), nn.ReLU(),
+        nn.ConvTranspose2d(32, 32, 4, stride=2, padding=1), nn.ReLU(),
+        nn.ConvTranspose2d(32, 1, 4, stride=2, padding=1), nn.Sigmoid())
+    self.prior_mean = nn.Parameter(torch.randn(sum(self.sizes), u_dim))
+    self.prior_raw = nn.Parameter(torch.randn(sum(self.sizes), u_dim))
+
+  def trunk_parameters(self):
+    """What the supervised update trains: the convs, the dense layer and the c head."""
+    return [*self.convs.parameters(), *self.fc.parameters(), *self.c_head.parameters()]
+
+  def hidden(self, x: torch.Tensor) -> torch.Tensor:
+    return F.leaky_relu(self.fc(self.convs(x).flatten(1)), 0.1)
+
+  def log_q_c(self, h: torch.Tensor) -> list[torch.Tensor]:
+    return [F.log_softmax(b, dim=-1) for b in self.c_head(h).split(self.sizes, dim=-1)]
+
+  def prior_logvar(self) -> torch.Tensor:
+    return 2.0 * torch.tanh(self.prior_raw) - 1.0
+
+  def decode(self, latent: torch.Tensor) -> torch.Tensor:
+    return self.deconvs(self.dec_fc(latent).view(-1, *_BOTTLENECK))
+
+
+def build_parted(dataset: str = "mnist", *, latent_dim: int | None = None,
+                 sizes: tuple | None = None, u_dim: int | None = None,
+                 learning_rate: float = 1.5e-3, sup_learning_rate: float = 5e-4,
+                 seed: int = 0, **loss_settings: Any) -> tuple[PartedVAE, dict]:
+  """The model, its two Adams (``model``: every parameter; ``supervised``: trunk and c head) and
+  the loss settings (gammas, delta, capacities, temperature, sharpness, p(c))."""
+  settings = dict(PARTED_DATASETS[dataset])
+  torch.manual_seed(seed)
+  model = PartedVAE(settings["image_size"], latent_dim or settings["latent_dim"],
+                    tuple(sizes or settings["sizes"]), u_dim or settings["u_dim"])
+  loss = dict(gamma_z=15.0, gamma_u=15.0, gamma_h=30.0, gamma_c=15.0, gamma_bc=30.0,
+              delta=0.15, z_capacity=(0.0, 7.0, 100_000), u_capacity=(0.0, 7.0, 100_000),
+              temperature=0.67, sharpness=(1.0, 2e-4, 8.0), prior_c=None)
+  loss.update(loss_settings)
+  if loss["prior_c"] is None:
+    loss["prior_c"] = [[1.0 / k] * k for k in model.sizes]
+  model.prior_c = [torch.tensor(p) for p in loss.pop("prior_c")]
+  model.loss_settings = loss
+  model.t = 0
+  optimizers = {"model": torch.optim.Adam(model.parameters(), lr=learning_rate),
+                "supervised": torch.optim.Adam(model.trunk_parameters(), lr=sup_learning_rate)}
+  return model, optimizers
+
+
+def _capacity(t: int, spec) -> float:
+  lo, hi, steps = spec
+  return min(lo + (hi - lo) * t / float(steps), hi)
+
+
+def _gaussian_kl(mu_q, logvar_q, mu_p, logvar_p) -> torch.Tensor:
+  """KL(N(mu_q, e^logvar_q) || N(mu_p, e^logvar_p)) summed over the last axis."""
+  return 0.5 * (logvar_p - logvar_q - 1.0 + (logvar_q.exp() + (mu_q - mu_p) ** 2)
+                / logvar_p.exp()).sum(-1)
+
+
+def _bhattacharyya(mu, logvar) -> torch.Tensor:
+  """BC of every pair of diagonal Gaussians [L, d] -> [L, L] (App. A.1)."""
+  var = logvar.exp()
+  avg = 0.5 * (var[:, None] + var[None])
+  diff = mu[:, None] - mu[None]
+  db = 0.125 * (diff * diff / avg).sum(-1) + 0.5 * (
+      avg.log().sum(-1) - 0.5 * (logvar.sum(-1)[:, None] + logvar.sum(-1)[None]))
+  return torch.exp(-db)
+
+
+def parted_step(model: PartedVAE, optimizers: dict, x: torch.Tensor,
+                labelled_x: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+  """One PartedVAE iteration as the authors': the supervised update on the labelled batch
+  (cross-entropy of q(c|x), trunk and c head), then Eq. 6 on the image batch (the u KL as their
+  code: q(u_i|x) from the sampled c~_i against every component, weighted by q(c_i = k|x))."""
+  s = model.loss_settings
+  model.t += 1
+  t = model.t
+  out = {}
+  if labelled_x is not None:
+    logq = model.log_q_c(model.hidden(labelled_x))
+    ce = -sum(lq.gather(1, labels[:, i:i + 1]).mean() for i, lq in enumerate(logq))
+    optimizers["supervised"].zero_grad(set_to_none=True)
+    ce.backward()
+    optimizers["supervised"].step()
+    out["cross_entropy"] = ce.detach()
+  n = x.shape[0]
+  h = model.hidden(x)
+  logq = model.log_q_c(h)
+  start, sharp = 0, min(s["sharpness"][0] + s["sharpness"][1] * t, s["sharpness"][2])
+  z_mu, z_lv = model.z_mean(h), model.z_logvar(h)
+  prior_mu, prior_lv = model.prior_mean, model.prior_logvar()
+  us, kl_u, kl_c, ent, bc_pen = [], 0.0, 0.0, 0.0, 0.0
+  for i, lq in enumerate(logq):
+    size = model.sizes[i]
+    gumbel = -torch.log(-torch.log(torch.rand_like(lq) + _PARTED_EPS) + _PARTED_EPS)
+    c_tilde = F.softmax((lq + gumbel) / s["temperature"], dim=-1)
+    a = torch.sigmoid(sharp * model.attention[i](c_tilde))
+    u_mu, u_lv = model.u_mean[i](h * a), model.u_logvar[i](h * a)
+    us.append(u_mu + torch.exp(0.5 * u_lv) * torch.randn_like(u_mu))
+    mu_k, lv_k = prior_mu[start:start + size], prior_lv[start:start + size]
+    kls = _gaussian_kl(u_mu[:, None], u_lv[:, None], mu_k[None], lv_k[None])  # [n, L]
+    kl_u = kl_u + (lq.exp() * kls).sum(-1).mean()
+    log_qhat = torch.logsumexp(lq, dim=0) - math.log(n)
+    kl_c = kl_c + (log_qhat.exp() * (log_qhat - torch.log(model.prior_c[i]))).sum()
+    ent = ent - (lq.exp() * lq).sum(-1).mean()
+    bc = _bhattacharyya(mu_k, lv_k)
+    pairs = torch.tril(torch.ones(size, size, dtype=torch.bool), diagonal=-1)
+    bc_pen = bc_pen + torch.clamp_min(bc[pairs] - s["delta"], 0.0).sum()
+    start += size
+  z = z_mu + torch.exp(0.5 * z_lv) * torch.randn_like(z_mu)
+  recon = model.decode(torch.cat([z] + us, dim=-1))
+  rec = F.binary_cross_entropy(recon, x, reduction="none").flatten(1).sum(-1).mean()
+  kl_z = (-0.5 * (1 + z_lv - z_mu ** 2 - z_lv.exp())).mean(0).sum()
+  loss = (rec + s["gamma_z"] * torch.abs(_capacity(t, s["z_capacity"]) - kl_z)
+          + s["gamma_u"] * torch.abs(_capacity(t, s["u_capacity"]) - kl_u)
+          + s["gamma_c"] * kl_c + s["gamma_h"] * ent + s["gamma_bc"] * bc_pen)
+  optimizers["model"].zero_grad(set_to_none=True)
+  loss.backward()
+  optimizers["model"].step()
+  out.update(loss=loss.detach(), rec=rec.detach(), kl_z=kl_z.detach())
+  return out
+
+
 def num_cores() -> int:
   try:
     return len(os.sched_getaffinity(0))
@@ -247,8 +412,38 @@ def benchmark(dataset: str, steps: int, warmup: int, compile_model: bool,
   }
 
 
+def benchmark_parted(dataset: str, steps: int, warmup: int, batch_size: int = 64,
+                     labelled_batch_size: int = 64, threads: int | None = None) -> dict[str, Any]:
+  """Times `parted_step` (with the labelled update) on synthetic batches; the JSON fields."""
+  threads = threads or num_cores()
+  torch.set_num_threads(threads)
+  model, optimizers = build_parted(dataset)
+  size = PARTED_DATASETS[dataset]["image_size"]
+  gen = torch.Generator().manual_seed(1)
+  x = [torch.rand(batch_size, 1, size, size, generator=gen) for _ in range(4)]
+  lx = [torch.rand(labelled_batch_size, 1, size, size, generator=gen) for _ in range(4)]
+  ly = [torch.stack([torch.randint(0, k, (labelled_batch_size,), generator=gen)
+                     for k in model.sizes], 1) for _ in range(4)]
+  for i in range(warmup):
+    parted_step(model, optimizers, x[i % 4], lx[i % 4], ly[i % 4])
+  times = []
+  for i in range(steps):
+    t0 = time.perf_counter()
+    parted_step(model, optimizers, x[i % 4], lx[i % 4], ly[i % 4])
+    times.append(time.perf_counter() - t0)
+  ms = np.asarray(times) * 1e3
+  return {"framework": f"torch {torch.__version__}", "mode": "eager", "method": "partedvae",
+          "dataset": dataset, "batch_size": batch_size,
+          "labelled_batch_size": labelled_batch_size, "threads": threads, "steps": steps,
+          "median_ms": round(float(np.median(ms)), 2),
+          "p10_ms": round(float(np.percentile(ms, 10)), 2),
+          "p90_ms": round(float(np.percentile(ms, 90)), 2),
+          "load_average": [round(v, 2) for v in os.getloadavg()]}
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--method", choices=("cascadevae", "partedvae"), default="cascadevae")
   parser.add_argument("--dataset", choices=sorted(DATASETS), default="dsprites")
   parser.add_argument("--steps", type=int, default=30, help="timed steps after the warm-up")
   parser.add_argument("--warmup", type=int, default=5, help="untimed steps (compilation)")
@@ -258,6 +453,10 @@ def main() -> None:
   parser.add_argument("--weight_decay", type=float, default=0.0)
   parser.add_argument("--threads", type=int, default=None, help="default: the cores available")
   args = parser.parse_args()
+  if args.method == "partedvae":
+    print(json.dumps(benchmark_parted(args.dataset, args.steps, args.warmup, args.batch_size,
+                                      threads=args.threads)), flush=True)
+    return
   print(json.dumps(benchmark(args.dataset, args.steps, args.warmup, args.compile,
                              batch_size=args.batch_size, threads=args.threads, lam=args.lam,
                              weight_decay=args.weight_decay)), flush=True)
