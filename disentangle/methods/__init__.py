@@ -22,6 +22,7 @@ from disentangle.methods import cascadevae
 from disentangle.methods import factorvae
 from disentangle.methods import ffvae
 from disentangle.methods import jointvae
+from disentangle.methods import partedvae
 from disentangle.methods.base import TrainState, VAEMethod  # noqa: F401
 from disentangle.methods.optimizers import Optimizer  # noqa: F401
 
@@ -34,21 +35,24 @@ class MethodSpec:
   rules: dict                               # "section.field" -> (predicate, description)
   step_fields: tuple[str, ...] = ()         # dotted fields that count iterations
   smoke: Callable | None = None             # smoke(config, **kwargs): shrink the schedule
+  check: Callable | None = None             # check(config): cross-field rules, ConfigError
 
 
 REGISTRY: dict[str, MethodSpec] = {}
 
 
 def register(name: str, cls, section: str, default_config: Callable, rules: dict | None = None,
-             *, step_fields=(), smoke: Callable | None = None) -> None:
+             *, step_fields=(), smoke: Callable | None = None,
+             check: Callable | None = None) -> None:
   """Make ``config.method = name`` build ``cls`` with the config section ``section``."""
   REGISTRY[name] = MethodSpec(cls, section, default_config, dict(rules or {}),
-                              tuple(step_fields), smoke)
+                              tuple(step_fields), smoke, check)
 
 
 def _register_module(name: str, cls, section: str, module) -> None:
   register(name, cls, section, module.default_config, module.RULES,
-           step_fields=module.STEP_FIELDS, smoke=getattr(module, "smoke", None))
+           step_fields=module.STEP_FIELDS, smoke=getattr(module, "smoke", None),
+           check=getattr(module, "check", None))
 
 
 _register_module("betavae", betavae.BetaVAE, "betavae", betavae)
@@ -57,6 +61,7 @@ _register_module("factorvae", factorvae.FactorVAE, "factorvae", factorvae)
 _register_module("jointvae", jointvae.JointVAE, "jointvae", jointvae)
 _register_module("betatcvae", betatcvae.BetaTCVAE, "betatcvae", betatcvae)
 _register_module("anchorvae", anchorvae.AnchorVAE, "anchorvae", anchorvae)
+_register_module("partedvae", partedvae.PartedVAE, "parted", partedvae)
 _register_module("ffvae", ffvae.FFVAE, "ffvae", ffvae)
 
 
@@ -82,6 +87,8 @@ def validate(config) -> None:
     raise config_lib.ConfigError("config field 'method' is missing")
   s = schema(config.method)  # raises for an unknown method
   config_lib.validate(config, s, REGISTRY[config.method].rules)
+  if REGISTRY[config.method].check is not None:
+    REGISTRY[config.method].check(config)  # the method's cross-field rules
 
 
 def step_fields(method: str) -> tuple[str, ...]:
