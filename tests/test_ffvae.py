@@ -369,3 +369,61 @@ def test_dsprites_unfair_is_registered_and_color_is_no_attribute():
   assert loaded.index_base == 0 and loaded.source == "render"
   with pytest.raises(config_lib.ConfigError, match="ffvae.sensitive.*'color'"):
     supervision.check_names(loaded, ("shape", "color"), "attributes", "ffvae.sensitive")
+
+
+# -- configs ----------------------------------------------------------------------------------------
+
+def _config_module(name):
+  import importlib
+  return importlib.import_module(f"experiments.configs.{name}")
+
+
+def test_dsprites_unfair_config_holds_the_appendix_settings():
+  mod = _config_module("dsprites_unfair_ffvae")
+  c = mod.get_config("ffvae")
+  assert (c.method, c.dataset.name, c.dataset.eval_name) == ("ffvae", "dsprites_unfair",
+                                                            "dsprites")
+  assert (c.dataset.unfair_q_shape, c.dataset.unfair_q_x) == (1.0, 3.0)
+  assert c.model.hidden_units == 128 and c.model.latent_dim == 10  # App. C
+  assert (c.ffvae.disc_layers, c.ffvae.disc_hidden) == (5, 1000)
+  assert c.optimizer.learning_rate == c.ffvae.disc_learning_rate == 1e-3  # App. D, both
+  assert (c.optimizer.b1, c.optimizer.b2, c.ffvae.disc_b1, c.ffvae.disc_b2) == (
+      0.9, 0.999, 0.9, 0.999)
+  assert c.batch_size == 64 and c.num_steps == 300_000
+  assert not c.eval.factor_score and c.eval.mig and c.eval.mig_estimator == "both"
+  assert (c.ffvae.alpha, c.ffvae.gamma) == (300.0, 40.0)
+  assert abs(np.log(c.ffvae.gamma / c.ffvae.alpha) - (-2.0)) < 0.02
+  assert mod.get_config("factorvae").ffvae.alpha == 0.0
+  assert mod.get_config("cpu").num_steps == 60_000  # 1/5 of 3e5
+  assert mod.PUBLISHED == {}
+  gammas = (10, 20, 30, 40, 50, 70, 100)
+  assert mod.SWEEPS["fig6a"] == {"alpha": (0, 50, 100, 150, 200, 300, 400, 1000),
+                                 "gamma": gammas}
+  assert mod.SWEEPS["fig6b"]["alpha"] == (300, 400, 1000)
+  assert mod.SWEEPS["fig7a"]["alpha"] == (0, 50, 100, 150, 200)
+  over = mod.get_config(mod.sweep_overrides("fig6b")[0])
+  assert (over.ffvae.alpha, over.ffvae.gamma) == (300.0, 10.0)
+  for variant in ("", "ffvae", "factorvae", "cpu", "smoke", "factorvae,smoke", "ffvae,cpu"):
+    methods.validate(mod.get_config(variant))
+  with pytest.raises(config_lib.ConfigError):
+    mod.get_config("ffvae,factorvae")
+
+
+def test_celeba_config_validates_and_names_the_attributes():
+  mod = _config_module("celeba_ffvae")
+  c = mod.get_config()
+  assert c.ffvae.sensitive == ("Chubby", "Eyeglasses", "Male")
+  assert c.ffvae.fair.target == "Heavy_Makeup"
+  s = mod.get_config("smoke")
+  assert s.ffvae.sensitive == ("Male", "Eyeglasses") and s.ffvae.fair.target == "Smiling"
+  for variant in ("", "cpu", "smoke"):
+    methods.validate(mod.get_config(variant))
+
+
+def test_smoke_config_runs_one_step(tmp_path):
+  mod = _config_module("dsprites_unfair_ffvae")
+  c = mod.get_config("smoke")
+  c.num_steps, c.batch_size, c.dataset.unfair_size = 1, 8, 64
+  c.ffvae.disc_hidden, c.mesh.num_devices, c.progress_bar = 32, 1, False
+  state = trainer.train(c, tmp_path / "smoke")  # no evaluator: one step only
+  assert int(state.step) == 1
