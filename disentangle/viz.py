@@ -9,6 +9,12 @@ dimensions (CascadeVAE Figs. 5 and 9 sort them by I(x; z_j); JointVAE by KL), wi
 values spanning (-1.2, 1.2) on dSprites (CascadeVAE Fig. 5) and (-2, 2) on MNIST and
 FashionMNIST (Figs. 8 and 9), e.g. `values=np.linspace(-2, 2, 10)`. The discrete traversal
 (CascadeVAE Fig. 3 right, Fig. 7) shows one row per value of the discrete code d.
+
+PartedVAE's pictures (Figs. 4-10) take plain arrays (the mixture prior's means, log-variances and
+p(c)) and a decode function: `traversal_rows_grid` (u_i over its prior's range),
+`attribute_transfer_grid` (Fig. 5), `prior_components_figure` (Figs. 7, 10), `generation_grid`
+(samples of the generative process, Sec. 4.4); the evaluator writes them
+(`disentangle.train.evaluator.mixture_pictures`).
 """
 from __future__ import annotations
 
