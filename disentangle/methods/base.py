@@ -190,7 +190,12 @@ class VAEMethod:
     return state.replace(step=state.step + 1)
 
   def train_step(self, state: TrainState, batch):
-    """One update: every optimiser steps its group on the gradient of ``loss`` (one value)."""
+    """One update: every optimiser steps its group on the gradient of ``loss`` (one value).
+
+    Methods whose optimisers follow different losses, or share a group (a ``supervised``
+    optimiser on part of ``vae``), override this with their own order of ``gradients`` /
+    ``apply_update`` calls, ending in ``advance`` (one ``state.step`` increment per step).
+    """
     rng, t = self.step_key(state)
     (loss, metrics), grads = self.gradients(self.loss, state.params, batch, rng, t)
     for name, opt in self.optimizers.items():
