@@ -15,10 +15,11 @@ def _leaves(state):
     ("betavae", {}),
     ("cascadevae", {"cascade.assignment_scope": "global"}),
     ("factorvae", {}),
+    ("ffvae", {}),
 ])
 def test_sharded_training_equals_single_device(tmp_path, method, extra):
   assert jax.device_count() == 8
-  data = helpers.TinyImages()
+  data = helpers.TinyAttributeImages() if method == "ffvae" else helpers.TinyImages()
   kw = {"num_steps": 3, "batch_size": 16, "log_every": 1, **extra}
   config = helpers.tiny_config(method, **kw, **{"mesh.num_devices": 1})
   one = trainer.train(config, tmp_path / "one", dataset=data)

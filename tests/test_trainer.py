@@ -46,9 +46,9 @@ def _params(state):
   return [np.asarray(x) for x in jax.tree_util.tree_leaves(state)]
 
 
-@pytest.mark.parametrize("method", ["betavae", "cascadevae"])
+@pytest.mark.parametrize("method", ["betavae", "cascadevae", "ffvae"])
 def test_resume_after_kill_is_bitwise_identical(tmp_path, method):
-  data = helpers.TinyImages()
+  data = helpers.TinyAttributeImages() if method == "ffvae" else helpers.TinyImages()
   config = helpers.tiny_config(method, **{"mesh.num_devices": 1})
   straight = trainer.train(config, tmp_path / "a", dataset=data)
 
