@@ -88,3 +88,43 @@ def test_permute_groups_local_scope_stays_within_shards():
     assert np.all(block // 4 == s)
     for j in range(4):
       assert sorted(block[:, j]) == list(range(4 * s, 4 * s + 4))
+
+
+def test_partedvae_sharded_training_equals_single_device(tmp_path):
+  """PartedVAE (qc_scope 'global', labelled stream of 8 split over 8 devices) on 8 = on 1."""
+  from tests import test_partedvae
+  data = test_partedvae.TinyDigits()
+  kw = {"num_steps": 3, "batch_size": 16, "log_every": 1, "parted.qc_scope": "global",
+        "parted.plateau_epoch_steps": 100}
+  config = test_partedvae.tiny_config(**kw, **{"mesh.num_devices": 1})
+  one = trainer.train(config, tmp_path / "one", dataset=data)
+  eight = trainer.train(test_partedvae.tiny_config(**kw, **{"mesh.num_devices": 8}),
+                        tmp_path / "eight", dataset=data)
+  bound = 2 * max(config.optimizer.learning_rate, config.parted.sup_learning_rate) * 2 * 3
+  for a, b in zip(_leaves(one), _leaves(eight)):
+    close = np.isclose(a, b, rtol=2e-4, atol=2e-5)
+    assert close.mean() >= 0.999, f"{(~close).sum()} of {close.size} entries differ"
+    assert np.max(np.abs(a - b)) <= bound
+
+
+def test_partedvae_local_qc_is_the_mean_of_per_shard_kls():
+  from disentangle import methods
+  from disentangle import sharding
+  from disentangle.train import mesh as mesh_lib
+  from tests import test_partedvae
+  mesh = mesh_lib.make_mesh(8)
+  prior = np.array([0.1, 0.2, 0.3, 0.4])
+  logits = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32) * 2
+  q = np.exp(logits.astype(np.float64))
+  q /= q.sum(-1, keepdims=True)
+  kl = lambda qh: float(np.sum(qh * np.log(qh / prior)))  # noqa: E731
+  by_hand = {"local": np.mean([kl(q[2 * s:2 * s + 2].mean(0)) for s in range(8)]),
+             "global": kl(q.mean(0))}
+  x = jax.device_put(logits, sharding.batch_sharding(mesh))
+  for scope, want in by_hand.items():
+    config = test_partedvae.tiny_config(**{"parted.qc_scope": scope,
+                                           "parted.labelled_batch_size": 8})
+    method = methods.build(config, (32, 32, 1), mesh=mesh)
+    got = float(jax.jit(lambda l: method.qc_kl(l, prior.astype(np.float32)))(x))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+  assert abs(by_hand["local"] - by_hand["global"]) > 1e-3  # the scopes differ here

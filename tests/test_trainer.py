@@ -170,3 +170,13 @@ def test_missing_data_creates_nothing(tmp_path):
   with pytest.raises(Exception):
     trainer.train(config, tmp_path / "run")
   assert not (tmp_path / "run").exists()
+
+
+def test_partedvae_resume_after_kill_is_bitwise_identical(tmp_path, monkeypatch):
+  """The resume test above with PartedVAE: two optimisers, their plateau states (epochs of 2
+  steps: the step-3 checkpoint holds a half-accumulated epoch), the labelled stream."""
+  from tests import test_partedvae
+  config = test_partedvae.tiny_config(**{"mesh.num_devices": 1})
+  monkeypatch.setattr(helpers, "TinyImages", test_partedvae.TinyDigits)
+  monkeypatch.setattr(helpers, "tiny_config", lambda method, **kw: config)
+  test_resume_after_kill_is_bitwise_identical(tmp_path, "partedvae")
