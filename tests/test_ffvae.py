@@ -394,7 +394,9 @@ def test_dsprites_unfair_config_holds_the_appendix_settings():
   assert (c.ffvae.alpha, c.ffvae.gamma) == (300.0, 40.0)
   assert abs(np.log(c.ffvae.gamma / c.ffvae.alpha) - (-2.0)) < 0.02
   assert mod.get_config("factorvae").ffvae.alpha == 0.0
-  assert mod.get_config("cpu").num_steps == 60_000  # 1/5 of 3e5
+  cpu = mod.get_config("cpu")
+  assert cpu.num_steps == 10_000 and mod.CPU_FRACTION * 300_000 == 10_000  # 1/30 of 3e5
+  assert (cpu.eval_every, cpu.checkpoint_every) == (1667, 333)
   assert mod.PUBLISHED == {}
   gammas = (10, 20, 30, 40, 50, 70, 100)
   assert mod.SWEEPS["fig6a"] == {"alpha": (0, 50, 100, 150, 200, 300, 400, 1000),
