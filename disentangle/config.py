@@ -85,6 +85,13 @@ def base_config() -> ml_collections.ConfigDict:
                                       # / 'both' (value: histogram; the sampled one beside it)
   c.eval.use_discrete = "protocol"    # discrete code in the metrics: 'protocol' (each metric's
                                       # published one: score yes, MIG no) / 'include' / 'exclude'
+  # Which checkpoint the results report beside the final one (issue 14; train/selection.py):
+  # 'final' (no selection), 'best_validation' (best eval.select_metric on the held-out
+  # validation split, e.g. MNIST 'valid10k'; needs dataset.train_split = its training part,
+  # 'train50k'), 'best_metric' (best eval.select_metric on the evaluated data itself, as the
+  # authors' dSprites code; only where no held-out split exists).
+  c.eval.select = "final"
+  c.eval.select_metric = "accuracy"   # a registered metric computed at eval steps
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.num_devices = 0          # 0 = all devices
@@ -212,7 +219,8 @@ def int_tuple(*, min_len: int = 1, min_value: int | None = None) -> Rule:
 
 
 # Every split name of ``data.SPLITS`` (which splits each dataset takes is checked at load time).
-DATASET_SPLITS = ("train", "all", "test", "official_train", "official_valid", "official_test")
+DATASET_SPLITS = ("train", "all", "test", "official_train", "official_valid", "official_test",
+                  "train50k", "valid10k")
 
 RULES: dict[str, Rule] = {
     "seed": NONNEG,
@@ -233,7 +241,7 @@ RULES: dict[str, Rule] = {
     "dataset.unfair_size": POSITIVE,
     "dataset.unfair_seed": NONNEG,
     "model.latent_dim": POSITIVE,
-    "model.init": one_of("reference", "flax"),
+    "model.init": one_of("reference", "reference_flax_fan", "flax"),
     "model.posterior_head": one_of("logvar", "softplus_sigma"),
     "model.conv_impl": one_of("flax", "fast"),
     "model.hidden_units": POSITIVE,
@@ -255,6 +263,7 @@ RULES: dict[str, Rule] = {
     "eval.factor_score_votes": POSITIVE,
     "eval.mig_estimator": one_of("histogram", "sampled", "both"),
     "eval.use_discrete": one_of("protocol", "include", "exclude"),
+    "eval.select": one_of("final", "best_validation", "best_metric"),
     "mesh.num_devices": NONNEG,
 }
 

@@ -26,6 +26,9 @@ NUM_STEPS, BATCH = 5, 8
 
 def _config(method):
   c = helpers.tiny_config(method)
+  # The record was written with the transposed convs' fan-in counted over their inputs (Flax's
+  # convention), the 'reference' init before issue 14 moved it to TensorFlow's (outputs).
+  c.model.init = "reference_flax_fan"
   if method == "cascadevae":
     c.cascade.discrete_start = 2  # steps 1-2 without, 3-5 with the discrete assignment
   if method == "anchorvae":

@@ -89,3 +89,19 @@ def test_scale_schedule_keeps_never_and_rejects_uneven_fractions():
     common.scale_schedule(c, fractions.Fraction(1, 3))  # 2e4 / 3 is not a whole step
   with pytest.raises(config_lib.ConfigError, match="fraction"):
     common.scale_schedule(c, 1.5)
+
+
+def test_authors_code_variant_relieves_as_their_run_batch():
+  """dsprites_cascade:authors_code: one dim at step 0, one more every 2e4, a pause at t_d = 8e4."""
+  import importlib
+  from disentangle import methods
+  c = importlib.import_module("experiments.configs.dsprites_cascade").get_config("authors_code")
+  methods.validate(c)
+  assert (c.optimizer.learning_rate, c.cascade.beta_low, c.cascade.discrete_start,
+          c.weight_decay, c.model.posterior_head) == (1e-4, 0.1, 80_000, 4e-5, "softplus_sigma")
+  method = methods.build(c, (64, 64, 1))
+  relieved = [int(np.sum(np.asarray(method.betas(t)) == 0.1))
+              for t in (1, 20_001, 40_001, 60_001, 80_001, 100_001, 120_001, 299_999)]
+  assert relieved == [1, 2, 3, 4, 4, 5, 6, 6]
+  plain = importlib.import_module("experiments.configs.dsprites_cascade").get_config("m6")
+  assert plain.cascade.pause_at_discrete_start is False and plain.cascade.relieved_at_start == 0

@@ -40,6 +40,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.beta_low = 1.0            # beta_l
   c.relieve_every = 20000     # r
   c.relieved_at_start = 0     # 1 = the authors' code (one dim relieved at step 0)
+  c.pause_at_discrete_start = False  # True = the authors' code: relieving pauses one period r
   c.discrete_start = 100000   # t_d
   c.cascade = True            # False: CascadeVAE-D (constant beta_low on every dim)
   c.solver = "scipy"          # 'scipy' (host, exact) or 'hungarian' (on device, exact)
@@ -56,6 +57,7 @@ RULES = {
     "cascade.beta_low": config_lib.NONNEG,
     "cascade.relieve_every": config_lib.POSITIVE,
     "cascade.relieved_at_start": config_lib.NONNEG,
+    "cascade.pause_at_discrete_start": config_lib.one_of(True, False),
     "cascade.discrete_start": config_lib.NONNEG,
     "cascade.solver": config_lib.one_of(*assignment.SOLVERS),
     "cascade.assignment_scope": config_lib.one_of("global", "local"),
@@ -98,7 +100,9 @@ class CascadeVAE(base.VAEMethod):
       return jnp.full((self.latent_dim,), c.beta_low, jnp.float32)
     return schedules.cascade_betas(t, num_dims=self.latent_dim, beta_high=c.beta_high,
                                    beta_low=c.beta_low, relieve_every=c.relieve_every,
-                                   relieved_at_start=c.relieved_at_start)
+                                   relieved_at_start=c.relieved_at_start,
+                                   pause_after=(c.discrete_start if c.pause_at_discrete_start
+                                                else None))
 
   def unary(self, vae_params, z, x):
     """u[i, k] = log p(x_i | z_i, e_k) for every k; [B, S].

@@ -29,7 +29,7 @@ from disentangle.nn import networks
 def init_heads(rng, sizes: Sequence[int], hidden_units: int, u_dim: int,
                init_scheme: str = "reference") -> dict:
   """Parameters of the attention and u heads: ``attention_i`` [L_i, H] and ``u_i`` [H, 2 d_u]."""
-  _, dense_init = networks.initializers(init_scheme)
+  _, dense_init, _ = networks.initializers(init_scheme)
   keys = jax.random.split(rng, 2 * len(sizes))
   params = {}
   for i, size in enumerate(sizes):

@@ -12,8 +12,17 @@ heads; ``model.hidden_units`` (256; FFVAE 128) sets the dense layer of both netw
 ``model.activation`` / ``model.leaky_slope`` / ``model.activation_last`` the trunk's activation.
 
 Options from the authors' code (``../shared/notes/reference-facts.md``), set by config:
-- ``init='reference'``: variance-scaling (He) kernels for convs, Glorot-uniform for dense layers,
-  zero biases (the CascadeVAE TensorFlow code); ``init='flax'``: Flax defaults (LeCun normal).
+- ``init='reference'``: variance-scaling (He, truncated normal) kernels for convs, Glorot-uniform
+  for dense layers, zero biases (the CascadeVAE TensorFlow code, ``tfops/nets.py``: slim's
+  ``variance_scaling_initializer()``). TensorFlow stores a ``conv2d_transpose`` kernel as
+  (h, w, out, in) and computes its fan-in as h*w*out; Flax's (h, w, in, out) kernel would give
+  h*w*in, so the transposed convs here count the fan-in over their *outputs* as TensorFlow does
+  (PyTorch's ``ConvTranspose2d`` default does the same). The last decoder layer (32 -> 1 channel)
+  thus starts with std sqrt(2 / 16) = 0.354, not sqrt(2 / 512) = 0.0625. slim truncates at 2
+  sigma with sigma = sqrt(1.3 * 2 / fan_in), a final std 0.3% above Flax's exact sqrt(2 / fan_in).
+  ``init='reference_flax_fan'``: the same with Flax's fan-in (h*w*in) for transposed convs, the
+  default before issue 14 and the setting of the ``tests/golden`` record.
+  ``init='flax'``: Flax defaults (LeCun normal).
 - ``posterior_head='logvar'``: the dense head outputs (mean, log sigma^2) (Dupont's code);
   ``'softplus_sigma'``: (mean, raw) with sigma = softplus(raw) (the CascadeVAE code).
 - ``conv_impl='flax'`` uses ``nn.Conv`` / ``nn.ConvTranspose``; ``'fast'`` uses the exact rewrites in
@@ -40,14 +49,21 @@ _BOTTLENECK = (4, 4, 64)
 ACTIVATIONS = ("relu", "leaky_relu")
 
 
+INITS = ("reference", "reference_flax_fan", "flax")
+
+
 def initializers(init: str):
-  """(conv kernel init, dense kernel init) for ``init`` in {'reference', 'flax'}."""
-  if init == "reference":
-    return (nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal"),
-            nn.initializers.glorot_uniform())
+  """(conv, dense, transposed-conv) kernel initialisers for ``init`` in :data:`INITS`."""
+  if init in ("reference", "reference_flax_fan"):
+    he = nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal")
+    he_transpose = (nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal",
+                                                     in_axis=-1, out_axis=-2)
+                    if init == "reference" else he)  # fan-in h*w*out (TensorFlow) or h*w*in
+    return he, nn.initializers.glorot_uniform(), he_transpose
   if init == "flax":
-    return nn.initializers.lecun_normal(), nn.initializers.lecun_normal()
-  raise ValueError(f"model.init must be 'reference' or 'flax', got {init!r}")
+    return nn.initializers.lecun_normal(), nn.initializers.lecun_normal(), \
+        nn.initializers.lecun_normal()
+  raise ValueError(f"model.init must be one of {INITS}, got {init!r}")
 
 
 def _conv(impl: str, features: int, name: str, kernel_init):
@@ -88,7 +104,7 @@ def _trunk(module, x):
   last ``module.activation_last`` layers (0 = all of them); ReLU follows the others.
   """
   check_image_size(x.shape[-2])
-  conv_init, dense_init = initializers(module.init_scheme)
+  conv_init, dense_init, _ = initializers(module.init_scheme)
   widths = ENCODER_WIDTHS[module.widths][x.shape[-2]]
   num_layers = len(widths) + 1
   first_custom = 0 if module.activation_last == 0 else num_layers - module.activation_last
@@ -142,7 +158,7 @@ class Encoder(nn.Module):
   @nn.compact
   def __call__(self, x, return_hidden: bool = False):
     h = _trunk(self, x)
-    _, dense_init = initializers(self.init_scheme)
+    _, dense_init, _ = initializers(self.init_scheme)
     out = nn.Dense(2 * self.latent_dim, kernel_init=dense_init, name="head")(h)
     mean, raw = jnp.split(out, 2, axis=-1)
     if self.posterior_head == "logvar":
@@ -172,12 +188,12 @@ class Decoder(nn.Module):
   def __call__(self, latent):
     size, _, channels = self.image_shape
     check_image_size(size)
-    conv_init, dense_init = initializers(self.init_scheme)
+    _, dense_init, transpose_init = initializers(self.init_scheme)
     h = nn.relu(nn.Dense(self.hidden_units, kernel_init=dense_init, name="fc0")(latent))
     h = nn.relu(nn.Dense(_BOTTLENECK[0] * _BOTTLENECK[1] * _BOTTLENECK[2],
                          kernel_init=dense_init, name="fc1")(h))
     h = h.reshape(h.shape[:-1] + _BOTTLENECK)
     for i, width in enumerate(_DECODER_WIDTHS[size]):
-      h = _conv_transpose(self.conv_impl, width, f"deconv{i}", conv_init)(h)
+      h = _conv_transpose(self.conv_impl, width, f"deconv{i}", transpose_init)(h)
       h = nn.relu(h)
-    return _conv_transpose(self.conv_impl, channels, "logits", conv_init)(h)
+    return _conv_transpose(self.conv_impl, channels, "logits", transpose_init)(h)
