@@ -111,6 +111,12 @@ class PartedVAE(base.VAEMethod):
     return batch_spec_lib.BatchSpec(targets=tuple(p.targets), labelled=labelled,
                                     fields=(("targets", "parted.targets"),))
 
+  @classmethod
+  def check_data(cls, config, dataset) -> None:
+    """Label classes fit their variables (``ConfigError`` naming ``parted.targets``); for the
+    trainer to call beside ``make_source`` (which checks the label names)."""
+    cfg.check_data(config, dataset)
+
   # -- construction ----------------------------------------------------------------------------
   def make_encoder(self, extra_outputs: int = 0):
     return super().make_encoder(extra_outputs=sum(self.sizes))
