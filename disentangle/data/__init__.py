@@ -53,7 +53,8 @@ __all__ = [
     "FILES", "FolderImages", "GroundTruthData", "IMAGES_ONLY", "ImageDataset",
     "InMemoryGroundTruth", "LabelledSpec", "MissingDataError", "ProceduralDataWarning", "SPLITS",
     "Supervision", "check_batch_spec", "check_names", "check_split", "data_dir_origin",
-    "TFDS_ONLY", "ensure_synthetic", "factors_to_index", "fetch", "index_to_factors",
+    "TFDS_ONLY", "VALIDATION_SPLITS", "ensure_synthetic", "factors_to_index", "fetch",
+    "index_to_factors",
     "labelled_subset",
     "load_celeba", "load_chairs", "load_dataset", "load_fashion_mnist", "load_mnist",
     "read_attributes", "read_idx", "render", "render_latents", "resolve_data_dir",
@@ -65,19 +66,27 @@ __all__ = [
 _CELEBA_SPLITS = {"train": "all", "all": "all", "official_train": "train",
                   "official_valid": "valid", "official_test": "test"}
 
-# The splits each dataset accepts. MNIST / Fashion-MNIST: the official 60000 / 10000. dSprites,
+# The splits each dataset accepts. MNIST / Fashion-MNIST: the official 60000 / 10000, and the
+# training file cut into 'train50k' / 'valid10k' (`VALIDATION_SPLITS`). dSprites,
 # Chairs: 'train' = 'all' images. CelebA: 'train' = 'all' 202599 images (as the papers train),
 # 'official_train' / 'official_valid' / 'official_test' the official partition (162770 / 19867 /
 # 19962, list_eval_partition.txt).
 SPLITS: dict[str, tuple[str, ...]] = {
     "dsprites": ("train", "all"),
     "dsprites_unfair": ("train", "all"),
-    "mnist": ("train", "test"),
-    "fashion_mnist": ("train", "test"),
+    "mnist": ("train", "test", "train50k", "valid10k"),
+    "fashion_mnist": ("train", "test", "train50k", "valid10k"),
     "chairs": ("train", "all"),
     "celeba": tuple(_CELEBA_SPLITS),
     "shapes3d": ("train", "all"),
     "smallnorb": ("train", "test"),
+}
+# Held-out validation (``eval.select='best_validation'``, issue 14): dataset -> (training part,
+# validation part), both cut from its training file (MNIST / Fashion-MNIST: the first 50000 and
+# the last 10000 of the 60000 training images, `mnist.HELD_OUT`). The test split never selects.
+VALIDATION_SPLITS: dict[str, tuple[str, str]] = {
+    "mnist": ("train50k", "valid10k"),
+    "fashion_mnist": ("train50k", "valid10k"),
 }
 ALL_SPLITS = tuple(dict.fromkeys(s for splits in SPLITS.values() for s in splits))
 
@@ -136,7 +145,8 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
     name: one of ``DATASETS``: 'dsprites', 'mnist', 'fashion_mnist', 'chairs', 'celeba'.
     data_dir: the configured data folder; ``''`` / ``None``: ``$DISENTANGLE_DATA_DIR`` if set,
       else ``../shared/data`` (``files.data_dir_origin``).
-    split: one of ``SPLITS[name]``. MNIST / Fashion-MNIST: 'train' (60000) or 'test' (10000).
+    split: one of ``SPLITS[name]``. MNIST / Fashion-MNIST: 'train' (60000) or 'test' (10000),
+      'train50k' / 'valid10k' (the first 50000 / last 10000 of 'train', `VALIDATION_SPLITS`).
       dSprites, Chairs and CelebA: 'train' (= 'all' images, as the papers train on). CelebA also
       takes 'official_train' / 'official_valid' / 'official_test' (needs
       list_eval_partition.txt).
@@ -161,6 +171,9 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
     raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS + TFDS_ONLY)}")
   if source not in ("auto", "file", "render", "tfds"):
     raise ValueError(f"source must be 'auto', 'file', 'render' or 'tfds', got {source!r}")
+  if source == "tfds" and split in {s for pair in VALIDATION_SPLITS.values() for s in pair}:
+    raise config_lib.ConfigError(f"config field 'dataset.source': the held-out split {split!r} "
+                                 f"is cut from the IDX files (source 'auto' or 'file'), not TFDS")
   if source == "tfds":
     from disentangle.data import tfds_source  # pylint: disable=g-import-not-at-top
     if name == "dsprites_unfair":  # a view over the dSprites set read from TFDS

@@ -3,7 +3,11 @@
 Images are resized 28 -> 32 with PIL bilinear interpolation and kept as uint8, exactly what
 JointVAE (Dupont 2018, ``utils/dataloaders.py``: ``transforms.Resize(32)`` then ``ToTensor()``) and
 disentangling-vae feed their models; ``get_images`` returns float32 NHWC [n, 32, 32, 1] in [0, 1].
-The split is the official one: 60000 training and 10000 test images.
+The split is the official one: 60000 training and 10000 test images. For model selection
+(``eval.select='best_validation'``, issue 14) the training file is cut in two: ``'train50k'``, its
+first 50000 images (the paper's training set), and ``'valid10k'``, its last 10000 (the held-out
+validation set); both are views of the one training file (`HELD_OUT`). A stand-in file of another
+size is cut at the same fraction (its last sixth is the validation part).
 
 IDX format (http://yann.lecun.com/exdb/mnist/): two zero bytes, a type code (0x08 = uint8), the
 number of dimensions, then each dimension as a big-endian uint32, then the data, row-major.
@@ -24,7 +28,11 @@ from disentangle.data import files
 _IDX_TYPES = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"),
               0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 _SPLIT_PREFIX = {"train": "train", "test": "t10k"}
-NUM_EXAMPLES = {"train": 60000, "test": 10000}
+NUM_EXAMPLES = {"train": 60000, "test": 10000, "train50k": 50000, "valid10k": 10000}
+# Splits cut from the training file: name -> (file split, part); the validation part is the last
+# sixth (10000 of 60000), the training part the rest (`held_out_rows`).
+HELD_OUT = {"train50k": ("train", "train"), "valid10k": ("train", "valid")}
+VALIDATION_FRACTION = (1, 6)
 # The target column of each set's labels (``targets_of(indices, [name])``).
 LABEL_NAMES = {"mnist": "digit", "fashion_mnist": "class"}
 FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
@@ -96,8 +104,14 @@ _CACHE: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
 def _load_idx_pair(folder: str, split: str, data_dir, allow_download: bool, verify: bool,
                    image_size: int, name: str) -> arrays.ArrayImages:
+  if split in HELD_OUT:  # a view of the training file: rows held_out_rows(n, part)
+    whole = _load_idx_pair(folder, HELD_OUT[split][0], data_dir, allow_download, verify,
+                           image_size, name)
+    rows = held_out_rows(whole.num_examples, HELD_OUT[split][1])
+    return _wrap(whole.images[rows], whole.labels[rows], name, split)
   if split not in _SPLIT_PREFIX:
-    raise ValueError(f"split must be one of {sorted(_SPLIT_PREFIX)}, got {split!r}")
+    raise ValueError(f"split must be one of {sorted(_SPLIT_PREFIX) + sorted(HELD_OUT)}, got "
+                     f"{split!r}")
   data_dir = pathlib.Path(data_dir)
   paths = []
   for kind in ("images-idx3", "labels-idx1"):
@@ -130,6 +144,18 @@ def _load_idx_pair(folder: str, split: str, data_dir, allow_download: bool, veri
   return _wrap(images, labels, name, split)
 
 
+def held_out_rows(num_train: int, part: str) -> slice:
+  """Rows of the training file in ``part``: 'valid' the last ``num_train / 6`` (50000:60000 of
+  MNIST's 60000), 'train' the rows before them (0:50000); disjoint, together the whole file."""
+  num, den = VALIDATION_FRACTION
+  cut = num_train - num_train * num // den
+  if part == "valid":
+    return slice(cut, num_train)
+  if part == "train":
+    return slice(0, cut)
+  raise ValueError(f"part must be 'train' or 'valid', got {part!r}")
+
+
 def _wrap(images, labels, name, split) -> arrays.ArrayImages:
   if labels.max(initial=0) > 9:
     raise files.DataFileError(f"{name}/{split}: labels must lie in 0..9, got {labels.max()}")
@@ -139,13 +165,14 @@ def _wrap(images, labels, name, split) -> arrays.ArrayImages:
 
 def load_mnist(data_dir: str | os.PathLike, split: str = "train", *, allow_download: bool = True,
                verify: bool = True, image_size: int = 32) -> arrays.ArrayImages:
-  """MNIST ``split`` ('train' 60000 or 'test' 10000) as [N, 32, 32, 1] images with labels 0..9.
+  """MNIST ``split`` ('train' 60000 or 'test' 10000; 'train50k' / 'valid10k' the first 50000 /
+  last 10000 of 'train') as [N, 32, 32, 1] images with labels 0..9.
 
   The labels are also the target column "digit" (10 classes).
 
   Args:
     data_dir: the data folder holding ``mnist/*.gz``.
-    split: 'train' or 'test'.
+    split: 'train', 'test', 'train50k' or 'valid10k' (`HELD_OUT`).
     allow_download: download missing files (see ``files.fetch``).
     verify: check the sha256 of the canonical files (turn off only for synthetic stand-ins).
     image_size: output side; 32 as in JointVAE, 28 keeps the original pixels.
