@@ -5,7 +5,9 @@ python -m experiments.aggregate RUN [RUN ...] [--output=table.md] [--json=table.
 Each RUN must have been evaluated (``python -m experiments.evaluate --workdir=RUN``); see
 `disentangle.train.aggregate` for the grouping, the matching to the configs' PUBLISHED numbers
 and the standard deviation used (ddof=0). The published numbers are those of the config modules
-``experiments/configs/*.py`` (`config_modules`), passed to the library from here.
+``experiments/configs/*.py`` (`config_modules`), passed to the library from here. Runs with a
+selected checkpoint (``eval.select``) show each metric at the final and at the selected
+checkpoint, labelled, as mean (std) / best and per seed.
 """
 import importlib
 import json

@@ -8,6 +8,10 @@ writes ``RUN/results.json``, ``RUN/report.md`` and ``RUN/images/evaluate_step_<n
 `disentangle.train.evaluate_run`. ``--mig_estimator`` / ``--use_discrete`` override the run's
 ``eval.mig_estimator`` / ``eval.use_discrete``; ``--eval_name`` / ``--eval_split`` its
 ``dataset.eval_name`` / ``dataset.eval_split`` (all recorded in results.json).
+
+A run trained with ``eval.select`` ('best_validation' / 'best_metric') kept a second checkpoint
+(``checkpoints_best``): it is evaluated too, on the same data, and results.json holds both,
+labelled (``"final"`` and ``"selected"``: rule, step, validation value); ``--noselected`` skips it.
 """
 import sys
 
@@ -29,6 +33,8 @@ _USE_DISCRETE = flags.DEFINE_enum("use_discrete", None, ["protocol", "include", 
                                   "Override eval.use_discrete (default: the run's).")
 _EVAL_NAME = flags.DEFINE_string("eval_name", None, "Override dataset.eval_name.")
 _EVAL_SPLIT = flags.DEFINE_string("eval_split", None, "Override dataset.eval_split.")
+_SELECTED = flags.DEFINE_bool("selected", True,
+                              "Also evaluate the checkpoint kept by eval.select (if any).")
 _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
                           "Override model.conv_impl (same parameters and outputs).")
 
@@ -45,7 +51,8 @@ def main(_):
     results = evaluate_run.evaluate_run(
         _WORKDIR.value, _STEP.value, factor_score_votes=_VOTES.value,
         vote_batch=_VOTE_BATCH.value, mig_points=_MIG_POINTS.value,
-        encode_batch_size=_BATCH.value, conv_impl=_CONV.value, eval_overrides=overrides)
+        encode_batch_size=_BATCH.value, conv_impl=_CONV.value, eval_overrides=overrides,
+        selected_too=_SELECTED.value)
   except (FileNotFoundError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
@@ -54,6 +61,11 @@ def main(_):
                        if isinstance(v, dict) and "value" in v)
     print(f"{run['run_dir']}: seed {run['seed']} step {run['checkpoint']['step']} "
           f"(final: {run['checkpoint']['final']}): {values}")
+    selected = run.get("selected")
+    if selected is not None and selected["rule"] != "final":
+      chosen = ", ".join(f"{k} {v['value']:.4f}" for k, v in selected["metrics"].items()
+                         if isinstance(v, dict) and "value" in v)
+      print(f"  selected, step {selected['step']}: {chosen}  [{selected['label']}]")
   print(f"wrote {_WORKDIR.value}/results.json and report.md")
 
 

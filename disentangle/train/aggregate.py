@@ -17,6 +17,12 @@ papers do not say which standard deviation they report; the table uses the popul
 ddof=1. The published numbers come from the config modules' ``PUBLISHED`` dicts; an entry may
 give its mean alone (``{"mean": 95.0}``: PartedVAE publishes neither best nor, for MNIST, a std).
 
+Runs evaluated with a selected checkpoint (``eval.select``, `disentangle.train.selection`;
+``results.json``'s ``"selected"`` block) get each metric twice, labelled: at the final checkpoint
+and at the selected one (mean (std) / best over seeds each), and every table lists each seed's
+two figures with the selected step and its selection value. Runs evaluated before selection
+existed have no selected figures ("-").
+
 The metrics and their titles are the tabulated ones of the registry
 (`disentangle.metrics.registry`). The library never imports the experiments: the caller
 (``experiments/aggregate.py``) passes the config modules in (`config_candidates`).
@@ -142,25 +148,45 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
     res = rec["results"]
     match = match_experiment(rec["config"], candidates)
     data = res["dataset"]
+    selected = res.get("selected")
+    rule = (selected or {}).get("rule")
     key = json.dumps([significant_fields(rec["config"]), data["class"], data["source"],
-                      res["checkpoint"]["step"]], sort_keys=True, default=str)
+                      res["checkpoint"]["step"], rule], sort_keys=True, default=str)
     group = groups.setdefault(key, {
         "experiment": match, "method": res["method"], "latent_dim": res["latent_dim"],
         "dataset": data["name"], "data_class": data["class"], "data_source": data["source"],
         "comparable_with_published": data["comparable_with_published"],
         "step": res["checkpoint"]["step"], "num_steps": res["checkpoint"]["num_steps"],
-        "final": res["checkpoint"]["final"], "runs": [], "seeds": [], "_values": {}})
+        "final": res["checkpoint"]["final"], "selection_rule": rule, "runs": [], "seeds": [],
+        "per_seed": [], "_values": {}, "_selected": {}})
     group["runs"].append(rec["run_dir"])
     group["seeds"].append(res["seed"])
+    seed_row = {"seed": res["seed"], "run_dir": rec["run_dir"],
+                "final_step": res["checkpoint"]["step"], "final": {}, "selected": None}
     for name in metric_names():
       if isinstance(res["metrics"].get(name), dict) and "value" in res["metrics"][name]:
         group["_values"].setdefault(name, []).append(res["metrics"][name]["value"])
+        seed_row["final"][name] = res["metrics"][name]["value"]
+    if selected is not None:
+      seed_row.update(selected={}, selected_step=selected["step"],
+                      selection_label=selected["label"],
+                      selection_value=selected.get("selection_value"))
+      for name in metric_names():
+        m = selected.get("metrics", {}).get(name)
+        if isinstance(m, dict) and "value" in m:
+          group["_selected"].setdefault(name, []).append(m["value"])
+          seed_row["selected"][name] = m["value"]
+    group["per_seed"].append(seed_row)
   rows = []
   for group in groups.values():
-    values = group.pop("_values")
+    values, selected = group.pop("_values"), group.pop("_selected")
     published = (group["experiment"] or {}).get("published", {})
     group["metrics"] = {name: dict(summarize(v), published=published.get(name))
                         for name, v in values.items()}
+    # The selected figures: only when every seed of the row has them (else not comparable).
+    group["metrics_selected"] = {name: dict(summarize(v), published=published.get(name))
+                                 for name, v in selected.items()
+                                 if len(v) == len(group["seeds"])}
     if len(set(group["seeds"])) != len(group["seeds"]):
       group["warning"] = "the same seed appears more than once"
     rows.append(group)
@@ -180,9 +206,11 @@ def markdown_table(table: dict) -> str:
   """The papers' format: method, m, n, step, then ours and published per metric."""
   titles = metric_titles()
   names = [n for n in metric_names() if any(n in r["metrics"] for r in table["rows"])]
+  both = any(r.get("metrics_selected") for r in table["rows"])  # final and selected columns
   head = ["experiment", "method", "m", "seeds", "step"]
   for n in names:
-    head += [f"{titles[n]}", f"{titles[n]} (paper)"]
+    head += ([f"{titles[n]} (final)", f"{titles[n]} (selected)"] if both else [f"{titles[n]}"])
+    head += [f"{titles[n]} (paper)"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   notes = []
   for i, row in enumerate(table["rows"], 1):
@@ -198,14 +226,40 @@ def markdown_table(table: dict) -> str:
     step = f"{row['step']}" + ("" if row["final"] else f" of {row['num_steps']} (not final)")
     cells = [label + marks, row["method"], str(row["latent_dim"]), str(len(row["seeds"])), step]
     for n in names:
-      cells += [_cell(row["metrics"].get(n)), _cell_published(row["metrics"].get(n))]
+      cells += [_cell(row["metrics"].get(n))]
+      cells += [_cell(row.get("metrics_selected", {}).get(n))] if both else []
+      cells += [_cell_published(row["metrics"].get(n))]
     lines.append("| " + " | ".join(cells) + " |")
   footer = ["", "Values in percent: mean (std) / best over seeds; std with "
             f"ddof={table['std_ddof']} (population); best = max. Published numbers: the config "
             "modules' PUBLISHED.",
             "† data not comparable with the papers' (rendered dSprites, a stand-in or an "
             "override; see results.json 'dataset')."]
-  return "\n".join(lines + footer + notes) + "\n"
+  if both:
+    footer.append("(final): the final checkpoint; (selected): the checkpoint kept by "
+                  "eval.select (rule per row below; test data never selects).")
+  return "\n".join(lines + footer + notes + per_seed_lines(table, names)) + "\n"
+
+
+def per_seed_lines(table: dict, names: Sequence[str]) -> list[str]:
+  """Each seed's final and selected figures (percent), labelled with steps and the rule."""
+  titles = metric_titles()
+  lines = ["", "Per seed (percent): final checkpoint | selected checkpoint"]
+  for row in table["rows"]:
+    exp = row["experiment"]
+    label = f"{exp['module']}:{exp['variant']}" if exp else "(no matching config)"
+    for s in row.get("per_seed", ()):
+      final = ", ".join(f"{titles[n]} {100 * s['final'][n]:.2f}" for n in names
+                        if n in s["final"])
+      text = f"- {label} seed {s['seed']}: final (step {s['final_step']}) {final or '-'}"
+      if s.get("selected") is not None:
+        sel = ", ".join(f"{titles[n]} {100 * s['selected'][n]:.2f}" for n in names
+                        if n in s["selected"])
+        text += f" | selected (step {s['selected_step']}) {sel or '-'}: {s['selection_label']}"
+      else:
+        text += " | selected: -"
+      lines.append(text)
+  return lines
 
 
 def _cell_published(s: Optional[dict]) -> str:

@@ -25,7 +25,11 @@ stage ``"run"``) in the papers' protocols:
   traversals, attribute transfer, prior components, samples) by `evaluator.save_pictures`;
 
 and writes ``results.json`` (every number with its settings, the seed, the step, whether it is
-the run's final checkpoint, and the data trained on and evaluated on), ``report.md``
+the run's final checkpoint, and the data trained on and evaluated on; the top-level ``metrics``
+are those of the evaluated checkpoint, also under ``"final"``, and ``"selected"`` holds the
+checkpoint kept by ``eval.select`` (`disentangle.train.selection`: its rule, step and
+validation value, then its metrics on the same evaluation data; the final one again, labelled,
+under ``'final'``; null when the run has kept none yet)), ``report.md``
 (`disentangle.train.report`) and pictures ``images/evaluate_step_<n>_*.png``.
 
 The evaluation data is ``dataset.eval_name`` at ``dataset.eval_split`` (`evaluator.load_eval_data`):
@@ -58,6 +62,7 @@ from disentangle.train import encodings
 from disentangle.train import evaluator as evaluator_lib
 from disentangle.train import host
 from disentangle.train import report
+from disentangle.train import selection
 
 
 def load_config(path) -> ml_collections.ConfigDict:
@@ -114,6 +119,52 @@ def restore_params(workdir, config, method, step: Optional[int] = None) -> tuple
            "available_steps": available, "selection": "latest" if step is None else "requested",
            "directory": str(ckpt.directory)}
   return params, facts
+
+
+def restore_selected(run_dir, config, method, step: int):
+  """Parameters of the kept (selected) checkpoint of one run directory (one seed), read-only."""
+  ckpt = checkpoint.Checkpointer(run_dir, subdir=selection.SUBDIR, with_record=True,
+                                 read_only=True)
+  try:
+    sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    abstract = jax.tree_util.tree_map(
+        lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
+        jax.eval_shape(methods.init_fn(method, 1), methods.seed_keys(config.seed, 1)))
+    return ckpt.restore(abstract, step=step).params, str(ckpt.directory)
+  finally:
+    ckpt.close()
+
+
+def selection_blocks(config, result: dict, evaluate_selected: Callable) -> tuple[dict, dict]:
+  """(``final``, ``selected``) blocks of one seed's results (see the module doc).
+
+  ``evaluate_selected(step)`` evaluates the kept checkpoint at ``step`` (called only when it is
+  not the evaluated one) and returns `evaluate_params`' dict and the kept slot's directory.
+  """
+  facts = result["checkpoint"]
+  final = {"label": "final checkpoint" if facts["final"] else
+           f"latest checkpoint, step {facts['step']} of {facts['num_steps']} (NOT final)",
+           "step": facts["step"], "checkpoint": facts, "metrics": result["metrics"]}
+  chosen = selection.rule(config)
+  if chosen == "final":
+    return final, {"rule": "final", "label": selection.label(None), "step": facts["step"],
+                   "same_checkpoint_as_final": True, "metrics": result["metrics"]}
+  record = selection.read_record(result["run_dir"])
+  if record is None:
+    return final, None
+  selected = {"rule": record["rule"], "metric": record["metric"], "label": record["label"],
+              "step": record["step"], "selection_value": record["value"],
+              "validation_value": record["value"] if record["rule"] == "best_validation"
+                                  else None,
+              "selected_on": {"dataset": record["evaluated_on"], "split": record["split"],
+                              "num_points": record["num_points"]},
+              "record": record, "same_checkpoint_as_final": record["step"] == facts["step"]}
+  if selected["same_checkpoint_as_final"]:
+    selected["metrics"] = result["metrics"]
+  else:
+    out, directory = evaluate_selected(record["step"])
+    selected.update(out, checkpoint={"step": record["step"], "directory": directory})
+  return final, selected
 
 
 def describe_dataset(dataset, config, overridden: bool) -> dict:
@@ -237,7 +288,7 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                  mig_points: int = registry.MIG_NUM_POINTS,
                  encode_batch_size: Optional[int] = None,
                  conv_impl: Optional[str] = None, eval_overrides: Optional[dict] = None,
-                 write: bool = True) -> dict:
+                 write: bool = True, selected_too: bool = True) -> dict:
   """Evaluates the checkpoint of ``workdir`` at ``step`` (default latest), read-only.
 
   Args:
@@ -258,6 +309,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
     eval_overrides: ``config.eval`` / ``config.dataset`` fields to change before evaluating,
       e.g. ``{"eval.mig_estimator": "sampled", "dataset.eval_name": "dsprites"}``; recorded.
     write: write ``results.json`` and ``report.md`` (per seed, plus a summary for several seeds).
+    selected_too: also evaluate the checkpoint kept by ``eval.select`` (``checkpoints_best``) and
+      write the labelled ``final`` / ``selected`` blocks.
 
   Returns:
     The results of a single run, or ``{"workdir", "checkpoint", "seeds": [per-seed results]}``.
@@ -303,6 +356,15 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
     result.update(evaluate_params(config_i, method, params[i], facts["step"], dataset=dataset,
                                   ground_truth=ground_truth, run_dir=run_dir,
                                   settings=settings, jitted=jitted))
+
+    def evaluate_selected(step, config_i=config_i, run_dir=run_dir):
+      kept, directory = restore_selected(run_dir, config_i, method, step)
+      return evaluate_params(config_i, method, kept, step, dataset=dataset,
+                             ground_truth=ground_truth, run_dir=run_dir, settings=settings,
+                             jitted=jitted), directory
+
+    if selected_too:
+      result["final"], result["selected"] = selection_blocks(config_i, result, evaluate_selected)
     result["timings_s"]["total_s"] = time.perf_counter() - t0
     if write:
       report.write_json(run_dir / "results.json", result)

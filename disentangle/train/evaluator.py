@@ -13,7 +13,10 @@ discrete code (dSprites). Each call returns a flat dict of ``eval/...`` values f
 pictures.
 
 The evaluation data is ``dataset.eval_name`` (default: the training set) at ``dataset.eval_split``
-(`load_eval_data`); the paper protocols over the whole dataset are `evaluate_run`
+(`load_eval_data`); under ``eval.select='best_validation'`` the in-training evaluation reads the
+held-out validation split instead (never the test split), and the trainer keeps the best
+checkpoint by ``eval.select_metric`` (`disentangle.train.selection`). The paper protocols over
+the whole dataset are `evaluate_run`
 (``python -m experiments.evaluate``).
 """
 from __future__ import annotations
@@ -32,20 +35,26 @@ from disentangle import viz
 from disentangle.metrics import registry
 from disentangle.train import encodings
 from disentangle.train import host
+from disentangle.train import selection
 
 # Traversal ranges of the papers' figures (CascadeVAE Figs. 5, 8, 9).
 TRAVERSAL_RANGE = {"dsprites": 1.2, "mnist": 2.0, "fashion_mnist": 2.0, "chairs": 2.0,
                    "celeba": 2.0}
 
 
-def eval_data_names(config) -> dict:
+def eval_data_names(config, stage: str = "run") -> dict:
   """{'trained_on', 'evaluated_on', 'split'} of a config's evaluation data.
+
+  ``stage='training'`` under ``eval.select='best_validation'``: the validation split of the
+  training set (`selection.training_eval_data`), which selects the kept checkpoint.
 
   ``dataset.eval_name`` ('' or missing: the training set's name) and ``dataset.eval_split``
   (missing: 'test'); a dataset without that split (`data.SPLITS`: dSprites and Chairs have one,
 CelebA's default 'test' is none of its official partitions) is read whole ('train'), as before
 the field reached every dataset. The split used is recorded with the results.
   """
+  if stage == "training" and selection.training_eval_data(config) is not None:
+    return selection.training_eval_data(config)
   d = config.dataset
   name = d.get("eval_name", "") or d.name
   split = d.get("eval_split", "test") or "test"
@@ -54,9 +63,9 @@ the field reached every dataset. The split used is recorded with the results.
   return {"trained_on": d.name, "evaluated_on": name, "split": split}
 
 
-def load_eval_data(config):
-  """The evaluation dataset of ``config`` (see `eval_data_names`)."""
-  d, names = config.dataset, eval_data_names(config)
+def load_eval_data(config, stage: str = "run"):
+  """The evaluation dataset of ``config`` at ``stage`` (see `eval_data_names`)."""
+  d, names = config.dataset, eval_data_names(config, stage)
   return data_lib.load_dataset(names["evaluated_on"], data_dir=d.data_dir, split=names["split"],
                                source=d.source, synthetic_if_missing=d.synthetic_if_missing,
                                allow_download=d.allow_download, **data_lib.tfds_kwargs(d),
@@ -205,7 +214,7 @@ class Evaluator:
     self.config = config
     self.method = method
     self.run_dir = pathlib.Path(run_dir)
-    self.dataset = dataset if dataset is not None else load_eval_data(config)
+    self.dataset = dataset if dataset is not None else load_eval_data(config, "training")
     self.batch_size = batch_size or encodings.default_batch_size()
     self.indices = eval_indices(config, self.dataset.num_examples)
     labels = getattr(self.dataset, "labels", None)
@@ -261,7 +270,7 @@ class Evaluator:
     results, _ = registry.run(self.inputs(params, rep, rng), self.config.eval,
                               overrides=self._overrides())
     details = {"step": step, "num_points": int(len(self.indices)),
-               "dataset": eval_data_names(self.config)}
+               "dataset": eval_data_names(self.config, "training")}
     out = {}
     for name, result in results.items():
       details[name] = result
@@ -278,7 +287,7 @@ class Evaluator:
     images = self.dataset.get_images(self.indices[:self.config.eval.num_images])
     img_dir = self.run_dir / "images"
     save_pictures(self.method, params, images, rep.take(slice(0, len(images))), img_dir,
-                  dataset_name=eval_data_names(self.config)["evaluated_on"],
+                  dataset_name=eval_data_names(self.config, "training")["evaluated_on"],
                   decode=self._decode, reconstruct=self._reconstruct)
     if len(self.history) >= 2:
       steps = [s for s, _ in self.history]
@@ -298,7 +307,7 @@ def factory(config):
   def make(method, run_dir, seed_index):
     del seed_index
     if "data" not in cache:
-      cache["data"] = load_eval_data(config)
+      cache["data"] = load_eval_data(config, "training")
     return Evaluator(config, method, run_dir, dataset=cache["data"])
 
   return make

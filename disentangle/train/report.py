@@ -2,7 +2,10 @@
 
 Both are written atomically (`disentangle.atomic`). The report's metric table lists the
 registered metrics (`disentangle.metrics.registry`) that the results hold, each with its title
-and its settings line (protocol, estimator, whether the discrete code entered).
+and its settings line (protocol, estimator, whether the discrete code entered). A run with a
+selected checkpoint (``eval.select``, `disentangle.train.selection`) gets a second table: each
+metric at the final and at the selected checkpoint, side by side, labelled with the rule, the
+step and the validation value.
 """
 from __future__ import annotations
 
@@ -36,10 +39,29 @@ def _seed_section(result: dict, base: pathlib.Path) -> list[str]:
     if "discrete_mi" in info:
       lines.append(f"| d | - | {info['discrete_mi']:.3f} |")
   lines.append("")
+  lines += selection_lines(result)
   run_dir = pathlib.Path(result["run_dir"])
   for kind, rel in result["images"].items():
     path = (run_dir / rel).relative_to(base) if run_dir.is_relative_to(base) else run_dir / rel
     lines.append(f"![{kind}]({path.as_posix()})")
+  return lines + [""]
+
+
+def selection_lines(result: dict) -> list[str]:
+  """The final-vs-selected table of one seed ([] without a ``selected`` block)."""
+  final, selected = result.get("final"), result.get("selected")
+  if not final or "selected" not in result:
+    return []
+  if selected is None:
+    return [f"Selected checkpoint: none kept yet (eval.select); the final figures above are "
+            f"the only ones.", ""]
+  lines = [f"Selected checkpoint: {selected['label']}.", "",
+           f"| metric | final (step {final['step']}) | selected (step {selected['step']}) |",
+           "|---|---|---|"]
+  for name, metric in registry.METRICS.items():
+    a, b = final["metrics"].get(name), selected.get("metrics", {}).get(name)
+    if isinstance(a, dict) and "value" in a and isinstance(b, dict) and "value" in b:
+      lines.append(f"| {metric.title} | {a['value']:.4f} | {b['value']:.4f} |")
   return lines + [""]
 
 

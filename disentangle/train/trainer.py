@@ -11,6 +11,11 @@ atomically every ``checkpoint_every`` steps and at the end. A non-finite loss st
 ``config.num_seeds = N > 1`` trains N independent seeds (``seed, seed+1, ...``) at once by
 ``vmap`` over parameters, optimiser states, rng and per-seed batches; each seed gets its own run
 directory ``<workdir>/seed_<s>`` with its config, metrics and images.
+
+``eval.select`` other than ``'final'`` (`disentangle.train.selection`): after each evaluation
+the checkpoint with the best ``eval.select_metric`` (held-out validation split, or the evaluated
+data itself for ``'best_metric'``) is kept per run directory in ``<run_dir>/checkpoints_best``,
+with its step and value; a resumed run compares against the kept value.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from disentangle.train import checkpoint as checkpoint_lib
 from disentangle.train import host
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
+from disentangle.train import selection
 from disentangle.train import writers
 
 # Fields that may change between a run and its resumption.
@@ -46,11 +52,16 @@ class NonFiniteError(FloatingPointError):
 
 
 def check_config_matches(path: pathlib.Path, config) -> None:
-  """On resume, the saved config must equal the new one except for ``RESUMABLE_FIELDS``."""
+  """On resume, the saved config must equal the new one except for ``RESUMABLE_FIELDS``; a field
+  the saved config lacks (added to the schema since) counts only when set off its default."""
   old = dict(config_lib._flatten(ml_collections.ConfigDict(json.loads(path.read_text()))))  # pylint: disable=protected-access
   new = dict(config_lib._flatten(config))  # pylint: disable=protected-access
+  flatten = config_lib._flatten  # pylint: disable=protected-access
+  default = dict(flatten(methods.schema(config.method)))
   diff = sorted(k for k in set(old) | set(new)
-                if k not in RESUMABLE_FIELDS and _norm(old.get(k)) != _norm(new.get(k)))
+                if k not in RESUMABLE_FIELDS and _norm(old.get(k)) != _norm(new.get(k))
+                and not (k not in old and k in default and
+                         _norm(new.get(k)) == _norm(default[k])))
   if diff:
     details = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff[:6])
     raise config_lib.ConfigError(
@@ -98,6 +109,10 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
           evaluator_factory: Callable | None = None):
   """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint). Returns the state."""
   methods.validate(config)
+  selection.check(config)
+  if selection.rule(config) != "final" and evaluator_factory is None:
+    raise config_lib.ConfigError(f"config field 'eval.select' ({selection.rule(config)!r}) "
+                                 f"selects at eval steps: train with an evaluator_factory")
   mesh_lib.initialize_distributed(config.distributed)
   host.configure_malloc()
   workdir = pathlib.Path(workdir)
@@ -154,6 +169,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   evaluators = []
   if evaluator_factory is not None and is_main:  # evaluation runs on process 0, on a host copy
     evaluators = [evaluator_factory(method, d, i) for i, d in enumerate(dirs)]
+  selectors = []  # the kept best checkpoint of each run dir (eval.select), process 0
+  if evaluators and selection.rule(config) != "final":
+    selectors = [selection.Selector(cfg_i, d) for d, cfg_i in zip(dirs, cfgs)]
 
   bar = _progress(config, start, is_main)
   last_time, last_step = time.perf_counter(), start
@@ -187,6 +205,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
         params_i = jax.tree_util.tree_map(lambda a: a[i], params) if multi else params
         result = ev.run(params_i, done)
         metric_writers[i].write(done, result)
+        if selectors:
+          selectors[i].offer(done, result, lambda i=i: _seed_state(state, i, multi),
+                             num_points=len(getattr(ev, "indices", ())) or None)
     for hook in hooks or ():
       hook(state, done)
     if save_now:
@@ -198,8 +219,16 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     bar.close()
   for w in metric_writers:
     w.close()
+  for s in selectors:
+    s.close()
   ckpt.close()
   return state
+
+
+def _seed_state(state, i: int, multi: bool):
+  """Host copy of seed ``i``'s state (the plain state of a single-seed run)."""
+  host_state = _local_copy(state)
+  return jax.tree_util.tree_map(lambda a: a[i], host_state) if multi else host_state
 
 
 def _local_copy(tree):
