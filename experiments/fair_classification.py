@@ -129,6 +129,9 @@ def main(argv=None):
 
   def run(_):
     import jax  # pylint: disable=g-import-not-at-top
+    from absl import logging  # pylint: disable=g-import-not-at-top
+    if not flags_["verbosity"].present:
+      logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
     if jax.process_index() != 0:
       return
     subgroup = (tuple(s.strip() for s in flags_.sensitive.split(",") if s.strip())
