@@ -212,3 +212,10 @@ def test_celeba_parted_variables_from_the_attributes_and_the_labels_file(tmp_pat
   np.savetxt(bad, np.ones((2, 5)), fmt="%d", delimiter=",")
   with pytest.raises(files.DataFileError, match="20"):
     celeba.load_celeba(tmp_path, "all")
+
+
+def test_trainer_rejects_a_label_class_beyond_its_variable_before_creating_anything(tmp_path):
+  config = tiny_config(**{"parted.discrete_sizes": (3,), "mesh.num_devices": 1})
+  with pytest.raises(config_lib.ConfigError, match=r"parted\.targets.*4 classes"):
+    trainer.train(config, tmp_path / "run", dataset=TinyDigits(n=64))
+  assert not (tmp_path / "run").exists()

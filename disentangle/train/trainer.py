@@ -139,6 +139,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
                                         process_count=jax.process_count())
              for i in range(config.num_seeds)]
   source = input_pipeline.MultiSeedSource(sources) if config.num_seeds > 1 else sources[0]
+  check_data = getattr(type(method), "check_data", None)  # e.g. label classes fit the variables
+  if check_data is not None:
+    check_data(config, dataset)
 
   # Everything is valid: only now the run directories are created.
   for d, cfg_i in zip(dirs, cfgs):
@@ -175,8 +178,11 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
 
   bar = _progress(config, start, is_main)
   last_time, last_step = time.perf_counter(), start
-  for step, local in input_pipeline.prefetch(source, start, config.num_steps):
-    batch = mesh_lib.global_batch(mesh, local, 1 if multi else 0)
+  # The device transfer runs on the prefetch thread and is waited for there: the step is
+  # dispatched on ready inputs (a pending copy cost XLA:CPU ~15% more CPU per step; issue 15).
+  to_device = lambda local: jax.block_until_ready(
+      mesh_lib.global_batch(mesh, local, 1 if multi else 0))
+  for step, batch in input_pipeline.prefetch(source, start, config.num_steps, transfer=to_device):
     state, metrics = train_step(state, batch)
     done = step + 1
     if bar is not None:
