@@ -148,3 +148,24 @@ def test_explicit_data_dir_wins_and_the_run_says_which(monkeypatch, capsys, shar
   assert f"from {tmp_path / 'empty'} ($DISENTANGLE_DATA_DIR)" in capsys.readouterr().out
   with pytest.raises(config_lib.ConfigError, match="'dataset.train_split'.*'train', 'test'"):
     trainer.load_training_data(_mnist_config(shared_data_dir, "official_test"))
+
+
+def test_prefetch_with_transfer_yields_the_transferred_plain_batches():
+  """The trainer's fast path (device transfer on the prefetch thread) gives, step by step, the
+  transfer of exactly the batches the plain prefetch yields; errors in it reach the consumer."""
+  import jax  # pylint: disable=g-import-not-at-top
+  source = input_pipeline.make_source(_dataset(), SPEC, global_batch=16, seed=5)
+  plain = list(input_pipeline.prefetch(source, 3, 11))
+  to_device = lambda b: jax.block_until_ready(jax.device_put(b))
+  fast = list(input_pipeline.prefetch(source, 3, 11, transfer=to_device))
+  assert [s for s, _ in plain] == [s for s, _ in fast] == list(range(3, 11))
+  for (_, p), (_, f) in zip(plain, fast):
+    assert set(p) == set(f)
+    for k in p:
+      assert isinstance(f[k], jax.Array)
+      np.testing.assert_array_equal(np.asarray(f[k]), p[k])
+
+  def broken(b):
+    raise ValueError("transfer failed")
+  with pytest.raises(ValueError, match="transfer failed"):
+    list(input_pipeline.prefetch(source, 0, 4, transfer=broken))

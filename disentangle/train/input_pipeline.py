@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -149,8 +149,17 @@ class MultiSeedSource:
     return {k: np.stack([b[k] for b in batches]) for k in batches[0]}
 
 
-def prefetch(source, start_step: int, end_step: int, depth: int = 2) -> Iterator[tuple[int, dict]]:
-  """Yield (step, local batch) for steps [start, end), loading ``depth`` batches ahead on a thread."""
+def prefetch(source, start_step: int, end_step: int, depth: int = 2,
+             transfer: Callable[[dict], Any] | None = None) -> Iterator[tuple[int, Any]]:
+  """Yield (step, batch) for steps [start, end), loading ``depth`` batches ahead on a thread.
+
+  The batch is ``source.local_batch(step)``, or ``transfer(local_batch)`` when given: the
+  trainer passes the device transfer (global arrays, waited for), so that the step is only
+  dispatched on inputs that are already on the device. On XLA:CPU, dispatching the step on a
+  batch whose host-to-device copy is still pending cost 30-40 ms more CPU time per dSprites
+  CascadeVAE step (~200 ms of CPU work) than on a ready one, measured interleaved under load
+  (``benchmarks/loop.py``; see benchmarks/README.md).
+  """
   q: queue.Queue = queue.Queue(maxsize=depth)
   stop = threading.Event()
 
@@ -159,7 +168,8 @@ def prefetch(source, start_step: int, end_step: int, depth: int = 2) -> Iterator
       for step in range(start_step, end_step):
         if stop.is_set():
           return
-        q.put((step, source.local_batch(step)))
+        batch = source.local_batch(step)
+        q.put((step, batch if transfer is None else transfer(batch)))
     except BaseException as e:  # surfaced in the consumer
       q.put((None, e))
     q.put((None, None))

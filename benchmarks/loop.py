@@ -1,0 +1,231 @@
+"""Steps per second of the trainer's own loop against the bare step of the same config.
+
+  python -m benchmarks.loop --config=experiments/configs/mnist_cascade.py:m10 --steps=600 \
+      [--block=200] [--warmup=20] [--force_discrete=true] [--progress_bar=true]
+
+Runs :func:`disentangle.train.trainer.train` on the config as a user does (real data through
+``input_pipeline.make_source`` / ``prefetch``, the device transfer, the metric reads and
+``metrics.jsonl`` / TensorBoard writes every ``log_every`` steps, the progress bar; no
+evaluation; one checkpoint at the end, after timing) for ``--warmup + --steps`` steps, and
+interleaves it, in the same process, with the bare step: the trainer's jitted step compiled
+separately by :func:`benchmarks.common.build_step` (same config and seed, fed 4 real batches of
+the same run, already on the device). A trainer hook splits the run into rounds: after ``--block`` loop
+steps it waits for the state (one ``block_until_ready`` per block), records the loop block's wall
+time, pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), runs
+``--block`` bare steps back to back (dispatched like the loop's, one wait at the end), pauses
+again and hands back to the loop. The hook's own time is excluded from the loop's.
+
+``--block`` defaults to ``log_every`` so that every loop block holds exactly one metric read.
+Prints one JSON line per round (``loop_ms`` / ``step_ms`` per step, ``ratio``) and a summary line:
+``loop_steps_per_s``, ``step_steps_per_s`` (from the median ms of each over the rounds),
+``ratio`` (median over rounds of loop steps/s / step steps/s; >= 0.9 is the goal of issue 15),
+``ratio_of_totals``, and ``host_costs``: the loop's host-side pieces timed alone after the run
+(batch assembly ``local_batch``, device transfer ``global_batch``, the jitted call's dispatch
+time, a progress-bar update, a metric read + write). As every benchmark here, the CascadeVAE
+discrete branch is forced on (``cascade.discrete_start = 0``) unless ``--force_discrete=false``.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import tempfile
+import time
+from typing import Any
+
+from absl import app
+from absl import flags
+import jax
+from ml_collections import config_flags
+import numpy as np
+
+from benchmarks import common
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
+                                          lock_config=False)
+_STEPS = flags.DEFINE_integer("steps", 600, "Timed loop steps (and as many bare steps).")
+_BLOCK = flags.DEFINE_integer("block", 0, "Steps per block (0: the config's log_every).")
+_WARMUP = flags.DEFINE_integer("warmup", 20, "Untimed loop steps first (compilation included).")
+_FORCE_DISCRETE = flags.DEFINE_bool(
+    "force_discrete", True, "CascadeVAE: set cascade.discrete_start=0 (discrete branch active).")
+_PROGRESS_BAR = flags.DEFINE_bool("progress_bar", True, "The trainer's progress bar (stderr).")
+_WORKDIR = flags.DEFINE_string("workdir", "", "Run directory ('' = a temporary one, removed).")
+flags.mark_flag_as_required("config")
+
+_PAUSE_S = 0.2
+
+
+class _Interleaver:
+  """Trainer hook: every ``block`` loop steps after ``warmup``, times a block of bare steps."""
+
+  def __init__(self, bench: common.StepBench, warmup: int, block: int, rounds: int):
+    self.bench, self.warmup, self.block, self.rounds = bench, warmup, block, rounds
+    self.loop_s: list[float] = []
+    self.step_s: list[float] = []
+    self.loop_cpu_s: list[float] = []
+    self.step_cpu_s: list[float] = []
+    self.loads: list[list[float] | None] = []
+    self._resumed = None
+
+  def _bare_block(self) -> tuple[float, float]:
+    b = self.bench
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(self.block):
+      batch = b.batches[b._cursor % len(b.batches)]  # pylint: disable=protected-access
+      b._cursor += 1  # pylint: disable=protected-access
+      b.state, b.last_metrics = b.compiled(b.state, batch)
+    jax.block_until_ready((b.state, b.last_metrics))
+    return time.perf_counter() - t0, time.process_time() - c0
+
+  def __call__(self, state, done: int) -> None:
+    if done < self.warmup or (done - self.warmup) % self.block:
+      return
+    jax.block_until_ready(state)
+    now, cpu_now = time.perf_counter(), time.process_time()
+    if self._resumed is not None:
+      self.loop_s.append(now - self._resumed[0])
+      self.loop_cpu_s.append(cpu_now - self._resumed[1])
+      time.sleep(_PAUSE_S)
+      wall, cpu = self._bare_block()
+      self.step_s.append(wall)
+      self.step_cpu_s.append(cpu)
+      self.loads.append(common.load_average())
+      r = len(self.loop_s)
+      loop_ms, step_ms = 1e3 * self.loop_s[-1] / self.block, 1e3 * self.step_s[-1] / self.block
+      print(json.dumps({"benchmark": "loop", "round": r - 1, "loop_ms": round(loop_ms, 2),
+                        "step_ms": round(step_ms, 2), "ratio": round(step_ms / loop_ms, 4),
+                        "loop_cpu_ms": round(1e3 * self.loop_cpu_s[-1] / self.block, 2),
+                        "step_cpu_ms": round(1e3 * self.step_cpu_s[-1] / self.block, 2),
+                        "loadavg": self.loads[-1]}), flush=True)
+    else:  # end of the warm-up: warm the bare step too
+      self._bare_block()
+    time.sleep(_PAUSE_S)
+    self._resumed = (time.perf_counter(), time.process_time())
+
+
+def _source(config, bench: common.StepBench):
+  from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.train import input_pipeline  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  dataset = trainer.load_training_data(config)
+  spec_fn = getattr(type(bench.method), "batch_spec", None)
+  spec = spec_fn(config) if spec_fn is not None else data_lib.IMAGES_ONLY
+  return input_pipeline.make_source(dataset, spec, global_batch=config.batch_size,
+                                    seed=config.seed)
+
+
+def real_batches(config, bench: common.StepBench, count: int = 4) -> list[dict]:
+  """``count`` real training batches (the run's last steps), on device: the bare step sees the
+  same data and shapes as the loop (only the loading and transfer are left out)."""
+  from disentangle.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  source = _source(config, bench)
+  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
+  out = [mesh_lib.global_batch(mesh, source.local_batch(config.num_steps - 1 - i), 0)
+         for i in range(count)]
+  return jax.block_until_ready(out)
+
+
+def host_costs(config, bench: common.StepBench, reps: int = 20) -> dict[str, float]:
+  """Median ms of each host-side piece of one loop step, timed alone (outside the loop)."""
+  from disentangle.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.train import writers  # pylint: disable=g-import-not-at-top
+  from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
+
+  source = _source(config, bench)
+  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
+
+  def median_ms(fn) -> float:
+    ts = []
+    for i in range(reps):
+      t0 = time.perf_counter()
+      fn(i)
+      ts.append(time.perf_counter() - t0)
+    return round(1e3 * float(np.median(ts)), 4)
+
+  out = {"local_batch_ms": median_ms(lambda i: source.local_batch(1000 + i))}
+  local = source.local_batch(0)
+  out["global_batch_ms"] = median_ms(
+      lambda i: jax.block_until_ready(mesh_lib.global_batch(mesh, local, 0)))
+
+  def dispatch(_):
+    b = bench
+    b.state, b.last_metrics = b.compiled(b.state, b.batches[0])
+  dispatch_ts = []
+  for i in range(reps):
+    t0 = time.perf_counter()
+    dispatch(i)
+    dispatch_ts.append(time.perf_counter() - t0)
+    jax.block_until_ready(bench.state)
+  out["dispatch_ms"] = round(1e3 * float(np.median(dispatch_ts)), 4)
+  with tempfile.TemporaryDirectory() as d:
+    bar = tqdm.tqdm(total=10**9, unit="step", smoothing=0.05, desc="probe", leave=False)
+    out["progress_update_ms"] = median_ms(lambda i: bar.update(1))
+    bar.close()
+    w = writers.MetricWriter(d)
+    metrics = bench.last_metrics
+    out["metric_read_write_ms"] = median_ms(
+        lambda i: w.write(i, dict(jax.device_get(metrics), steps_per_sec=1.0)))
+    w.close()
+  return out
+
+
+def main(argv) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  malloc = common.configure_host()
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+
+  config = _CONFIG.value
+  record = common.header("loop", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
+  block = _BLOCK.value or int(config.log_every)
+  rounds = max(1, _STEPS.value // block)
+  warmup = _WARMUP.value
+  config.num_steps = warmup + rounds * block
+  config.checkpoint_every = config.num_steps  # one checkpoint, at the end, after timing
+  config.eval_every = config.num_steps        # no evaluator is passed: no evaluation at all
+  config.progress_bar = _PROGRESS_BAR.value
+  if config.num_seeds != 1:
+    raise app.UsageError("benchmarks.loop times num_seeds = 1 (see benchmarks.multi_seed)")
+
+  bench = common.build_step(config, common.image_shape(config), num_seeds=1, seed=config.seed)
+  bench.batches = real_batches(config, bench)
+  hook = _Interleaver(bench, warmup, block, rounds)
+  load_start = common.load_average()
+  with tempfile.TemporaryDirectory() as tmp:
+    workdir = pathlib.Path(_WORKDIR.value or tmp)
+    trainer.train(config, workdir / "run", hooks=[hook])
+
+  loop_ms = 1e3 * np.asarray(hook.loop_s) / block
+  step_ms = 1e3 * np.asarray(hook.step_s) / block
+  ratios = step_ms / loop_ms
+  record.update(
+      loop_steps_per_s=round(1e3 / float(np.median(loop_ms)), 3),
+      step_steps_per_s=round(1e3 / float(np.median(step_ms)), 3),
+      ratio=round(float(np.median(ratios)), 4),
+      ratio_min=round(float(np.min(ratios)), 4),
+      ratio_max=round(float(np.max(ratios)), 4),
+      ratio_of_totals=round(float(np.sum(hook.step_s) / np.sum(hook.loop_s)), 4),
+      loop_median_ms=round(float(np.median(loop_ms)), 3),
+      step_median_ms=round(float(np.median(step_ms)), 3),
+      loop_cpu_median_ms=round(1e3 * float(np.median(hook.loop_cpu_s)) / block, 3),
+      step_cpu_median_ms=round(1e3 * float(np.median(hook.step_cpu_s)) / block, 3),
+      cpu_ratio=round(float(np.median(np.asarray(hook.step_cpu_s) / np.asarray(hook.loop_cpu_s))),
+                      4),
+      rounds=len(ratios), block=block, warmup_steps=warmup, log_every=int(config.log_every),
+      progress_bar=bool(config.progress_bar), loadavg_start=load_start,
+      cpu_ratio_note="median over rounds of bare-step CPU ms / loop CPU ms (process CPU time, all "
+                     "threads: the host work the loop adds, less sensitive to other processes)",
+      ratio_note="median over rounds of (bare step ms / loop ms per step), i.e. loop steps/s "
+                 "over bare-step steps/s, each round one block of the loop then one of the "
+                 "bare step in the same process",
+  )
+  record["host_costs"] = host_costs(config, bench)
+  record.update(common.environment())
+  record.update(host_setup=malloc,
+                data="loop: the config's real training data through the trainer's input "
+                     "pipeline; bare step: 4 real batches of the same run (its last steps), "
+                     "on device before timing")
+  print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)
