@@ -140,6 +140,23 @@ def test_best_slot_survives_kill_and_resume(tmp_path):
   _assert_same(resumed_params, straight_params)
 
 
+def test_multi_seed_run_keeps_each_seeds_best_in_its_own_directory(tmp_path):
+  values = [{1: 0.9, 2: 0.1}, {1: 0.1, 2: 0.9}]  # seed 0's best at step 1, seed 1's at step 2
+  data = helpers.TinyImages(n=64)
+  config = _select_config(num_seeds=2, num_steps=2, checkpoint_every=2, seed=3)
+  box = []
+  trainer.train(config, tmp_path, dataset=data, hooks=[_params_at(1, box)],
+                evaluator_factory=lambda m, d, i: PlantedEvaluator(values[i], []))
+  final, _ = evaluate_run.restore_params(tmp_path, config,
+                                        methods.build(config, data.image_shape))  # step 2
+  for i, best in enumerate((1, 2)):
+    cfg = trainer.seed_config(config, i)
+    record, params = _kept_params(tmp_path / f"seed_{3 + i}", cfg, data)
+    assert (record["step"], record["value"]) == (best, 0.9)
+    expected = jax.tree_util.tree_map(lambda a, i=i: a[i], box[0]) if best == 1 else final[i]
+    _assert_same(params, expected)
+
+
 def _direct_accuracy(method, params, data):
   rep = metrics.as_representation(jax.device_get(jax.jit(method.represent)(params, data.images)))
   return metrics.cluster_accuracy(data.labels, rep.discrete)["one_to_one"]
