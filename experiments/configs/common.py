@@ -61,6 +61,15 @@ def dsprites_config(method: str, *, latent_dim: int, learning_rate: float):
   return c
 
 
+def best_validation(c, metric: str = "accuracy") -> None:
+  """Issue 14's comparable protocol for MNIST / Fashion-MNIST: train on the first 50,000 training
+  images, keep the checkpoint with the best ``metric`` on the last 10,000 (``valid10k``), and
+  report the test figure at it beside the final one (``train/selection.py``)."""
+  c.eval.select = "best_validation"
+  c.eval.select_metric = metric
+  c.dataset.train_split = "train50k"
+
+
 def finish(c, names: list[str], overrides: dict, **smoke_kwargs):
   """The end of every ``get_config``: ``cpu``, then ``smoke``, then the ``field=value`` overrides.
 

@@ -19,7 +19,7 @@ PUBLISHED = {
     "m10": {"accuracy": {"mean": 68.57, "std": 9.19, "best": 82.30}},
     "m4": {"accuracy": {"mean": 78.33, "std": 7.18, "best": 92.81}},
 }
-VARIANTS = ("m10", "m4", "smoke", "cpu")
+VARIANTS = ("m10", "m4", "smoke", "cpu", "best_validation")
 DATASET = "mnist"
 CONT = (0.0, 5.0, 25_000, 30.0)
 DISC = (0.0, 5.0, 25_000, 30.0)
@@ -34,6 +34,8 @@ def build(module_name: str, arg, *, dataset: str, cont: tuple, disc: tuple):
       disc=disc, learning_rate=LEARNING_RATE, num_steps=NUM_STEPS)
   c.eval.cluster_accuracy = True
   c.eval.num_points = 0  # the whole test set
+  if "best_validation" in names:
+    common.best_validation(c)
   return common.finish(c, names, overrides)
 
 
