@@ -9,8 +9,8 @@ Runs :func:`disentangle.train.trainer.train` on the config as a user does (real 
 evaluation; one checkpoint at the end, after timing) for ``--warmup + --steps`` steps, and
 interleaves it, in the same process, with the bare step: the trainer's jitted step compiled
 separately by :func:`benchmarks.common.build_step` (same config and seed, fed 4 real batches of
-the same run, already on the device). A trainer hook splits the run into rounds: after ``--block`` loop
-steps it waits for the state (one ``block_until_ready`` per block), records the loop block's wall
+the same run, already on the device). A trainer hook splits the run into rounds: after
+``--block`` loop steps it waits for the state (one ``block_until_ready`` per block), records the loop block's wall
 time, pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), runs
 ``--block`` bare steps back to back (dispatched like the loop's, one wait at the end), pauses
 again and hands back to the loop. The hook's own time is excluded from the loop's.
@@ -30,8 +30,6 @@ import json
 import pathlib
 import tempfile
 import time
-from typing import Any
-
 from absl import app
 from absl import flags
 import jax
