@@ -153,7 +153,25 @@ def _cached_packed(npz_path: pathlib.Path) -> np.ndarray:
     return packed
 
 
-class DSprites:
+class IndexedRows:
+  """The row interface of an unlabelled training set of ``num_examples`` rows (``DSprites``,
+  ``DSpritesUnfair``): no ``labels``, ``len``, and ``_check`` of row indices."""
+
+  @property
+  def labels(self) -> None:
+    return None
+
+  def __len__(self) -> int:
+    return self.num_examples
+
+  def _check(self, indices) -> np.ndarray:
+    indices = np.asarray(indices, np.int64)
+    if np.any(indices < 0) or np.any(indices >= self.num_examples):
+      raise IndexError(f"indices must lie in [0, {self.num_examples})")
+    return indices
+
+
+class DSprites(IndexedRows):
   """dSprites as a ground-truth dataset (``GroundTruthData``) and a training set.
 
   Args:
@@ -241,19 +259,6 @@ class DSprites:
   @property
   def image_shape(self) -> tuple[int, int, int]:
     return IMAGE_SHAPE
-
-  @property
-  def labels(self) -> None:
-    return None
-
-  def __len__(self) -> int:
-    return self.num_examples
-
-  def _check(self, indices) -> np.ndarray:
-    indices = np.asarray(indices, np.int64)
-    if np.any(indices < 0) or np.any(indices >= self.num_examples):
-      raise IndexError(f"indices must lie in [0, {self.num_examples})")
-    return indices
 
   def get_images(self, indices) -> np.ndarray:
     """float32 [n, 64, 64, 1] in {0, 1} for rows ``indices`` (official order for the full grid)."""

@@ -97,7 +97,7 @@ def sample_unfair_factors(num: int, rng: np.random.Generator, *, q_shape: float 
   return factors
 
 
-class DSpritesUnfair:
+class DSpritesUnfair(dsprites.IndexedRows):
   """DSpritesUnfair (App. B) as a training set and a ground-truth dataset over a dSprites base.
 
   One seeded draw of ``num_examples`` factor rows from the unfair law
@@ -187,19 +187,6 @@ class DSpritesUnfair:
   @property
   def image_shape(self) -> tuple[int, int, int]:
     return self.base.image_shape
-
-  @property
-  def labels(self) -> None:
-    return None
-
-  def __len__(self) -> int:
-    return self.num_examples
-
-  def _check(self, indices) -> np.ndarray:
-    indices = np.asarray(indices, np.int64)
-    if np.any(indices < 0) or np.any(indices >= self.num_examples):
-      raise IndexError(f"indices must lie in [0, {self.num_examples})")
-    return indices
 
   def get_images(self, indices) -> np.ndarray:
     """float32 [n, 64, 64, 1] in {0, 1}: the base's images of rows ``base_rows[indices]``."""
