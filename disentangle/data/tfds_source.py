@@ -42,7 +42,7 @@ import dataclasses
 import hashlib
 import logging
 import os
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from PIL import Image
@@ -294,16 +294,8 @@ class TfdsDataset(supervision.Supervision):
 
   def targets_of(self, indices, names: Sequence[str]) -> np.ndarray:
     """int32 [n, K]: the target columns ``names`` of rows ``indices`` (read for those rows)."""
-    names = tuple(names)
-    unknown = [n for n in names if n not in self._target_features]
-    if unknown:
-      raise KeyError(f"{self.name} has no target {unknown}; valid names: "
-                     f"{list(self._target_features) or 'none'}")
-    records = self._records(indices)
-    out = np.zeros((len(records), len(names)), np.int32)
-    for j, n in enumerate(names):
-      out[:, j] = [int(r[self._target_features[n]]) for r in records]
-    return out
+    return self._columns_of(indices, names, "target", self._target_features,
+                            lambda r, n: int(r[self._target_features[n]]))
 
   @property
   def attribute_names(self) -> tuple[str, ...]:
@@ -311,15 +303,22 @@ class TfdsDataset(supervision.Supervision):
 
   def attributes_of(self, indices, names: Sequence[str]) -> np.ndarray:
     """int32 [n, A] in {0, 1}: the attributes ``names`` of rows ``indices``."""
+    return self._columns_of(indices, names, "attribute", self._attribute_names,
+                            lambda r, n: int(bool(r[self.layout.attributes][n])))
+
+  def _columns_of(self, indices, names: Sequence[str], kind: str, valid,
+                  value: Callable[[dict, str], int]) -> np.ndarray:
+    """int32 [n, len(names)]: ``value(record, name)`` of rows ``indices`` (read for those rows);
+    a ``KeyError`` lists the ``valid`` names of this ``kind`` when a name is not among them."""
     names = tuple(names)
-    unknown = [n for n in names if n not in self._attribute_names]
+    unknown = [n for n in names if n not in valid]
     if unknown:
-      raise KeyError(f"{self.name} has no attribute {unknown}; valid names: "
-                     f"{list(self._attribute_names) or 'none'}")
+      raise KeyError(f"{self.name} has no {kind} {unknown}; valid names: "
+                     f"{list(valid) or 'none'}")
     records = self._records(indices)
     out = np.zeros((len(records), len(names)), np.int32)
     for j, n in enumerate(names):
-      out[:, j] = [int(bool(r[self.layout.attributes][n])) for r in records]
+      out[:, j] = [value(r, n) for r in records]
     return out
 
 
