@@ -268,9 +268,10 @@ def _mig_logged(result: dict) -> dict:
   return out
 
 
-def _shape_accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
-  """One-to-one (Hungarian) accuracy of the discrete code against the shape factor (dSprites,
-  CascadeVAE Table 2): on the rows of ``Inputs.factors``, else on ``num_points`` sampled ones."""
+def _shape_rows(inputs: Inputs, num_points: int, rng: Callable[[], np.random.Generator]):
+  """(shape classes [n], representation, where) of the shape factor's rows: those of
+  ``Inputs.factors``, else ``num_points`` sampled with ``rng()`` (called only then) and encoded;
+  None where there is no shape factor, no rows, or no discrete code."""
   if "shape" not in inputs.factor_names:
     return None
   k = inputs.factor_names.index("shape")
@@ -278,13 +279,24 @@ def _shape_accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
   if factors is None:
     if inputs.ground_truth is None or inputs.stage == "training":
       return None
-    factors = np.asarray(inputs.ground_truth.sample_factors(s["num_points"], inputs.rng))
-    rep = encode_factors(inputs.ground_truth, inputs.represent, factors, inputs.rng,
+    gen = rng()
+    factors = np.asarray(inputs.ground_truth.sample_factors(num_points, gen))
+    rep = encode_factors(inputs.ground_truth, inputs.represent, factors, gen,
                          inputs.encode_batch_size)
     where = "sample"
   if rep is None or rep.discrete is None:
     return None
-  acc = cluster_accuracy(np.asarray(factors)[:, k], rep.discrete)
+  return np.asarray(factors)[:, k], rep, where
+
+
+def _shape_accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
+  """One-to-one (Hungarian) accuracy of the discrete code against the shape factor (dSprites,
+  CascadeVAE Table 2): on the rows of ``Inputs.factors``, else on ``num_points`` sampled ones."""
+  rows = _shape_rows(inputs, s["num_points"], lambda: inputs.rng)
+  if rows is None:
+    return None
+  shape, rep, where = rows
+  acc = cluster_accuracy(shape, rep.discrete)
   return dict(acc, value=acc["one_to_one"], factor="shape", points=where,
               mapping="one_to_one (Hungarian)")
 
@@ -334,21 +346,11 @@ def _shape_accuracy_direct(inputs: Inputs, s: dict) -> Optional[dict]:
   """Identity-mapping accuracy of the discrete code against the shape factor (dSprites,
   PartedVAE with shape labels), on the rows of ``Inputs.factors``, else on ``num_points``
   sampled ones (own stream, ``seed``)."""
-  if "shape" not in inputs.factor_names:
+  rows = _shape_rows(inputs, s["num_points"], lambda: np.random.default_rng(s["seed"]))
+  if rows is None:
     return None
-  k = inputs.factor_names.index("shape")
-  factors, rep, where = inputs.factors, inputs.factor_rep, inputs.factor_points
-  if factors is None:
-    if inputs.ground_truth is None or inputs.stage == "training":
-      return None
-    rng = np.random.default_rng(s["seed"])
-    factors = np.asarray(inputs.ground_truth.sample_factors(s["num_points"], rng))
-    rep = encode_factors(inputs.ground_truth, inputs.represent, factors, rng,
-                         inputs.encode_batch_size)
-    where = "sample"
-  if rep is None or rep.discrete is None:
-    return None
-  acc = classification_accuracy(np.asarray(factors)[:, k], rep.discrete)
+  shape, rep, where = rows
+  acc = classification_accuracy(shape, rep.discrete)
   return dict(acc, value=acc["accuracy"], factor="shape", points=where, seed=s["seed"])
 
 
