@@ -10,8 +10,8 @@ evaluation; one checkpoint at the end, after timing) for ``--warmup + --steps`` 
 interleaves it, in the same process, with the bare step: the trainer's jitted step compiled
 separately by :func:`benchmarks.common.build_step` (same config and seed, fed 4 real batches of
 the same run, already on the device). A trainer hook splits the run into rounds: after
-``--block`` loop steps it waits for the state (one ``block_until_ready`` per block), records the loop block's wall
-time, pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), runs
+``--block`` loop steps it waits for the state (one ``block_until_ready`` per block), records
+the loop block's wall time, pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), runs
 ``--block`` bare steps back to back (dispatched like the loop's, one wait at the end), pauses
 again and hands back to the loop. The hook's own time is excluded from the loop's.
 
