@@ -5,24 +5,24 @@
 
 Runs :func:`disentangle.train.trainer.train` on the config as a user does (real data through
 ``input_pipeline.make_source`` / ``prefetch``, the device transfer, the metric reads and
-``metrics.jsonl`` / TensorBoard writes every ``log_every`` steps, the progress bar; no
-evaluation; one checkpoint at the end, after timing) for ``--warmup + --steps`` steps, and
-interleaves it, in the same process, with the bare step: the trainer's jitted step compiled
-separately by :func:`benchmarks.common.build_step` (same config and seed, fed 4 real batches of
-the same run, already on the device). A trainer hook splits the run into rounds: after
-``--block`` loop steps it waits for the state (one ``block_until_ready`` per block), records
-the loop block's wall time, pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), runs
-``--block`` bare steps back to back (dispatched like the loop's, one wait at the end), pauses
-again and hands back to the loop. The hook's own time is excluded from the loop's.
+``metrics.jsonl`` / TensorBoard writes every ``log_every`` steps, the progress bar; no evaluation;
+one checkpoint at the end, after timing) for ``--warmup + --steps`` steps, and interleaves it, in
+the same process, with the bare step: the trainer's jitted step compiled separately by
+:func:`benchmarks.common.build_step` (same config and seed, fed 4 real batches of the same run,
+already on the device). A trainer hook splits the run into rounds: after ``--block`` loop steps it
+waits for the state (one ``block_until_ready`` per block), records the loop block's wall time,
+pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), runs ``--block`` bare
+steps back to back (dispatched like the loop's, one wait at the end), pauses again and hands back
+to the loop. The hook's own time is excluded from the loop's.
 
 ``--block`` defaults to ``log_every`` so that every loop block holds exactly one metric read.
 Prints one JSON line per round (``loop_ms`` / ``step_ms`` per step, ``ratio``) and a summary line:
-``loop_steps_per_s``, ``step_steps_per_s`` (from the median ms of each over the rounds),
-``ratio`` (median over rounds of loop steps/s / step steps/s; >= 0.9 is the goal of issue 15),
+``loop_steps_per_s``, ``step_steps_per_s`` (from the median ms of each over the rounds), ``ratio``
+(median over rounds of loop steps/s / step steps/s; >= 0.9 is the goal of issue 15),
 ``ratio_of_totals``, and ``host_costs``: the loop's host-side pieces timed alone after the run
-(batch assembly ``local_batch``, device transfer ``global_batch``, the jitted call's dispatch
-time, a progress-bar update, a metric read + write). As every benchmark here, the CascadeVAE
-discrete branch is forced on (``cascade.discrete_start = 0``) unless ``--force_discrete=false``.
+(batch assembly ``local_batch``, device transfer ``global_batch``, the jitted call's dispatch time,
+a progress-bar update, a metric read + write). As every benchmark here, the CascadeVAE discrete
+branch is forced on (``cascade.discrete_start = 0``) unless ``--force_discrete=false``.
 """
 from __future__ import annotations
 
