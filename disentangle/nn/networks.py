@@ -117,12 +117,13 @@ def _trunk(module, x):
   return act(num_layers - 1)(nn.Dense(module.hidden_units, kernel_init=dense_init, name="fc")(h))
 
 
-class Trunk(nn.Module):
+class Trunk(nn.Module, kw_only=True):
   """The encoder without its heads: image [B, H, W, C] -> hidden features h [B, hidden_units].
 
   Applied to an :class:`Encoder`'s parameters (same names; the heads' entries are ignored), it
   gives the h the encoder's heads read: a method adds its own heads on h (e.g. PartedVAE's
-  attention) or trains the trunk alone (a supervised classifier on h).
+  attention) or trains the trunk alone (a supervised classifier on h). Its fields (keyword-only)
+  are the :class:`Encoder`'s trunk fields.
   """
   init_scheme: str = "reference"
   conv_impl: str = "flax"
@@ -137,23 +138,17 @@ class Trunk(nn.Module):
     return _trunk(self, x)
 
 
-class Encoder(nn.Module):
+class Encoder(Trunk):
   """q(z | x): image [B, H, W, C] -> (mean [B, m], logvar [B, m]), plus optional extra heads.
 
-  The :class:`Trunk` (convs and the dense layer of ``hidden_units``) then the dense head ``2 m``.
-  ``extra_outputs`` adds a dense head of that width on the trunk's h (e.g. JointVAE's categorical
-  logits); it is returned as a third value when non-zero. ``return_hidden=True`` appends h.
+  The :class:`Trunk` (its fields, keyword-only; convs and the dense layer of ``hidden_units``)
+  then the dense head ``2 m``. ``extra_outputs`` adds a dense head of that width on the trunk's h
+  (e.g. JointVAE's categorical logits); it is returned as a third value when non-zero.
+  ``return_hidden=True`` appends h.
   """
   latent_dim: int
   posterior_head: str = "logvar"
-  init_scheme: str = "reference"
-  conv_impl: str = "flax"
   extra_outputs: int = 0
-  hidden_units: int = HIDDEN_UNITS
-  widths: str = "cascade"
-  activation: str = "relu"
-  leaky_slope: float = 0.01
-  activation_last: int = 0
 
   @nn.compact
   def __call__(self, x, return_hidden: bool = False):
