@@ -1,4 +1,6 @@
 """Small in-memory datasets and configs for trainer tests (no files, no network)."""
+import chex
+import jax
 import numpy as np
 
 from disentangle import methods
@@ -74,3 +76,13 @@ def tiny_config(method="betavae", **overrides):
       node = node[p]
     node[parts[-1]] = v
   return c
+
+
+def step_traced_once(method):
+  """``method.train_step`` under ``jax.jit``; fails (chex) if it is traced more than once."""
+  @jax.jit
+  @chex.assert_max_traces(n=1)
+  def step(state, batch):
+    return method.train_step(state, batch)
+
+  return step

@@ -255,11 +255,7 @@ def test_train_step_lowers_loss_and_compiles_once(name):
 
   def loss_fn(params, batch, rng):
     return method.loss(params, batch, rng, 1)[0]  # t = 1: the first iteration's capacities
-
-  @jax.jit
-  @chex.assert_max_traces(n=1)
-  def step(state, batch):
-    return method.train_step(state, batch)
+  step = helpers.step_traced_once(method)
 
   state = method.init(jax.random.PRNGKey(0))
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}

@@ -2,7 +2,6 @@
 numpy, the two updates kept apart, training, seeds, evaluation on balanced dSprites, bad input."""
 import json
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -223,11 +222,7 @@ def test_train_step_lowers_the_loss_and_compiles_once():
   config = helpers.tiny_config("ffvae")
   data = helpers.TinyAttributeImages()
   method = methods.build(config, data.image_shape)
-
-  @jax.jit
-  @chex.assert_max_traces(n=1)
-  def step(state, batch):
-    return method.train_step(state, batch)
+  step = helpers.step_traced_once(method)
 
   state = method.init(jax.random.PRNGKey(0))
   batch, rng = _batch(data), jax.random.PRNGKey(7)
@@ -245,18 +240,6 @@ def test_represent_is_mean_and_logvar_of_all_dims_and_sensitive_dims():
   assert method.sensitive_dims == {"right": 3, "low": 4}
   rep = method.represent(method.init(jax.random.PRNGKey(0)).params, _batch(data)["image"])
   assert set(rep) == {"mean", "logvar"} and rep["mean"].shape == (8, 5)
-
-
-def test_two_seeds_at_once_equal_two_runs(tmp_path):
-  data = helpers.TinyAttributeImages()
-  kw = {"num_steps": 3, "mesh.num_devices": 1, "seed": 5}
-  both = trainer.train(helpers.tiny_config("ffvae", num_seeds=2, **kw), tmp_path / "both",
-                       dataset=data)
-  for i, seed in enumerate((5, 6)):
-    alone = trainer.train(helpers.tiny_config("ffvae", **dict(kw, seed=seed)),
-                          tmp_path / f"alone{seed}", dataset=data)
-    for a, b in zip(_leaves(both.params), _leaves(alone.params)):
-      np.testing.assert_allclose(a[i], b, rtol=2e-4, atol=2e-5)
 
 
 # -- evaluation on balanced dSprites ---------------------------------------------------------------

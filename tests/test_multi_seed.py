@@ -3,18 +3,21 @@ import json
 
 import jax
 import numpy as np
+import pytest
 
 from disentangle.train import trainer
 from tests import helpers
 
 
-def test_two_seeds_at_once_equal_two_separate_runs(tmp_path):
-  data = helpers.TinyImages()
+@pytest.mark.parametrize("method, dataset", [("cascadevae", helpers.TinyImages),
+                                             ("ffvae", helpers.TinyAttributeImages)])
+def test_two_seeds_at_once_equal_two_separate_runs(tmp_path, method, dataset):
+  data = dataset()
   kw = {"num_steps": 3, "mesh.num_devices": 1, "seed": 5}
-  both = trainer.train(helpers.tiny_config("cascadevae", num_seeds=2, **kw), tmp_path / "both",
+  both = trainer.train(helpers.tiny_config(method, num_seeds=2, **kw), tmp_path / "both",
                        dataset=data)
   for i, seed in enumerate((5, 6)):
-    alone = trainer.train(helpers.tiny_config("cascadevae", **dict(kw, seed=seed)),
+    alone = trainer.train(helpers.tiny_config(method, **dict(kw, seed=seed)),
                           tmp_path / f"alone{seed}", dataset=data)
     for a, b in zip(jax.tree_util.tree_leaves(both.params), jax.tree_util.tree_leaves(alone.params)):
       np.testing.assert_allclose(np.asarray(a)[i], np.asarray(b), rtol=2e-4, atol=2e-5)

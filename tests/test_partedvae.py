@@ -1,5 +1,4 @@
 """PartedVAE: heads and prior, the objective's terms, the two-update step, plateau, evaluation."""
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -187,11 +186,7 @@ def test_train_step_lowers_the_loss_and_compiles_once():
   m = _method(tiny_config())
   data = TinyDigits()
   batch = _batch(data)
-
-  @jax.jit
-  @chex.assert_max_traces(n=1)
-  def step(state, b):
-    return m.train_step(state, b)
+  step = helpers.step_traced_once(m)
 
   state = m.init(jax.random.PRNGKey(0))
   rng = jax.random.PRNGKey(5)

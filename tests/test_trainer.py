@@ -1,7 +1,6 @@
 """The shared trainer: learning, single compilation, bitwise resume, non-finite stop."""
 import json
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,11 +28,7 @@ def test_step_compiles_once():
   config = helpers.tiny_config()
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-
-  @jax.jit
-  @chex.assert_max_traces(n=1)
-  def step(state, batch):
-    return method.train_step(state, batch)
+  step = helpers.step_traced_once(method)
 
   state = method.init(jax.random.PRNGKey(0))
   for i in range(3):
