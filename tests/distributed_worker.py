@@ -1,6 +1,10 @@
-"""One process of the two-process loopback test (tests/test_distributed.py).
+"""One process of the two-process loopback tests (tests/test_distributed.py).
 
-python -m tests.distributed_worker PROCESS_ID PORT WORKDIR NUM_STEPS
+python -m tests.distributed_worker PROCESS_ID PORT WORKDIR NUM_STEPS [TFDS_DATA_DIR]
+
+Without TFDS_DATA_DIR: the dSprites smoke config. With it: the tiny MNIST-layout builder
+``tiny_mnist`` prepared there (``dataset.source='tfds'``, batch 8), and the result also lists the
+row indices of every read this process asked of the TFDS source, call by call ("reads").
 """
 import hashlib
 import json
@@ -10,13 +14,47 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 2)
 
+from disentangle.data import tfds_source  # noqa: E402
 from disentangle.train import trainer  # noqa: E402
 from experiments.configs import dsprites_betavae  # noqa: E402
+from tests import helpers  # noqa: E402
+
+
+def spy_on_tfds_reads(reads: list):
+  """Every ``tfds.data_source`` opened from now on appends the rows of each read to ``reads``."""
+  open_source = tfds_source.open_source
+
+  class Recording:
+    def __init__(self, inner):
+      self._inner = inner
+      self.dataset_info = inner.dataset_info
+
+    def __len__(self):
+      return len(self._inner)
+
+    def __getitem__(self, key):
+      reads.append([int(key)])
+      return self._inner[key]
+
+    def __getitems__(self, keys):
+      reads.append([int(k) for k in keys])
+      return self._inner.__getitems__(keys)
+
+  tfds_source.open_source = lambda *args, **kwargs: Recording(open_source(*args, **kwargs))
 
 
 def main():
   process_id, port, workdir, steps = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-  config = dsprites_betavae.get_config(f"smoke,num_steps={steps},log_every=1,checkpoint_every=2")
+  tfds_dir = sys.argv[5] if len(sys.argv) > 5 else None
+  reads = []
+  if tfds_dir is None:
+    config = dsprites_betavae.get_config(f"smoke,num_steps={steps},log_every=1,checkpoint_every=2")
+  else:
+    config = helpers.tiny_config(**{"num_steps": steps, "log_every": steps,
+                                    "checkpoint_every": steps, "dataset.source": "tfds",
+                                    "dataset.tfds_data_dir": tfds_dir,
+                                    "dataset.tfds_name": "tiny_mnist"})
+    spy_on_tfds_reads(reads)
   config.progress_bar = False
   config.distributed.initialize = True
   config.distributed.coordinator_address = f"localhost:{port}"
@@ -25,9 +63,12 @@ def main():
   state = trainer.train(config, workdir)
   leaves = [x.addressable_data(0) for x in jax.tree_util.tree_leaves(state.params)]
   digest = hashlib.sha256(b"".join(bytes(memoryview(jax.device_get(x))) for x in leaves))
-  print("RESULT " + json.dumps({"process": jax.process_index(), "count": jax.process_count(),
-                                "devices": jax.device_count(), "step": int(state.step),
-                                "params_sha256": digest.hexdigest()}), flush=True)
+  result = {"process": jax.process_index(), "count": jax.process_count(),
+            "devices": jax.device_count(), "step": int(state.step),
+            "params_sha256": digest.hexdigest(), "seed": config.seed}
+  if tfds_dir is not None:
+    result["reads"] = reads
+  print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
