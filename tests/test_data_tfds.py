@@ -158,8 +158,8 @@ def test_two_training_steps_from_tfds_config(tfds_dir, tmp_path):
 
 
 def test_each_process_reads_only_its_share(tfds_dir):
-  """Two process indices of one global batch (in one process: the loopback two-process run is
-  too heavy for the test machine): each reads exactly its contiguous share, nothing else."""
+  """Two process indices of one global batch, in one process: each reads exactly its contiguous
+  share, nothing else (the real two-process loopback run: tests/test_distributed.py)."""
   shares = []
   for p in range(2):
     ds = data.load_dataset("mnist", data_dir=None, source="tfds", tfds_data_dir=tfds_dir,
