@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from disentangle import config as config_lib
+
 
 def num_relieved(t, *, num_dims: int, relieve_every: int, relieved_at_start: int = 0,
                  pause_after: int | None = None):
@@ -45,3 +47,10 @@ def linear_capacity(t, *, c_min: float, c_max: float, num_steps: int):
   """JointVAE's capacity C(t): linear from c_min to c_max over ``num_steps``, then constant."""
   frac = jnp.clip(jnp.asarray(t, jnp.float32) / max(num_steps, 1), 0.0, 1.0)
   return c_min + (c_max - c_min) * frac
+
+
+def linear_capacity_rules(prefix: str) -> dict:
+  """The config ``RULES`` of one :func:`linear_capacity` schedule whose fields are
+  ``<prefix>_min``, ``<prefix>_max`` (>= 0) and ``<prefix>_steps`` (> 0)."""
+  return {f"{prefix}_min": config_lib.NONNEG, f"{prefix}_max": config_lib.NONNEG,
+          f"{prefix}_steps": config_lib.POSITIVE}

@@ -68,13 +68,9 @@ def default_config() -> ml_collections.ConfigDict:
 RULES = {
     "jointvae.discrete_sizes": config_lib.int_tuple(min_len=1, min_value=2),
     "jointvae.temperature": config_lib.POSITIVE,
-    "jointvae.cont_min": config_lib.NONNEG,
-    "jointvae.cont_max": config_lib.NONNEG,
-    "jointvae.cont_steps": config_lib.POSITIVE,
+    **schedules.linear_capacity_rules("jointvae.cont"),
     "jointvae.cont_gamma": config_lib.NONNEG,
-    "jointvae.disc_min": config_lib.NONNEG,
-    "jointvae.disc_max": config_lib.NONNEG,
-    "jointvae.disc_steps": config_lib.POSITIVE,
+    **schedules.linear_capacity_rules("jointvae.disc"),
     "jointvae.disc_gamma": config_lib.NONNEG,
 }
 STEP_FIELDS = ("jointvae.cont_steps", "jointvae.disc_steps")  # fields counting iterations

@@ -11,6 +11,7 @@ import ml_collections
 import numpy as np
 
 from disentangle import config as config_lib
+from disentangle import schedules
 from disentangle.data import labelled as labelled_lib
 
 
@@ -77,12 +78,8 @@ RULES = {
     "parted.gamma_c": config_lib.NONNEG,
     "parted.gamma_bc": config_lib.NONNEG,
     "parted.bc_threshold": config_lib.PROBABILITY_OPEN1,
-    "parted.z_capacity_min": config_lib.NONNEG,
-    "parted.z_capacity_max": config_lib.NONNEG,
-    "parted.z_capacity_steps": config_lib.POSITIVE,
-    "parted.u_capacity_min": config_lib.NONNEG,
-    "parted.u_capacity_max": config_lib.NONNEG,
-    "parted.u_capacity_steps": config_lib.POSITIVE,
+    **schedules.linear_capacity_rules("parted.z_capacity"),
+    **schedules.linear_capacity_rules("parted.u_capacity"),
     "parted.num_labelled": config_lib.NONNEG,
     "parted.labelled_subset": config_lib.one_of(*labelled_lib.RULES),
     "parted.labelled_seed": config_lib.NONNEG,
