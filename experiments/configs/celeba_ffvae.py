@@ -20,12 +20,9 @@ VARIANTS = ("cpu", "smoke")
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
-  c = common.method_config("ffvae", "celeba", num_steps=300_000, learning_rate=1e-3,
-                           latent_dim=10)
+  c = common.long_run_config("ffvae", "celeba", latent_dim=10, learning_rate=1e-3,
+                             factor_score=False)
   c.model.hidden_units = 128
-  c.eval.factor_score = False
-  c.eval_every = 50_000
-  c.checkpoint_every = 10_000
   c.ffvae.sensitive = ("Chubby", "Eyeglasses", "Male")
   c.ffvae.fair.subgroup = ("Eyeglasses", "Male")
   c.ffvae.fair.target = "Heavy_Makeup"

@@ -52,17 +52,14 @@ def sweep_overrides(name: str) -> list[str]:
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
-  c = common.method_config("ffvae", "dsprites_unfair", num_steps=300_000, learning_rate=1e-3,
-                           latent_dim=10)
+  c = common.long_run_config("ffvae", "dsprites_unfair", latent_dim=10, learning_rate=1e-3,
+                             factor_score=False)
   c.model.hidden_units = 128
   c.dataset.eval_name = "dsprites"
   c.dataset.unfair_q_shape = 1.0
   c.dataset.unfair_q_x = 3.0
-  c.eval.factor_score = False
   c.eval.mig = True
   c.eval.mig_estimator = "both"
-  c.eval_every = 50_000
-  c.checkpoint_every = 10_000
   c.ffvae.alpha, c.ffvae.gamma = ALPHA, GAMMA
   if "factorvae" in names:
     if "ffvae" in names:

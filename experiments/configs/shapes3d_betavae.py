@@ -25,15 +25,8 @@ VARIANTS = ("cpu", "smoke")
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
-  c = common.method_config("betavae", "shapes3d", num_steps=300_000, learning_rate=1e-4,
-                           latent_dim=10)
-  c.betavae.beta = 4.0
-  c.dataset.source = "tfds"
+  c = common.tfds_betavae_config("shapes3d")
   c.dataset.train_split = "train"
-  c.eval.factor_score = True
-  c.eval.mig = True
-  c.eval_every = 50_000
-  c.checkpoint_every = 10_000
   if "smoke" in names:
     c.dataset.tfds_name = "synthetic_shapes3d"
   return common.finish(c, names, overrides)

@@ -19,13 +19,6 @@ VARIANTS = ("cpu",)
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
-  c = common.method_config("betavae", "smallnorb", num_steps=300_000, learning_rate=1e-4,
-                           latent_dim=10)
-  c.betavae.beta = 4.0
-  c.dataset.source = "tfds"
+  c = common.tfds_betavae_config("smallnorb")
   c.dataset.eval_split = "test"
-  c.eval.factor_score = True
-  c.eval.mig = True
-  c.eval_every = 50_000
-  c.checkpoint_every = 10_000
   return common.finish(c, names, overrides)
