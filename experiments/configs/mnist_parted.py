@@ -20,6 +20,13 @@ the Hungarian ``accuracy`` beside it). Published (Sec. 5.2, one number, percent)
 | ``labels256`` (default)   | PartedVAE, 256 labels                             | 95       |
 | ``classifier256``         | the same encoder trained on the 256 labels alone  | 83       |
 
+``authors_lr``: Adam 5e-4 for the model as in the authors' ``main.py``. Measured here (``:cpu``,
+seed 0, real files): with Table 6's 1.5e-3, q(c|x) collapsed onto one class within 200
+iterations (KL(q_hat || p) at its maximum log 10, the entropy term near 0, the supervised accuracy
+on the labelled batches at chance for 5,000 iterations: the unsupervised Adam steps, 3x the
+supervised ones on the shared trunk and c head, win); with 5e-4 the labelled batches are fitted
+within 100 iterations and q_hat stays spread. Use ``authors_lr`` for the 95% of Sec. 5.2.
+
 ``classifier256`` keeps only the supervised update (``parted.unsupervised=False``); the paper's
 83% is "the best accuracy we were able to achieve": report the final checkpoint, never select on
 the test set. ``cpu``: a fifth of the schedule (``common.scale_schedule``: 11,256 iterations,
@@ -34,7 +41,7 @@ PUBLISHED = {
     "labels256": {"accuracy_direct": {"mean": 95.0}},
     "classifier256": {"accuracy_direct": {"mean": 83.0}},
 }
-VARIANTS = ("labels256", "classifier256", "cpu", "smoke")
+VARIANTS = ("labels256", "classifier256", "authors_lr", "cpu", "smoke")
 EPOCH_STEPS = 938  # ceil(60000 / 64): the authors' loader keeps the last partial batch
 NUM_STEPS = 60 * EPOCH_STEPS
 
@@ -84,6 +91,8 @@ def get_config(arg=None):
                     targets=("digit",), num_labelled=256, labelled_subset="first", patience=2,
                     sup_cooldown=3)
   c.parted.unsupervised = "classifier256" not in names
+  if "authors_lr" in names:
+    c.optimizer.learning_rate = 5e-4
   c.eval.cluster_accuracy = True
   c.eval.num_points = 0  # the whole test set
   c.eval_every = 10 * EPOCH_STEPS
