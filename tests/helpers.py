@@ -79,7 +79,14 @@ def tiny_config(method="betavae", **overrides):
 
 
 def step_traced_once(method):
-  """``method.train_step`` under ``jax.jit``; fails (chex) if it is traced more than once."""
+  """``method.train_step`` under ``jax.jit``; fails (chex) if it is traced more than once.
+
+  chex keys its trace counter by the definition's call stack (function names) and source, so two
+  test functions of the same name in different files would share one counter: it is cleared here,
+  each caller counting its own step's traces from zero.
+  """
+  chex.clear_trace_counter()
+
   @jax.jit
   @chex.assert_max_traces(n=1)
   def step(state, batch):
