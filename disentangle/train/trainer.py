@@ -92,7 +92,9 @@ def load_training_data(config):
   data_lib.check_split(d.name, d.train_split, "dataset.train_split")
   root, origin = data_lib.data_dir_origin(d.data_dir)
   if jax.process_index() == 0:
-    print(f"data: {d.name} split={d.train_split!r} from {root} ({origin})", flush=True)
+    where = (f"TFDS {d.tfds_name or d.name} under {d.tfds_data_dir or '$TFDS_DATA_DIR'} "
+             f"(dataset.tfds_data_dir)" if d.source == "tfds" else f"{root} ({origin})")
+    print(f"data: {d.name} split={d.train_split!r} from {where}", flush=True)
   return data_lib.load_dataset(d.name, data_dir=root, split=d.train_split, source=d.source,
                                synthetic_if_missing=d.synthetic_if_missing,
                                allow_download=d.allow_download, **data_lib.tfds_kwargs(d),
