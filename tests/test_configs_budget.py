@@ -105,3 +105,28 @@ def test_authors_code_variant_relieves_as_their_run_batch():
   assert relieved == [1, 2, 3, 4, 4, 5, 6, 6]
   plain = importlib.import_module("experiments.configs.dsprites_cascade").get_config("m6")
   assert plain.cascade.pause_at_discrete_start is False and plain.cascade.relieved_at_start == 0
+
+
+@pytest.mark.parametrize("name,row,fraction", [("dsprites_parted", "labels10000", (1, 30)),
+                                               ("mnist_parted", "labels256", (1, 5))])
+def test_parted_cpu_variant_keeps_capacities_and_plateau_epoch(name, row, fraction):
+  paper, cpu = config(name, row), config(name, f"{row},cpu")
+  f = fractions.Fraction(*fraction)
+  assert fractions.Fraction(cpu.num_steps, paper.num_steps) == f
+  t = np.arange(0, cpu.num_steps + 1)
+  for kind in ("z", "u"):
+    def curve(c, steps):
+      p = c.parted
+      return np.asarray(schedules.linear_capacity(
+          steps, c_min=p[f"{kind}_capacity_min"], c_max=p[f"{kind}_capacity_max"],
+          num_steps=p[f"{kind}_capacity_steps"]))
+    np.testing.assert_allclose(curve(cpu, t), curve(paper, t * int(1 / f)), rtol=1e-6)
+  assert cpu.parted.plateau_epoch_steps == round(paper.parted.plateau_epoch_steps * f)
+  epochs = lambda c: c.num_steps / c.parted.plateau_epoch_steps  # 30 (dSprites), ~60 (MNIST)
+  assert abs(epochs(cpu) - epochs(paper)) < 0.01 * epochs(paper)
+  # everything but the schedule, the periods and the plateau epoch is the paper's
+  flat_paper, flat_cpu = dict(config_lib._flatten(paper)), dict(config_lib._flatten(cpu))
+  changed = {p for p in flat_paper if flat_paper[p] != flat_cpu[p]}
+  allowed = (set(common.schedule_fields(paper)) | set(common.PERIODS)
+             | {"parted.plateau_epoch_steps"})
+  assert changed <= allowed, changed - allowed

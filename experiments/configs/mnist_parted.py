@@ -75,11 +75,10 @@ def parted_config(dataset: str, *, latent_dim: int, learning_rate: float, num_st
   return c
 
 
-def cpu_epoch(c, names) -> None:
-  """``cpu``: the plateau epoch shortened by ``common.CPU_FRACTION`` too (rounded to steps)."""
+def cpu_epoch(c, names, fraction=common.CPU_FRACTION) -> None:
+  """``cpu``: the plateau epoch shortened by ``fraction`` too (rounded to steps)."""
   if "cpu" in names:
-    c.parted.plateau_epoch_steps = max(1, round(c.parted.plateau_epoch_steps
-                                                * common.CPU_FRACTION))
+    c.parted.plateau_epoch_steps = max(1, round(c.parted.plateau_epoch_steps * fraction))
 
 
 def get_config(arg=None):
