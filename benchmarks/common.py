@@ -16,7 +16,6 @@ duration of the benchmark (it must be entered before the step is traced).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib
 import os
 import pathlib
@@ -322,13 +321,14 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
   Args:
     config: a validated experiment config (``config.num_seeds`` is ignored: ``num_seeds`` rules).
     image: image shape (H, W, C).
-    num_seeds: 1 = the plain step; N > 1 = ``jax.vmap(method.train_step)`` over N stacked states
-      and per-seed batches, as the trainer does with ``config.num_seeds = N``.
+    num_seeds: 1 = the plain step; N > 1 = the step over N stacked states and per-seed batches
+      (`disentangle.train.seeds.over_seeds`), as the trainer does with ``config.num_seeds = N``.
     num_batches: distinct synthetic batches cycled through.
     seed: seed of the parameters and the synthetic images.
-    seed_batching: how N > 1 seeds are batched in one program: ``'vmap'`` (the trainer),
-      ``'map'`` (``jax.lax.map``: a loop over the seeds) or ``'unroll'`` (N copies of the step,
-      one per seed, in one program); alternatives measured by ``benchmarks.multi_seed``.
+    seed_batching: how N > 1 seeds are batched in one program: ``'vmap'`` or ``'unroll'`` (N
+      copies of the step; the trainer's layouts, ``seeds.layout``: unroll on CPU), or ``'map'``
+      (``jax.lax.map``: a loop over the seeds, an alternative measured by
+      ``benchmarks.multi_seed``).
 
   Returns:
     A :class:`StepBench` ready to step (not yet warmed up).
@@ -336,6 +336,7 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.train import host  # pylint: disable=g-import-not-at-top
   from disentangle.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
 
   mesh = mesh_lib.make_mesh(config.mesh.num_devices)
   if config.batch_size % mesh.devices.size:
@@ -350,12 +351,10 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
 
   if not multi:
     step_impl = method.train_step
-  elif seed_batching == "vmap":
-    step_impl = jax.vmap(method.train_step)
+  elif seed_batching in ("vmap", "unroll"):
+    step_impl = seeds.over_seeds(method.train_step, num_seeds, seed_batching)
   elif seed_batching == "map":
     step_impl = lambda s, b: jax.lax.map(lambda sb: method.train_step(*sb), (s, b))
-  elif seed_batching == "unroll":
-    step_impl = functools.partial(_unrolled_step, method.train_step, num_seeds)
   else:
     raise ValueError(f"seed_batching must be one of {SEED_BATCHINGS}, got {seed_batching!r}")
   jitted = host.jit(step_impl, config, donate_argnums=0, in_shardings=(repl, data_sharding),
@@ -371,13 +370,6 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
   compile_s = time.perf_counter() - t0
   return StepBench(method=method, compiled=compiled, state=state, batches=batches,
                    num_seeds=num_seeds, compile_s=compile_s, flops=_flops(compiled))
-
-
-def _unrolled_step(train_step: Callable, num_seeds: int, state, batch):
-  """One program holding ``num_seeds`` independent copies of ``train_step`` (stacked in, out)."""
-  take = lambda tree, i: jax.tree_util.tree_map(lambda a: a[i], tree)
-  outs = [train_step(take(state, i), take(batch, i)) for i in range(num_seeds)]
-  return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *outs)
 
 
 def _flops(compiled) -> float | None:

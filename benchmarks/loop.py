@@ -2,6 +2,7 @@
 
   python -m benchmarks.loop --config=experiments/configs/mnist_cascade.py:m10 --steps=600 \
       [--block=200] [--warmup=20] [--force_discrete=true] [--progress_bar=true]
+  python -m benchmarks.loop --config=... --seeds=4 --steps=200 --block=50 [--rounds=2]
 
 Runs :func:`disentangle.train.trainer.train` on the config as a user does (real data through
 ``input_pipeline.make_source`` / ``prefetch``, the device transfer, the metric reads and
@@ -14,6 +15,14 @@ waits for the state (one ``block_until_ready`` per block), records the loop bloc
 pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), runs ``--block`` bare
 steps back to back (dispatched like the loop's, one wait at the end), pauses again and hands back
 to the loop. The hook's own time is excluded from the loop's.
+
+``--seeds=N`` (N > 1) times what a user of ``config.num_seeds`` waits for instead: the trainer
+with ``num_seeds = N`` (its default ``seed_layout``, or ``--config.seed_layout=...``) against the
+trainer with one seed, whole loops both (real data, pipeline, logging), ``--rounds`` alternations of
+one single-seed run and one N-seed run in the same process, each timed over blocks of ``--block``
+steps after ``--warmup``. N separate runs are N x the single run's time per step (run one after
+the other; on 2 cores N concurrent runs only share them). Prints ``seed_steps_per_s`` of both and
+their ``ratio`` (>= 1.0: one program beats N separate runs, the goal of issue 15 item 2).
 
 ``--block`` defaults to ``log_every`` so that every loop block holds exactly one metric read.
 Prints one JSON line per round (``loop_ms`` / ``step_ms`` per step, ``ratio``) and a summary line:
@@ -46,6 +55,9 @@ _WARMUP = flags.DEFINE_integer("warmup", 20, "Untimed loop steps first (compilat
 _FORCE_DISCRETE = flags.DEFINE_bool(
     "force_discrete", True, "CascadeVAE: set cascade.discrete_start=0 (discrete branch active).")
 _PROGRESS_BAR = flags.DEFINE_bool("progress_bar", True, "The trainer's progress bar (stderr).")
+_SEEDS = flags.DEFINE_integer("seeds", 1, "N > 1: time the trainer with num_seeds = N against "
+                                             "one seed (see the module docstring).")
+_ROUNDS = flags.DEFINE_integer("rounds", 2, "--seeds > 1: alternations of the two runs.")
 _WORKDIR = flags.DEFINE_string("workdir", "", "Run directory ('' = a temporary one, removed).")
 flags.mark_flag_as_required("config")
 
@@ -166,6 +178,60 @@ def host_costs(config, bench: common.StepBench, reps: int = 20) -> dict[str, flo
   return out
 
 
+class _BlockTimer:
+  """Trainer hook: the wall time of each block of ``block`` steps after ``warmup``."""
+
+  def __init__(self, warmup: int, block: int):
+    self.warmup, self.block, self.times, self._t = warmup, block, [], None
+
+  def __call__(self, state, done: int) -> None:
+    if done < self.warmup or (done - self.warmup) % self.block:
+      return
+    jax.block_until_ready(state)
+    now = time.perf_counter()
+    if self._t is not None:
+      self.times.append(now - self._t)
+    self._t = now
+
+
+def seeds_main(config, record: dict, n: int) -> None:
+  """``--seeds=N``: the trainer with N seeds in one program against the trainer with one."""
+  from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  block = _BLOCK.value or int(config.log_every)
+  blocks = max(1, _STEPS.value // block)
+  warmup = _WARMUP.value
+  config.num_steps = warmup + blocks * block
+  config.checkpoint_every = config.num_steps
+  config.eval_every = config.num_steps
+  config.progress_bar = _PROGRESS_BAR.value
+  ms = {1: [], n: []}
+  with tempfile.TemporaryDirectory() as tmp:
+    for r in range(_ROUNDS.value):
+      for k in (1, n):
+        c = config.copy_and_resolve_references()
+        c.num_seeds = k
+        timer = _BlockTimer(warmup, block)
+        trainer.train(c, pathlib.Path(tmp) / f"r{r}_n{k}", hooks=[timer])
+        per_step = [1e3 * t / block for t in timer.times]
+        ms[k].extend(per_step)
+        print(json.dumps({"benchmark": "loop_seeds", "round": r, "num_seeds": k,
+                          "ms_per_step": [round(v, 2) for v in per_step],
+                          "loadavg": common.load_average()}), flush=True)
+        time.sleep(_PAUSE_S)
+  single, multi = float(np.median(ms[1])), float(np.median(ms[n]))
+  record.update(
+      num_seeds=n, seed_layout=seeds.layout(config),
+      single_ms_per_step=round(single, 3), multi_ms_per_step=round(multi, 3),
+      separate_seed_steps_per_s=round(1e3 / single, 3),
+      one_program_seed_steps_per_s=round(n * 1e3 / multi, 3),
+      ratio=round(n * single / multi, 4), rounds=_ROUNDS.value, block=block, warmup_steps=warmup,
+      ratio_note="seed-steps/s of the trainer with num_seeds = N over N separate runs' (N x the "
+                 "single run's ms per step), medians over blocks; > 1: one program is faster")
+  record.update(common.environment())
+  print(json.dumps(record), flush=True)
+
+
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -174,6 +240,10 @@ def main(argv) -> None:
 
   config = _CONFIG.value
   record = common.header("loop", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
+  if _SEEDS.value > 1:
+    record.update(host_setup=malloc)
+    seeds_main(config, record, _SEEDS.value)
+    return
   block = _BLOCK.value or int(config.log_every)
   rounds = max(1, _STEPS.value // block)
   warmup = _WARMUP.value

@@ -7,8 +7,9 @@
 Builds, in one process, the trainer's step for ``num_seeds = 1`` and N-seed programs:
 
 - ``vmap`` (reported as ``vmapped``): ``jax.vmap(method.train_step)`` over N stacked states and
-  per-seed batches, what the trainer runs with ``config.num_seeds = N``;
-- ``unroll`` (``unrolled``): N independent copies of the step in one jitted program;
+  per-seed batches, what the trainer runs with ``config.num_seeds = N`` on GPU / TPU;
+- ``unroll`` (``unrolled``): N independent copies of the step in one jitted program, what the
+  trainer runs on CPU (``config.seed_layout = 'auto'``, `disentangle.train.seeds`);
 - ``map`` (``mapped``): ``jax.lax.map`` over the seeds (a loop inside one program);
 
 then times them interleaved: per round ``--steps`` steps of each program in turn (never two at
@@ -40,7 +41,8 @@ _ROUNDS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (single, vmapped
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps of each program after compilation.")
 _PROGRAMS = flags.DEFINE_list(
     "programs", ["vmap", "unroll"],
-    f"N-seed programs to time, from {list(common.SEED_BATCHINGS)} ('vmap' = the trainer).")
+    f"N-seed programs to time, from {list(common.SEED_BATCHINGS)} (the trainer: 'unroll' on "
+    "CPU, 'vmap' on accelerators).")
 _FORCE_DISCRETE = flags.DEFINE_bool(
     "force_discrete", True, "CascadeVAE: set cascade.discrete_start=0 (discrete branch active).")
 flags.mark_flag_as_required("config")
@@ -105,11 +107,15 @@ def main(argv) -> None:
     record[f"{k}_seed_steps_per_s"] = round(n / multi_s, 3)
     record[f"{k}_speedup"] = round(n * single_s / multi_s, 3)
     record[f"{k}_speedup_median_over_rounds"] = round(float(np.median(ratios[k])), 3)
-  if "vmapped_speedup" in record:
-    record["speedup"] = record["vmapped_speedup"]
+  from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
+  trainer_layout = {"vmap": "vmapped", "unroll": "unrolled"}[seeds.layout(config)]
+  if f"{trainer_layout}_speedup" in record:
+    record["speedup"] = record[f"{trainer_layout}_speedup"]
+    record["trainer_program"] = trainer_layout
   record.update(
       speedup_note="N x single-seed step time / N-seed program step time (> 1: the one program "
-                   "beats N separate runs); 'vmapped' is what the trainer runs",
+                   "beats N separate runs); 'speedup' is that of the program the trainer runs here "
+                   "('trainer_program': seeds.layout of the config on this backend)",
       separate_note="N separate runs = N x the measured single-seed step (one run, multiplied)",
       rounds=_ROUNDS.value, steps_per_round=_STEPS.value, warmup_steps=_WARMUP.value)
   print(json.dumps(common.finish_record(record, malloc)), flush=True)

@@ -24,7 +24,8 @@ def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.method = "betavae"
   c.seed = 0
-  c.num_seeds = 1             # >1 trains independent seeds at once (vmap), one run dir each
+  c.num_seeds = 1             # >1 trains independent seeds at once, one run dir each
+  c.seed_layout = "auto"      # num_seeds > 1: 'vmap', 'unroll', 'auto' (unroll on CPU; train/seeds.py)
   c.num_steps = 1000
   c.batch_size = 64           # the global batch, split over all devices / processes
   c.weight_decay = 0.0        # L2 on kernels added to the loss (authors' CascadeVAE code: 4e-5)
@@ -225,6 +226,7 @@ DATASET_SPLITS = ("train", "all", "test", "official_train", "official_valid", "o
 RULES: dict[str, Rule] = {
     "seed": NONNEG,
     "num_seeds": POSITIVE,
+    "seed_layout": one_of("auto", "vmap", "unroll"),
     "num_steps": POSITIVE,
     "batch_size": POSITIVE,
     "weight_decay": NONNEG,

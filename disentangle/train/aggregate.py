@@ -43,7 +43,7 @@ STD_DDOF = 0
 # Fields that do not change what a run computes: seeds, logging, checkpointing, evaluation, the
 # data location and download policy, devices, and implementations with identical results
 # (``model.conv_impl``: same parameters and outputs; ``cascade.solver``: both exact).
-IGNORED_FIELDS = ("seed", "num_seeds", "log_every", "eval_every", "checkpoint_every",
+IGNORED_FIELDS = ("seed", "num_seeds", "seed_layout", "log_every", "eval_every", "checkpoint_every",
                   "keep_checkpoints", "progress_bar", "dataset.data_dir", "dataset.allow_download",
                   "dataset.synthetic_if_missing", "dataset.source", "model.conv_impl",
                   "cascade.solver")

@@ -8,9 +8,10 @@ host only at log steps; evaluation hooks run every ``eval_every`` steps; checkpo
 atomically every ``checkpoint_every`` steps and at the end. A non-finite loss stops the run with
 :class:`NonFiniteError` before anything bad is saved.
 
-``config.num_seeds = N > 1`` trains N independent seeds (``seed, seed+1, ...``) at once by
-``vmap`` over parameters, optimiser states, rng and per-seed batches; each seed gets its own run
-directory ``<workdir>/seed_<s>`` with its config, metrics and images.
+``config.num_seeds = N > 1`` trains N independent seeds (``seed, seed+1, ...``) in one program
+over stacked parameters, optimiser states, rng and per-seed batches (`disentangle.train.seeds`:
+``vmap`` on accelerators, N unrolled copies on CPU, ``config.seed_layout``); each seed gets its own
+run directory ``<workdir>/seed_<s>`` with its config, metrics and images.
 
 ``eval.select`` other than ``'final'`` (`disentangle.train.selection`): after each evaluation
 the checkpoint with the best ``eval.select_metric`` (held-out validation split, or the evaluated
@@ -37,6 +38,7 @@ from disentangle.train import checkpoint as checkpoint_lib
 from disentangle.train import host
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
+from disentangle.train import seeds
 from disentangle.train import selection
 from disentangle.train import writers
 
@@ -166,7 +168,8 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       w.truncate_after(int(_first(state.step)))
   start = int(_first(state.step))
 
-  step_impl = jax.vmap(method.train_step) if multi else method.train_step
+  step_impl = (seeds.over_seeds(method.train_step, config.num_seeds, seeds.layout(config))
+               if multi else method.train_step)
   train_step = host.jit(step_impl, config, donate_argnums=0,
                         in_shardings=(repl, data_sharding), out_shardings=(repl, repl))
   all_finite = jax.jit(_all_finite)

@@ -1,0 +1,64 @@
+"""Several independent seeds in one compiled program (``config.num_seeds = N > 1``).
+
+Every seed keeps its own parameters, optimiser state, rng and batch, stacked along a leading axis
+of length N; the program maps the single-seed ``train_step`` over that axis. Two layouts compute
+the same numbers (``tests/test_multi_seed.py``) at different speeds:
+
+- ``'vmap'``: ``jax.vmap(train_step)``. Batching the parameters makes each convolution a grouped
+  convolution (``feature_group_count = N``) and its kernel gradient a batch-grouped one. Fast on
+  GPU and TPU, where the N seeds fill the device; XLA:CPU runs grouped convolutions 3-4x slower
+  than N plain ones (``benchmarks/README.md``, issue 15).
+- ``'unroll'``: N copies of the step in one program, each on its own slice. Plain convolutions at
+  the cost of N separate steps, and one dispatch, one input pipeline and one host read per step
+  for all N seeds. Compile time grows N-fold.
+
+``'auto'`` (default) picks ``'unroll'`` on the CPU backend and ``'vmap'`` elsewhere.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+LAYOUTS = ("auto", "vmap", "unroll")
+
+
+def layout(config, backend: str | None = None) -> str:
+  """The layout ``config.seed_layout`` resolves to on ``backend`` (default: JAX's)."""
+  chosen = config.get("seed_layout", "auto")
+  if chosen not in LAYOUTS:
+    raise ValueError(f"config field 'seed_layout' must be one of {LAYOUTS}, got {chosen!r}")
+  if chosen != "auto":
+    return chosen
+  return "unroll" if (backend or jax.default_backend()) == "cpu" else "vmap"
+
+
+def take(tree, i: int):
+  """Seed ``i`` of a stacked pytree."""
+  return jax.tree_util.tree_map(lambda a: a[i], tree)
+
+
+def stack(trees):
+  """The inverse of :func:`take` over all seeds."""
+  return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def over_seeds(step: Callable, num_seeds: int, how: str) -> Callable:
+  """``step(state, batch)`` of one seed -> the same step over ``num_seeds`` stacked seeds.
+
+  Args:
+    step: a single-seed function ``(state, batch) -> outputs`` (any pytrees).
+    num_seeds: N, the length of the leading axis of every leaf of ``state`` and ``batch``.
+    how: ``'vmap'`` or ``'unroll'`` (see the module docstring; :func:`layout` resolves
+      ``'auto'``).
+  """
+  if how == "vmap":
+    return jax.vmap(step)
+  if how != "unroll":
+    raise ValueError(f"seed layout must be 'vmap' or 'unroll', got {how!r}")
+
+  def unrolled(state, batch):
+    return stack([step(take(state, i), take(batch, i)) for i in range(num_seeds)])
+
+  return unrolled
