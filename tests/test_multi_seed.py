@@ -11,9 +11,11 @@ from disentangle.train import trainer
 from tests import helpers
 
 
-@pytest.mark.parametrize("layout", ["vmap", "unroll"])
-@pytest.mark.parametrize("method, dataset", [("cascadevae", helpers.TinyImages),
-                                             ("ffvae", helpers.TinyAttributeImages)])
+@pytest.mark.parametrize("method, dataset, layout", [
+    ("cascadevae", helpers.TinyImages, "vmap"),      # the accelerators' layout, host callback
+    ("cascadevae", helpers.TinyImages, "unroll"),    # the CPU's
+    ("ffvae", helpers.TinyAttributeImages, "unroll"),
+])
 def test_two_seeds_at_once_equal_two_separate_runs(tmp_path, method, dataset, layout):
   data = dataset()
   kw = {"num_steps": 3, "mesh.num_devices": 1, "seed": 5}
