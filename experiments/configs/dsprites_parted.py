@@ -32,9 +32,9 @@ Table 1 prints 0.77 for ``unsup`` and Sec. 5.1 0.775 +- 0.02. ``labels3686_no_bc
 report only the direction (labels10000 > unsup, no_bc < labels3686), marked not comparable.
 ``cpu``: :data:`CPU_FRACTION` = 1/30 of the schedule, one epoch (11,520 iterations, capacities
 over 10,000, plateau epoch 384), evaluated at the end only. Not the other configs' 1/5: a step takes
-~115 ms on this 2-core machine (benchmarks.train_step, quiet), so 1/5 would be 2.2 h per run and
-the factor score encodes all 737,280 images at each evaluation. Measured on rendered images, seed 0 (README):
-unsup 72.7, labels10000 90.9 (not comparable).
+~115 ms on this 2-core machine (benchmarks.train_step, quiet; the labelled step more), so 1/5
+would be 2.2 h or more per run. Measured on rendered images, seed 0 (README): unsup 72.7,
+labels10000 90.9 (not comparable; two runs sharing the 2 cores, 46 and 59 min).
 ``smoke``: 300 steps on rendered dSprites (not comparable).
 
 Run: python -m experiments.dsprites_parted --config=experiments/configs/dsprites_parted.py:unsup
