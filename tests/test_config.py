@@ -89,6 +89,9 @@ def test_paper_settings_of_cascade_configs():
   assert (m.cascade.num_discrete, m.cascade.penalty, m.cascade.relieve_every,
           m.cascade.discrete_start, m.num_steps, m.optimizer.learning_rate) == (
               10, 0.1, 10_000, 0, 120_000, 3e-4)
+  assert m.cascade.beta_low == 1.0  # the paper's stated CascadeVAE value (m = 6); MNIST: unstated
+  b2 = importlib.import_module("experiments.configs.mnist_cascade").get_config("m10,betal2")
+  assert b2.cascade.beta_low == 2.0 and b2.num_steps == m.num_steps
   f = importlib.import_module("experiments.configs.fashion_mnist_cascade").get_config("m4")
   assert (f.dataset.name, f.optimizer.learning_rate, f.model.latent_dim) == (
       "fashion_mnist", 1e-4, 4)
