@@ -62,6 +62,7 @@ from disentangle.train import encodings
 from disentangle.train import evaluator as evaluator_lib
 from disentangle.train import host
 from disentangle.train import report
+from disentangle.train import seeds
 from disentangle.train import selection
 
 
@@ -112,8 +113,7 @@ def restore_params(workdir, config, method, step: Optional[int] = None) -> tuple
     state = ckpt.restore(abstract, step=chosen)
   finally:
     ckpt.close()
-  params = [jax.tree_util.tree_map(lambda a, i=i: a[i], state.params) if n > 1 else state.params
-            for i in range(n)]
+  params = [seeds.take(state.params, i) if n > 1 else state.params for i in range(n)]
   facts = {"step": chosen, "num_steps": int(config.num_steps),
            "final": chosen == int(config.num_steps), "latest_step": available[-1],
            "available_steps": available, "selection": "latest" if step is None else "requested",

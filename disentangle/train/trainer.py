@@ -206,14 +206,14 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       rate = (done - last_step) / max(now - last_time, 1e-9)
       last_time, last_step = now, done
       for i, w in enumerate(metric_writers):
-        mi = jax.tree_util.tree_map(lambda a: a[i], m) if multi else m
+        mi = seeds.take(m, i) if multi else m
         w.write(done, dict(mi, steps_per_sec=rate))
       if bar is not None:
         bar.set_postfix(loss=f"{float(losses.mean()):.2f}")
     if evaluators and (done % config.eval_every == 0 or is_last):
       params = _local_copy(state.params)
       for i, ev in enumerate(evaluators):
-        params_i = jax.tree_util.tree_map(lambda a: a[i], params) if multi else params
+        params_i = seeds.take(params, i) if multi else params
         result = ev.run(params_i, done)
         metric_writers[i].write(done, result)
         if selectors:
@@ -239,7 +239,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
 def _seed_state(state, i: int, multi: bool):
   """Host copy of seed ``i``'s state (the plain state of a single-seed run)."""
   host_state = _local_copy(state)
-  return jax.tree_util.tree_map(lambda a: a[i], host_state) if multi else host_state
+  return seeds.take(host_state, i) if multi else host_state
 
 
 def _local_copy(tree):

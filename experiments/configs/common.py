@@ -87,16 +87,17 @@ def best_validation(c, metric: str = "accuracy") -> None:
   c.dataset.train_split = "train50k"
 
 
-def finish(c, names: list[str], overrides: dict, **smoke_kwargs):
+def finish(c, names: list[str], overrides: dict, *, cpu_fraction=CPU_FRACTION, **smoke_kwargs):
   """The end of every ``get_config``: ``cpu``, then ``smoke``, then the ``field=value`` overrides.
 
-  ``cpu``: the whole schedule shortened to :data:`CPU_FRACTION` by :func:`scale_schedule`.
+  ``cpu``: the whole schedule shortened to ``cpu_fraction`` (default :data:`CPU_FRACTION`; a
+  config whose step is slow passes its own) by :func:`scale_schedule`.
   ``smoke``: minutes on a CPU (:func:`smoke`), on rendered dSprites or, for the data sets that
   must be downloaded, generated stand-ins in the canonical format when the files are missing.
   The config is validated once, by ``trainer.train``, after any command-line overrides.
   """
   if "cpu" in names:
-    scale_schedule(c, CPU_FRACTION)
+    scale_schedule(c, cpu_fraction)
   if "smoke" in names:
     if c.dataset.name == "dsprites":
       c.dataset.source = "render"

@@ -80,6 +80,5 @@ def get_config(arg=None):
   c.checkpoint_every = EPOCH_STEPS
   mnist_parted.cpu_epoch(c, names, CPU_FRACTION)
   if "cpu" in names:
-    common.scale_schedule(c, CPU_FRACTION)
-    c.eval_every = c.num_steps
-  return common.finish(c, [n for n in names if n != "cpu"], overrides)
+    c.eval_every = c.num_steps  # scaled with the schedule: one evaluation, at the end
+  return common.finish(c, names, overrides, cpu_fraction=CPU_FRACTION)

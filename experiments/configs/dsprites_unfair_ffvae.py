@@ -68,6 +68,4 @@ def get_config(arg=None):
   if "smoke" in names:
     c.dataset.source = "render"  # the base dSprites of both sets: rendered (finish renders only
                                  # dataset.name == 'dsprites')
-  if "cpu" in names:
-    common.scale_schedule(c, CPU_FRACTION)
-  return common.finish(c, [n for n in names if n != "cpu"], overrides)
+  return common.finish(c, names, overrides, cpu_fraction=CPU_FRACTION)
