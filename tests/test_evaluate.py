@@ -276,6 +276,23 @@ def test_training_time_evaluator_on_rendered_dsprites(tmp_path):
   assert (tmp_path / "images" / "reconstructions.png").is_file()
 
 
+def test_aggregate_keeps_a_published_row_under_its_protocol_variant():
+  # `:m4,best_validation` trains on the paper's 50,000 images and keeps a selected checkpoint:
+  # still Table 3's m = 4 row, so the paper's numbers stand beside it; `:best_validation` alone is
+  # the default row (m10) with it.
+  module = importlib.import_module("experiments.configs.mnist_cascade")
+  candidates = aggregate.config_candidates([module])
+  for arg, row in (("m4,best_validation", "m4"), ("best_validation", "m10"), ("m4", "m4")):
+    match = aggregate.match_experiment(module.get_config(arg + ",seed=3"), candidates)
+    assert match["exact"], (arg, match["differences"])
+    assert match["variant"] == (row if arg == row else f"{row},best_validation")
+    assert match["published"] == module.PUBLISHED[row]
+  # The protocol alone changes fields the plain row does not have: never equated with it.
+  plain = next(c for c in candidates if c["variant"] == "m4")
+  assert aggregate.match_experiment(module.get_config("m4,best_validation"),
+                                    [plain])["differences"]["dataset.train_split"][1] != "train50k"
+
+
 def test_aggregate_accepts_published_numbers_without_std_or_best(tmp_path):
   module = types.ModuleType("experiments.configs.fake_parted")
   module.VARIANTS = ("labels256",)

@@ -70,9 +70,15 @@ def metric_titles() -> dict[str, str]:
 def config_candidates(modules: Iterable) -> list[dict]:
   """Every (module, variant) of the given config modules: config, published numbers and path.
 
+  A module's optional ``PROTOCOL_VARIANTS`` are variants that change how a published row is
+  trained and scored without leaving the paper's setting (``best_validation``: the paper's
+  50,000 training images and a checkpoint kept on held-out data): each is also combined with
+  every ``PUBLISHED`` row (``"m4,best_validation"``), which keeps that row's published numbers.
+
   Args:
-    modules: config modules (``get_config(arg)``, ``PUBLISHED``, optional ``VARIANTS``); the
-      caller imports them (``experiments/aggregate.py`` imports ``experiments.configs.*``).
+    modules: config modules (``get_config(arg)``, ``PUBLISHED``, optional ``VARIANTS`` and
+      ``PROTOCOL_VARIANTS``); the caller imports them (``experiments/aggregate.py`` imports
+      ``experiments.configs.*``).
   """
   out = []
   for module in modules:
@@ -80,16 +86,21 @@ def config_candidates(modules: Iterable) -> list[dict]:
       continue
     name = module.__name__.rpartition(".")[2]
     file = module.__name__.replace(".", "/") + ".py"
+    # A protocol variant applied to a published row keeps that row's numbers: first, so that
+    # e.g. ``best_validation`` alone (the default row with it) is named ``m10,best_validation``.
+    protocols = getattr(module, "PROTOCOL_VARIANTS", ())
+    variants = [(f"{row},{protocol}", module.PUBLISHED[row])
+                for row in module.PUBLISHED for protocol in protocols]
+    variants += [(v, module.PUBLISHED.get(v, {})) for v in getattr(module, "VARIANTS", ())]
     seen = set()
-    for variant in tuple(getattr(module, "VARIANTS", ())) + (None,):
+    for variant, published in variants + [(None, {})]:
       fields = significant_fields(module.get_config(variant))
       key = json.dumps(fields, sort_keys=True, default=str)
       if key in seen:  # the default equals a named variant
         continue
       seen.add(key)
       out.append({"module": name, "variant": variant or "default", "file": file,
-                  "fields": fields,
-                  "published": module.PUBLISHED.get(variant, {}) if variant else {}})
+                  "fields": fields, "published": published})
   return out
 
 

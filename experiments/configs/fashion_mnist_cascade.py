@@ -16,6 +16,7 @@ PUBLISHED = {
     "m4": {"accuracy": {"mean": 57.72, "std": 3.29, "best": 63.55}},
 }
 VARIANTS = mnist_cascade.VARIANTS
+PROTOCOL_VARIANTS = mnist_cascade.PROTOCOL_VARIANTS
 
 
 def get_config(arg=None):

@@ -20,6 +20,7 @@ PUBLISHED = {
     "m4": {"accuracy": {"mean": 51.51, "std": 4.42, "best": 61.79}},
 }
 VARIANTS = mnist_jointvae.VARIANTS
+PROTOCOL_VARIANTS = mnist_jointvae.PROTOCOL_VARIANTS
 CONT = (0.0, 5.0, 50_000, 100.0)
 DISC = (0.0, 10.0, 50_000, 100.0)
 
