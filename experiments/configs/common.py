@@ -78,6 +78,11 @@ def tfds_betavae_config(dataset: str):
   return c
 
 
+# Variants that keep a published row's setting (the paper's 50,000 training images, a checkpoint
+# kept on held-out data): combined with a row, `aggregate` prints that row's published numbers.
+PROTOCOL_VARIANTS = ("best_validation",)
+
+
 def best_validation(c, metric: str = "accuracy") -> None:
   """Issue 14's comparable protocol for MNIST / Fashion-MNIST: train on the first 50,000 training
   images, keep the checkpoint with the best ``metric`` on the last 10,000 (``valid10k``), and
