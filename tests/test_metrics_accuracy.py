@@ -55,7 +55,7 @@ def test_registered_direct_and_per_variable_accuracies():
   targets = np.stack([labels, np.array([1, 1, 0, -1, 1, 1])], axis=1)
   inputs = registry.Inputs("run", np.random.default_rng(0), rep=rep, labels=labels,
                            labelled_rep=rep, targets=targets, target_names=("digit", "thick"),
-                           labelled_points="test split")
+                           labelled_points="test split", code_named=True)
   out, _ = registry.run(inputs, {}, names=["accuracy", "accuracy_direct", "variable_accuracy"])
   assert out["accuracy_direct"]["value"] == pytest.approx(2 / 6)  # rows 0 and 3
   # Classes 1 and 2 swapped: the Hungarian mapping undoes the swap, the identity does not.
@@ -76,7 +76,36 @@ def test_shape_accuracy_direct_on_factor_rows():
   rep = as_representation({"mean": np.zeros((4, 1)), "discrete": np.array([0, 1, 1, 1])})
   inputs = registry.Inputs("run", np.random.default_rng(0), factors=factors, factor_rep=rep,
                            factor_names=("shape", "x"), factor_points="whole_dataset",
-                           ground_truth=object())
+                           ground_truth=object(), code_named=True)
   out, _ = registry.run(inputs, {}, names=["shape_accuracy_direct"])
   assert out["shape_accuracy_direct"]["value"] == pytest.approx(3 / 4)
   assert out["shape_accuracy_direct"]["mapping"] == "identity"
+
+
+def test_direct_accuracies_only_for_a_code_named_by_labels():
+  """An unsupervised code (CascadeVAE, JointVAE, PartedVAE without labels) has no identity
+  mapping to labels: the one-to-one accuracy is reported, the direct ones are not."""
+  labels = np.array([0, 1, 2, 0, 1, 2])
+  rep = as_representation({"mean": np.zeros((6, 1)), "discrete": np.array([1, 2, 0, 1, 2, 0])})
+  factors = np.stack([labels, np.zeros(6, int)], axis=1)
+  inputs = registry.Inputs("run", np.random.default_rng(0), rep=rep, labels=labels,
+                           labelled_rep=rep, factors=factors, factor_rep=rep,
+                           factor_names=("shape", "x"), ground_truth=object())
+  names = ["accuracy", "accuracy_direct", "shape_accuracy", "shape_accuracy_direct"]
+  out, _ = registry.run(inputs, {}, names=names)
+  assert out["accuracy"]["value"] == 1.0 and out["shape_accuracy"]["value"] == 1.0
+  assert "accuracy_direct" not in out and "shape_accuracy_direct" not in out
+  inputs.code_named = True
+  out, _ = registry.run(inputs, {}, names=names)
+  assert out["accuracy_direct"]["value"] == 0.0 and out["shape_accuracy_direct"]["value"] == 0.0
+
+
+def test_code_named_by_labels_follows_the_batch_spec():
+  from disentangle import methods  # pylint: disable=g-import-not-at-top
+  from disentangle.train import evaluator  # pylint: disable=g-import-not-at-top
+  from experiments.configs import dsprites_parted, mnist_cascade, mnist_parted  # pylint: disable=g-import-not-at-top
+  named = {(mod.__name__, v): evaluator.code_named_by_labels(
+      methods.build(mod.get_config(v), (32, 32, 1)))
+      for mod, v in [(mnist_cascade, "m10"), (mnist_parted, "labels256"),
+                     (dsprites_parted, "unsup"), (dsprites_parted, "labels1000")]}
+  assert list(named.values()) == [False, True, False, True], named

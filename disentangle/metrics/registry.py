@@ -63,6 +63,10 @@ class Inputs:
     labelled_rep: encodings the label accuracies read (training: ``rep``; run: every example of
       the evaluation split).
     labelled_points: words for those rows, recorded with the accuracies.
+    code_named: the method names its discrete code by labels (semi-supervised: its
+      `BatchSpec.targets` is not empty, e.g. PartedVAE with labels), so the identity mapping
+      means something; the ``*_direct`` accuracies are computed only then (an unsupervised
+      code's class k is no more "digit k" than any other).
     targets: int label columns [n, K] of ``labelled_rep``'s rows (-1 unknown), named by
       ``target_names`` (the method's `BatchSpec.targets`), for the per-variable accuracy of K
       discrete codes (PartedVAE on CelebA), or None.
@@ -84,6 +88,7 @@ class Inputs:
   labels: Optional[np.ndarray] = None
   labelled_rep: Optional[Representation] = None
   labelled_points: str = "the eval points"
+  code_named: bool = False
   targets: Optional[np.ndarray] = None
   target_names: tuple = ()
   ground_truth: Any = None
@@ -314,10 +319,11 @@ def _accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
 
 def _accuracy_direct(inputs: Inputs, s: dict) -> Optional[dict]:
   """Identity-mapping accuracy of the discrete code against the labels (PartedVAE Sec. 5.2:
-  the semi-supervised c is named by its labels); `metrics.accuracy.classification_accuracy`."""
+  the semi-supervised c is named by its labels); `metrics.accuracy.classification_accuracy`.
+  None unless ``inputs.code_named``."""
   del s
   rep = inputs.labelled_rep
-  if inputs.labels is None or rep is None or rep.discrete is None:
+  if not inputs.code_named or inputs.labels is None or rep is None or rep.discrete is None:
     return None
   acc = classification_accuracy(np.asarray(inputs.labels), rep.discrete)
   if acc["accuracy"] is None:
@@ -345,7 +351,9 @@ def _variable_accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
 def _shape_accuracy_direct(inputs: Inputs, s: dict) -> Optional[dict]:
   """Identity-mapping accuracy of the discrete code against the shape factor (dSprites,
   PartedVAE with shape labels), on the rows of ``Inputs.factors``, else on ``num_points``
-  sampled ones (own stream, ``seed``)."""
+  sampled ones (own stream, ``seed``). None unless ``inputs.code_named``."""
+  if not inputs.code_named:
+    return None
   rows = _shape_rows(inputs, s["num_points"], lambda: np.random.default_rng(s["seed"]))
   if rows is None:
     return None

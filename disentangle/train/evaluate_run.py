@@ -225,7 +225,8 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
   rng = np.random.default_rng([config.seed, step])
   timings = {}
   indices = evaluator_lib.eval_indices(config, dataset.num_examples)
-  inputs = registry.Inputs("run", rng, encode_batch_size=batch)
+  inputs = registry.Inputs("run", rng, encode_batch_size=batch,
+                           code_named=evaluator_lib.code_named_by_labels(method))
   rep_eval = None
   if ground_truth is not None:
     encoded, are_indices, enc_t = encodings.encode_ground_truth(ground_truth, represent, params,

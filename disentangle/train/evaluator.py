@@ -189,6 +189,13 @@ def mixture_pictures(prior: dict, decode_latent, images: np.ndarray, rep: metric
   return out
 
 
+def code_named_by_labels(method) -> bool:
+  """True when the method names its discrete code by labels (its `BatchSpec.targets`, set by the
+  semi-supervised variants): only then do the identity-mapping (``*_direct``) accuracies mean
+  anything, so only then are they computed (`registry.Inputs.code_named`)."""
+  return bool(method.batch_spec(method.config).targets)
+
+
 def target_names_of(method, dataset) -> tuple:
   """The method's target columns (`BatchSpec.targets`, e.g. PartedVAE's variables) that
   ``dataset`` carries; () when it carries none of them all."""
@@ -220,6 +227,7 @@ class Evaluator:
     labels = getattr(self.dataset, "labels", None)
     self.labels = None if labels is None else np.asarray(labels)[self.indices]
     self.target_names = target_names_of(method, self.dataset)
+    self.code_named = code_named_by_labels(method)
     self.targets = (np.asarray(self.dataset.targets_of(self.indices, self.target_names))
                     if self.target_names else None)
     self.rows = None  # factor rows of the examples (row i = example i), for the score
@@ -240,6 +248,7 @@ class Evaluator:
     more), else from the dataset through the encoder."""
     n = len(self.indices)
     inputs = registry.Inputs("training", rng, rep=rep, labels=self.labels, labelled_rep=rep,
+                             code_named=self.code_named,
                              targets=self.targets, target_names=self.target_names,
                              factor_names=tuple(getattr(self.dataset, "factor_names", ())),
                              encode_batch_size=self.batch_size)
