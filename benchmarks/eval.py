@@ -44,8 +44,8 @@ import numpy as np
 
 from disentangle import data as data_lib
 from disentangle import methods
-from disentangle.data import synthetic
-from disentangle.train import encodings
+from disentangle.data.datasets import synthetic
+from disentangle.evaluation import encodings
 from disentangle.train import host
 
 TARGET_S = 300.0

@@ -32,7 +32,7 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.dataset = ml_collections.ConfigDict()
   c.dataset.name = "dsprites"
-  c.dataset.data_dir = ""                 # '' = $DISENTANGLE_DATA_DIR if set, else ../shared/data
+  c.dataset.data_dir = ""                 # '' = $DISENTANGLE_DATA_DIR if set, else ~/disentangle_data
   c.dataset.train_split = "train"         # data.SPLITS; CelebA 'train' = all 202599 images
   c.dataset.eval_name = ""                # set evaluated on; '' = the training set (dataset.name)
   c.dataset.source = "auto"               # dSprites: 'file', 'render' or 'auto'; any set: 'tfds'

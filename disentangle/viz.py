@@ -14,7 +14,7 @@ PartedVAE's pictures (Figs. 4-10) take plain arrays (the mixture prior's means, 
 p(c)) and a decode function: `traversal_rows_grid` (u_i over its prior's range),
 `attribute_transfer_grid` (Fig. 5), `prior_components_figure` (Figs. 7, 10), `generation_grid`
 (samples of the generative process, Sec. 4.4); the evaluator writes them
-(`disentangle.train.evaluator.mixture_pictures`).
+(`disentangle.evaluation.evaluator.mixture_pictures`).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 python -m experiments.aggregate RUN [RUN ...] [--output=table.md] [--json=table.json]
 
 Each RUN must have been evaluated (``python -m experiments.evaluate --workdir=RUN``); see
-`disentangle.train.aggregate` for the grouping, the matching to the configs' PUBLISHED numbers
+`disentangle.evaluation.aggregate` for the grouping, the matching to the configs' PUBLISHED numbers
 and the standard deviation used (ddof=0). The published numbers are those of the config modules
 ``experiments/configs/*.py`` (`config_modules`), passed to the library from here. Runs with a
 selected checkpoint (``eval.select``) show each metric at the final and at the selected
@@ -31,7 +31,7 @@ def config_modules(package: str = "experiments.configs") -> list:
 
 def main(argv):
   from disentangle import atomic  # pylint: disable=g-import-not-at-top
-  from disentangle.train import aggregate  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import aggregate  # pylint: disable=g-import-not-at-top
   if len(argv) < 2:
     print("usage: python -m experiments.aggregate RUN [RUN ...] [--output=table.md]",
           file=sys.stderr)

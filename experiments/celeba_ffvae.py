@@ -3,7 +3,7 @@ experiments/configs/celeba_ffvae.py.
 
 python -m experiments.celeba_ffvae --config=experiments/configs/celeba_ffvae.py:smoke
 """
-from disentangle.train import launch
+from disentangle import launch
 
 if __name__ == "__main__":
   launch.main("experiments/configs/celeba_ffvae.py")

@@ -3,7 +3,7 @@
 Configs: experiments/configs/celeba_parted.py, e.g.
 python -m experiments.celeba_parted --config=experiments/configs/celeba_parted.py:smoke
 """
-from disentangle.train import launch
+from disentangle import launch
 
 if __name__ == "__main__":
   launch.main("experiments/configs/celeba_parted.py")

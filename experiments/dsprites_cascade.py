@@ -2,7 +2,7 @@
 
 python -m experiments.dsprites_cascade --config=experiments/configs/dsprites_cascade.py:smoke
 """
-from disentangle.train import launch
+from disentangle import launch
 
 if __name__ == "__main__":
   launch.main("experiments/configs/dsprites_cascade.py")

@@ -6,7 +6,7 @@ python -m experiments.dsprites_unfair_ffvae \
 Then: python -m experiments.evaluate --workdir=RUN (MIG on balanced dSprites, both estimators)
 and python -m experiments.fair_classification --workdir=RUN (fairness.json / fairness.md).
 """
-from disentangle.train import launch
+from disentangle import launch
 
 if __name__ == "__main__":
   launch.main("experiments/configs/dsprites_unfair_ffvae.py")

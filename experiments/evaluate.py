@@ -5,7 +5,7 @@ python -m experiments.evaluate --workdir=runs/dsprites_cascade_m6 [--step=N]
 
 Restores the latest checkpoint (or ``--step``; every seed of a multi-seed workdir) read-only and
 writes ``RUN/results.json``, ``RUN/report.md`` and ``RUN/images/evaluate_step_<n>_*.png``; see
-`disentangle.train.evaluate_run`. ``--mig_estimator`` / ``--use_discrete`` override the run's
+`disentangle.evaluation.evaluate_run`. ``--mig_estimator`` / ``--use_discrete`` override the run's
 ``eval.mig_estimator`` / ``eval.use_discrete``; ``--eval_name`` / ``--eval_split`` its
 ``dataset.eval_name`` / ``dataset.eval_split`` (all recorded in results.json).
 
@@ -40,7 +40,7 @@ _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
 
 
 def main(_):
-  from disentangle.train import evaluate_run  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
   try:

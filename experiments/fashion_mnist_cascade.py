@@ -2,7 +2,7 @@
 
 python -m experiments.fashion_mnist_cascade --config=experiments/configs/fashion_mnist_cascade.py:smoke
 """
-from disentangle.train import launch
+from disentangle import launch
 
 if __name__ == "__main__":
   launch.main("experiments/configs/fashion_mnist_cascade.py")

@@ -3,7 +3,7 @@
 Configs: experiments/configs/mnist_jointvae.py, e.g.
 python -m experiments.mnist_jointvae --config=experiments/configs/mnist_jointvae.py:smoke
 """
-from disentangle.train import launch
+from disentangle import launch
 
 if __name__ == "__main__":
   launch.main("experiments/configs/mnist_jointvae.py")

@@ -2,7 +2,7 @@
 
 python -m experiments.smallnorb_betavae --config.dataset.tfds_data_dir=<prepared TFDS folder>
 """
-from disentangle.train import launch
+from disentangle import launch
 
 if __name__ == "__main__":
   launch.main("experiments/configs/smallnorb_betavae.py")

@@ -11,6 +11,8 @@ import pytest  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED = pathlib.Path(os.environ.get("DISENTANGLE_SHARED_DIR", REPO.parent / "shared"))
+if (SHARED / "data").is_dir():  # the offline data folder, for loaders called without a folder
+  os.environ.setdefault("DISENTANGLE_DATA_DIR", str(SHARED / "data"))
 
 
 @pytest.fixture(scope="session")

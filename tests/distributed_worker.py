@@ -14,7 +14,7 @@ import jax
 
 jax.config.update("jax_num_cpu_devices", 2)
 
-from disentangle.data import tfds_source  # noqa: E402
+from disentangle.data.tfds import source as tfds_source  # noqa: E402
 from disentangle.train import trainer  # noqa: E402
 from experiments.configs import dsprites_betavae  # noqa: E402
 from tests import helpers  # noqa: E402

@@ -19,9 +19,9 @@ from scipy import optimize
 
 from disentangle import data as data_lib
 from disentangle import methods
+from disentangle.evaluation import encodings
+from disentangle.evaluation import evaluate_run
 from disentangle.train import checkpoint
-from disentangle.train import encodings
-from disentangle.train import evaluate_run
 from disentangle.train import trainer
 from tests import helpers
 

@@ -5,11 +5,11 @@ import warnings
 import numpy as np
 import pytest
 
-from disentangle.data import dsprites
-from disentangle.data import dsprites_render
 from disentangle.data import files
 from disentangle.data import ground_truth
-from disentangle.data import synthetic
+from disentangle.data.datasets import dsprites
+from disentangle.data.datasets import dsprites_render
+from disentangle.data.datasets import synthetic
 
 SAMPLE = "dsprites_sample/dsprites_12_real_samples.npz"
 

@@ -19,12 +19,14 @@ def _copy_canonical(shared_data_dir, tmp_path, relpath=LABELS) -> pathlib.Path:
 
 
 def test_explicit_data_dir_wins_over_env_then_default(monkeypatch, tmp_path):
-  """An explicit folder wins; '' / None mean $DISENTANGLE_DATA_DIR, else ../shared/data."""
+  """An explicit folder wins; '' / None mean $DISENTANGLE_DATA_DIR, else ~/disentangle_data."""
   monkeypatch.delenv(files.DATA_DIR_ENV, raising=False)
   assert files.resolve_data_dir(str(tmp_path)) == tmp_path
   assert files.resolve_data_dir("~/somewhere") == pathlib.Path.home() / "somewhere"
-  assert files.data_dir_origin("") == (pathlib.Path("../shared/data"), "default")
-  assert files.resolve_data_dir(None) == pathlib.Path("../shared/data")
+  folder, origin = files.data_dir_origin("")
+  assert folder == pathlib.Path.home() / "disentangle_data" and origin.startswith("default")
+  assert "$DISENTANGLE_DATA_DIR" in origin  # the run's data: line says how to change it
+  assert files.resolve_data_dir(None) == pathlib.Path.home() / "disentangle_data"
   monkeypatch.setenv(files.DATA_DIR_ENV, "~/from_env")
   assert files.data_dir_origin(str(tmp_path)) == (tmp_path, "dataset.data_dir")
   assert files.data_dir_origin("") == (pathlib.Path.home() / "from_env", "$DISENTANGLE_DATA_DIR")

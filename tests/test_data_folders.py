@@ -4,10 +4,11 @@ import pytest
 from PIL import Image
 
 from disentangle import data
-from disentangle.data import celeba
-from disentangle.data import chairs
 from disentangle.data import files
-from disentangle.data import synthetic
+from disentangle.data.datasets import celeba
+from disentangle.data.datasets import chairs
+from disentangle.data.datasets import mnist
+from disentangle.data.datasets import synthetic
 
 
 def test_chairs_folder_any_nesting_sorted_grayscale(tmp_path):
@@ -104,8 +105,8 @@ def test_ensure_synthetic_is_idempotent_and_learnable(tmp_path):
   stamp = marker.stat().st_mtime_ns
   assert synthetic.ensure_synthetic("mnist", tmp_path) == root
   assert marker.stat().st_mtime_ns == stamp  # not rewritten
-  train = data.load_mnist(root, "train", verify=False)
-  test = data.load_mnist(root, "test", verify=False)
+  train = mnist.load_mnist(root, "train", verify=False)
+  test = mnist.load_mnist(root, "test", verify=False)
   # Class structure: a nearest-class-mean classifier trained on 'train' does well on 'test'.
   xtr = train.get_images(np.arange(train.num_examples)).reshape(train.num_examples, -1)
   xte = test.get_images(np.arange(test.num_examples)).reshape(test.num_examples, -1)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from disentangle.data import files
-from disentangle.data import mnist
-from disentangle.data import synthetic
+from disentangle.data.datasets import mnist
+from disentangle.data.datasets import synthetic
 
 # Published class counts of the official split (e.g. the MNIST page / torchvision docs).
 MNIST_TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]

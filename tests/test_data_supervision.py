@@ -8,11 +8,12 @@ import pytest
 
 from disentangle import config as config_lib
 from disentangle import data
-from disentangle.data import celeba
 from disentangle.data import BatchSpec, LabelledSpec
-from disentangle.data import labelled
-from disentangle.data import mnist
-from disentangle.data import synthetic
+from disentangle.data.datasets import celeba
+from disentangle.data.datasets import chairs
+from disentangle.data.datasets import mnist
+from disentangle.data.datasets import synthetic
+from disentangle.data.labels import labelled
 
 DSPRITES_SIZES = (3, 6, 40, 32, 32)
 
@@ -109,7 +110,7 @@ def test_celeba_splits_are_validated(tmp_path):
 
 def test_chairs_has_no_supervision(tmp_path):
   synthetic.write_chairs(tmp_path, num_models=1, num_views=2)
-  ds = data.load_chairs(tmp_path)
+  ds = chairs.load_chairs(tmp_path)
   assert ds.target_names == () and ds.attribute_names == () and ds.target_sizes == {}
 
 

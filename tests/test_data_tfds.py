@@ -12,12 +12,12 @@ import tensorflow_datasets as tfds
 
 from disentangle import config as config_lib
 from disentangle import data
-from disentangle.data import batch_spec
 from disentangle.data import build
-from disentangle.data import builders
-from disentangle.data import mnist
-from disentangle.data import synthetic
-from disentangle.data import tfds_source
+from disentangle.data.datasets import mnist
+from disentangle.data.datasets import synthetic
+from disentangle.data.labels import batch_spec
+from disentangle.data.tfds import builders
+from disentangle.data.tfds import source as tfds_source
 from disentangle.metrics import factor_vae_score
 from disentangle.train import input_pipeline
 from disentangle.train import trainer

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from disentangle.data import dsprites
-from disentangle.data import dsprites_unfair as du
+from disentangle.data.datasets import dsprites
+from disentangle.data.datasets import dsprites_unfair as du
 
 N_ROWS = 200_000
 # Over seeds the (shape, x) statistic is chi2(95) (mean 94.3 over seeds 0..39), so a seed passes

@@ -15,11 +15,11 @@ from disentangle import config as config_lib
 from disentangle import data as data_lib
 from disentangle import methods
 from disentangle import metrics
-from disentangle.train import aggregate
+from disentangle.evaluation import aggregate
+from disentangle.evaluation import encodings
+from disentangle.evaluation import evaluate_run
+from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.train import checkpoint
-from disentangle.train import encodings
-from disentangle.train import evaluate_run
-from disentangle.train import evaluator as evaluator_lib
 from disentangle.train import trainer
 from tests import helpers
 

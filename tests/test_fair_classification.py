@@ -3,7 +3,7 @@ import jax
 import numpy as np
 import pytest
 
-from disentangle.train import fair_classification as fc
+from disentangle.evaluation import fair_classification as fc
 
 
 # ---------------------------------------------------------------------------------------------

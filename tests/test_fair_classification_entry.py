@@ -6,6 +6,7 @@ import jax
 import pytest
 
 from disentangle import config as config_lib
+from disentangle.evaluation import fair_audit
 from disentangle.train import trainer
 from experiments import fair_classification as entry
 from tests import helpers
@@ -30,8 +31,8 @@ def _snapshot(workdir):
 def test_audit_writes_rows_and_leaves_checkpoints_alone(run):
   workdir, data = run
   before = _snapshot(workdir)
-  rows = entry.audit_run(workdir, dataset=data)
-  json_path, md_path = entry.write(workdir, rows)
+  rows = fair_audit.audit_run(workdir, dataset=data)
+  json_path, md_path = fair_audit.write(workdir, rows)
   assert _snapshot(workdir) == before
   saved = json.loads(json_path.read_text())
   assert [r["removed"] for r in saved] == [[], ["right"]]
@@ -47,12 +48,12 @@ def test_audit_writes_rows_and_leaves_checkpoints_alone(run):
 
 def test_flags_override_target_and_subgroup(run):
   workdir, data = run
-  rows = entry.audit_run(workdir, dataset=data, target="right", subgroup=("low",))
+  rows = fair_audit.audit_run(workdir, dataset=data, target="right", subgroup=("low",))
   assert rows[1]["removed"] == ["low"] and rows[1]["removed_dims"] == [2]
   with pytest.raises(config_lib.ConfigError, match="ffvae.fair.target"):
-    entry.audit_run(workdir, dataset=data, target="right", subgroup=("right",))
+    fair_audit.audit_run(workdir, dataset=data, target="right", subgroup=("right",))
   with pytest.raises(config_lib.ConfigError, match="ffvae.fair.subgroup"):
-    entry.audit_run(workdir, dataset=data, subgroup=("tall",))
+    fair_audit.audit_run(workdir, dataset=data, subgroup=("tall",))
 
 
 def test_run_without_b_is_refused_naming_run_and_method(tmp_path):
@@ -60,7 +61,7 @@ def test_run_without_b_is_refused_naming_run_and_method(tmp_path):
   trainer.train(helpers.tiny_config("betavae", **{"num_steps": 3}), tmp_path / "beta",
                 dataset=data)
   with pytest.raises(ValueError, match=r"beta.*'betavae'.*no sensitive dimensions"):
-    entry.audit_run(tmp_path / "beta", dataset=data)
+    fair_audit.audit_run(tmp_path / "beta", dataset=data)
 
 
 def test_main_writes_on_process_zero_only(run, monkeypatch):

@@ -10,10 +10,10 @@ import pytest
 
 from disentangle import config as config_lib
 from disentangle import methods
-from disentangle.data import dsprites
-from disentangle.data import dsprites_unfair as du
-from disentangle.data import supervision
-from disentangle.data import synthetic
+from disentangle.data.datasets import dsprites
+from disentangle.data.datasets import dsprites_unfair as du
+from disentangle.data.datasets import synthetic
+from disentangle.data.labels import supervision
 from disentangle.methods import discriminator as disc_lib
 from disentangle.methods import ffvae
 from disentangle.train import trainer
@@ -245,8 +245,8 @@ def test_represent_is_mean_and_logvar_of_all_dims_and_sensitive_dims():
 # -- evaluation on balanced dSprites ---------------------------------------------------------------
 
 def test_evaluate_run_of_an_unfair_run_evaluates_on_dsprites(tmp_path, monkeypatch):
-  from disentangle.train import evaluate_run
-  from disentangle.train import evaluator as evaluator_lib
+  from disentangle.evaluation import evaluate_run
+  from disentangle.evaluation import evaluator as evaluator_lib
   with pytest.warns(dsprites.ProceduralDataWarning):
     base = dsprites.DSprites(source="render")
   train_data = du.DSpritesUnfair(base, num_examples=64, seed=0)
@@ -338,7 +338,7 @@ def test_unknown_or_missing_attributes_are_config_errors(tmp_path, names, match)
 
 
 def test_remove_modes_agree_with_the_audit():
-  from disentangle.train import fair_classification
+  from disentangle.evaluation import fair_classification
   assert ffvae.REMOVE_MODES == fair_classification.REMOVE_MODES
 
 

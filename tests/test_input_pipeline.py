@@ -8,7 +8,7 @@ from disentangle import config as config_lib
 from disentangle import data
 from disentangle.data import BatchSpec, LabelledSpec
 from disentangle.data import files
-from disentangle.data import labelled
+from disentangle.data.labels import labelled
 from disentangle.train import input_pipeline
 from tests import golden_steps
 from tests import helpers
@@ -169,3 +169,25 @@ def test_prefetch_with_transfer_yields_the_transferred_plain_batches():
     raise ValueError("transfer failed")
   with pytest.raises(ValueError, match="transfer failed"):
     list(input_pipeline.prefetch(source, 0, 4, transfer=broken))
+
+
+def test_without_a_configured_folder_a_run_reads_the_user_folder(monkeypatch, capsys, tmp_path):
+  """No dataset.data_dir and no $DISENTANGLE_DATA_DIR: the run's data: line names
+  ~/disentangle_data; MNIST missing there is one error naming the folder, while dSprites falls
+  back to the renderer with its warning."""
+  from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  monkeypatch.delenv(files.DATA_DIR_ENV, raising=False)
+  monkeypatch.setenv("HOME", str(tmp_path))
+  user_folder = tmp_path / "disentangle_data"
+  with pytest.raises(files.MissingDataError, match=str(user_folder)):
+    trainer.load_training_data(_mnist_config(""))
+  line = capsys.readouterr().out
+  assert f"from {user_folder} (default" in line and "$DISENTANGLE_DATA_DIR" in line
+  config = _mnist_config("", split="train")
+  config.dataset.name = "dsprites"
+  with pytest.warns(data_lib.ProceduralDataWarning):
+    ds = trainer.load_training_data(config)
+  assert ds.num_examples == 737_280
+  assert f"from {user_folder} (default" in capsys.readouterr().out
+  assert not user_folder.exists()  # nothing was written into the user's folder

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from disentangle.data.ground_truth import InMemoryGroundTruth
+from disentangle.evaluation import encodings
 from disentangle.metrics import factor_vae_score, registry
 from disentangle.metrics.factor_vae import partedvae_votes
 from disentangle.metrics.representation import as_representation
-from disentangle.train import encodings
 
 SIZES = (3, 4, 5, 6)
 K = len(SIZES)
@@ -170,7 +170,7 @@ def test_evaluator_reports_the_partedvae_metrics_and_pictures(tmp_path):
   import json  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   from disentangle import methods  # pylint: disable=g-import-not-at-top
-  from disentangle.train import evaluator as evaluator_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import evaluator as evaluator_lib  # pylint: disable=g-import-not-at-top
   from tests import helpers  # pylint: disable=g-import-not-at-top
   try:
     config = helpers.tiny_config("partedvae", **{

@@ -9,12 +9,12 @@ from disentangle import config as config_lib
 from disentangle import methods
 from disentangle import metrics
 from disentangle.data.ground_truth import InMemoryGroundTruth
+from disentangle.evaluation import aggregate
+from disentangle.evaluation import encodings
+from disentangle.evaluation import evaluator as evaluator_lib
+from disentangle.evaluation import report
 from disentangle.metrics import registry
 from disentangle.metrics.representation import as_representation, concatenate
-from disentangle.train import aggregate
-from disentangle.train import encodings
-from disentangle.train import evaluator as evaluator_lib
-from disentangle.train import report
 from tests import helpers
 
 SIZES = (3, 4, 5)

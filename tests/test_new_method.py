@@ -10,7 +10,7 @@ import optax
 from disentangle import config as config_lib
 from disentangle import losses
 from disentangle import methods
-from disentangle.data import batch_spec
+from disentangle.data.labels import batch_spec
 from disentangle.methods import base
 from disentangle.methods import optimizers
 from disentangle.train import trainer

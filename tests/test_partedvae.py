@@ -6,7 +6,7 @@ import pytest
 
 from disentangle import methods
 from disentangle import mixture
-from disentangle.data import supervision
+from disentangle.data.labels import supervision
 from disentangle.methods import partedvae_nets as nets
 from disentangle.train import input_pipeline
 from tests import helpers

@@ -6,9 +6,9 @@ import pytest
 
 from disentangle import config as config_lib
 from disentangle import methods
-from disentangle.data import celeba
 from disentangle.data import files
-from disentangle.data import synthetic
+from disentangle.data.datasets import celeba
+from disentangle.data.datasets import synthetic
 from disentangle.methods import partedvae_config
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib

@@ -10,12 +10,12 @@ from disentangle import config as config_lib
 from disentangle import data as data_lib
 from disentangle import methods
 from disentangle import metrics
-from disentangle.data import mnist
-from disentangle.data import synthetic
-from disentangle.train import aggregate
-from disentangle.train import evaluate_run
-from disentangle.train import evaluator as evaluator_lib
-from disentangle.train import report
+from disentangle.data.datasets import mnist
+from disentangle.data.datasets import synthetic
+from disentangle.evaluation import aggregate
+from disentangle.evaluation import evaluate_run
+from disentangle.evaluation import evaluator as evaluator_lib
+from disentangle.evaluation import report
 from disentangle.train import selection
 from disentangle.train import trainer
 from tests import helpers
@@ -79,7 +79,7 @@ def _params_at(step, box):
 
 def _kept_params(run_dir, config, data):
   method = methods.build(config, data.image_shape)
-  record = selection.read_record(run_dir)
+  record = evaluate_run.read_selection_record(run_dir)
   params, _ = evaluate_run.restore_selected(run_dir, config, method, record["step"])
   return record, params
 
@@ -237,7 +237,7 @@ def test_training_with_best_validation_never_reads_the_test_split(tmp_path, monk
   assert sorted(split for _, split, _ in loaded) == ["train50k", "valid10k"]  # never 'test'
   sizes = {split: d.num_examples for _, split, d in loaded}
   assert sizes == {"train50k": 100, "valid10k": 20}  # disjoint rows 0-99 / 100-119 of the file
-  record = selection.read_record(tmp_path / "run")
+  record = evaluate_run.read_selection_record(tmp_path / "run")
   assert record["split"] == "valid10k" and record["num_points"] == 20 and record["step"] == 2
   step = json.loads((tmp_path / "run" / "eval" / "step_2.json").read_text())
   assert step["dataset"]["split"] == "valid10k"

@@ -7,8 +7,8 @@ import pytest
 
 from disentangle import methods
 from disentangle import viz
+from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.metrics.representation import as_representation
-from disentangle.train import evaluator as evaluator_lib
 from tests import helpers
 
 D = 5  # latent size of the fake decoder

@@ -19,25 +19,19 @@ import os
 import pathlib
 
 from disentangle import config as config_lib
-from disentangle.data import synthetic
-from disentangle.data.batch_spec import IMAGES_ONLY, BatchSpec, LabelledSpec
+from disentangle.data import files
 from disentangle.data.arrays import ArrayImages, ImageDataset, to_float_images
-from disentangle.data.celeba import CelebAImages, load_celeba, read_attributes
-from disentangle.data.chairs import load_chairs
-from disentangle.data.dsprites import (DSprites, FACTOR_NAMES as DSPRITES_FACTOR_NAMES,
-                                       FACTOR_SIZES as DSPRITES_FACTOR_SIZES,
-                                       ProceduralDataWarning, factors_to_index, index_to_factors)
-from disentangle.data.dsprites_render import render, render_latents
-from disentangle.data.dsprites_unfair import DSpritesUnfair
-from disentangle.data.files import (FILES, ChecksumError, DataFile, DataFileError,
-                                    MissingDataError, data_dir_origin, fetch, resolve_data_dir,
-                                    resolve_synthetic_dir)
+from disentangle.data.datasets import celeba
+from disentangle.data.datasets import chairs
+from disentangle.data.datasets import mnist
+from disentangle.data.datasets import synthetic
+from disentangle.data.datasets.dsprites import DSprites, ProceduralDataWarning
+from disentangle.data.datasets.dsprites_unfair import DSpritesUnfair
+from disentangle.data.files import (ChecksumError, DataFileError, MissingDataError,
+                                    data_dir_origin)
 from disentangle.data.ground_truth import GroundTruthData, InMemoryGroundTruth
-from disentangle.data.image_folder import FolderImages
-from disentangle.data.labelled import labelled_subset
-from disentangle.data.mnist import load_fashion_mnist, load_mnist, read_idx, write_idx
-from disentangle.data.supervision import Supervision, check_batch_spec, check_names
-from disentangle.data.synthetic import ensure_synthetic
+from disentangle.data.labels.batch_spec import IMAGES_ONLY, BatchSpec, LabelledSpec
+from disentangle.data.labels.labelled import check_batch_spec
 
 _LOG = logging.getLogger(__name__)
 
@@ -47,18 +41,16 @@ DSPRITES_BASED = ("dsprites", "dsprites_unfair")
 TFDS_ONLY = ("shapes3d", "smallnorb")  # ground-truth sets read only with source='tfds'
 
 __all__ = [
-    "ALL_SPLITS", "ArrayImages", "BatchSpec", "CelebAImages", "ChecksumError", "DATASETS",
-    "DSPRITES_BASED", "DSpritesUnfair", "unfair_settings",
-    "DSPRITES_FACTOR_NAMES", "DSPRITES_FACTOR_SIZES", "DSprites", "DataFile", "DataFileError",
-    "FILES", "FolderImages", "GroundTruthData", "IMAGES_ONLY", "ImageDataset",
-    "InMemoryGroundTruth", "LabelledSpec", "MissingDataError", "ProceduralDataWarning", "SPLITS",
-    "Supervision", "check_batch_spec", "check_names", "check_split", "data_dir_origin",
-    "TFDS_ONLY", "VALIDATION_SPLITS", "ensure_synthetic", "factors_to_index", "fetch",
-    "index_to_factors",
-    "labelled_subset",
-    "load_celeba", "load_chairs", "load_dataset", "load_fashion_mnist", "load_mnist",
-    "read_attributes", "read_idx", "render", "render_latents", "resolve_data_dir",
-    "resolve_synthetic_dir", "tfds_kwargs", "to_float_images", "write_idx",
+    # loading
+    "DATASETS", "DSPRITES_BASED", "TFDS_ONLY", "SPLITS", "ALL_SPLITS", "VALIDATION_SPLITS",
+    "load_dataset", "check_split", "tfds_kwargs", "unfair_settings", "data_dir_origin",
+    # what a loaded set is
+    "ImageDataset", "ArrayImages", "to_float_images", "GroundTruthData", "InMemoryGroundTruth",
+    "DSprites", "DSpritesUnfair",
+    # what a method asks of a batch
+    "BatchSpec", "LabelledSpec", "IMAGES_ONLY", "check_batch_spec",
+    # errors and warnings
+    "DataFileError", "MissingDataError", "ChecksumError", "ProceduralDataWarning",
 ]
 
 
@@ -114,12 +106,12 @@ def _load(name, data_dir, split, source, allow_download, verify, unfair=None):
     base = _load("dsprites", data_dir, split, source, allow_download, verify)
     return DSpritesUnfair(base, **(unfair or {}))
   if name in ("mnist", "fashion_mnist"):
-    loader = load_mnist if name == "mnist" else load_fashion_mnist
+    loader = mnist.load_mnist if name == "mnist" else mnist.load_fashion_mnist
     return loader(data_dir, split, allow_download=allow_download, verify=verify)
   if name == "celeba":
-    return load_celeba(data_dir, _CELEBA_SPLITS[split])
+    return celeba.load_celeba(data_dir, _CELEBA_SPLITS[split])
   if name == "chairs":
-    return load_chairs(data_dir)
+    return chairs.load_chairs(data_dir)
   if verify:
     return DSprites(data_dir, source=source, allow_download=allow_download)
   return DSprites(path=pathlib.Path(data_dir) / synthetic.DSPRITES_SUBSET)
@@ -144,7 +136,7 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
   Args:
     name: one of ``DATASETS``: 'dsprites', 'mnist', 'fashion_mnist', 'chairs', 'celeba'.
     data_dir: the configured data folder; ``''`` / ``None``: ``$DISENTANGLE_DATA_DIR`` if set,
-      else ``../shared/data`` (``files.data_dir_origin``).
+      else ``~/disentangle_data`` (``files.data_dir_origin``).
     split: one of ``SPLITS[name]``. MNIST / Fashion-MNIST: 'train' (60000) or 'test' (10000),
       'train50k' / 'valid10k' (the first 50000 / last 10000 of 'train', `VALIDATION_SPLITS`).
       dSprites, Chairs and CelebA: 'train' (= 'all' images, as the papers train on). CelebA also
@@ -175,7 +167,7 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
     raise config_lib.ConfigError(f"config field 'dataset.source': the held-out split {split!r} "
                                  f"is cut from the IDX files (source 'auto' or 'file'), not TFDS")
   if source == "tfds":
-    from disentangle.data import tfds_source  # pylint: disable=g-import-not-at-top
+    from disentangle.data.tfds import source as tfds_source  # pylint: disable=g-import-not-at-top
     if name == "dsprites_unfair":  # a view over the dSprites set read from TFDS
       return DSpritesUnfair(tfds_source.load("dsprites", split, tfds_data_dir=tfds_data_dir,
                                              tfds_name=tfds_name), **(unfair or {}))
@@ -185,14 +177,14 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
                                  f"(source='tfds'), not {source!r}")
   if source == "render" and name not in DSPRITES_BASED:
     raise ValueError(f"source='render' only exists for dsprites, not {name}")
-  root = resolve_data_dir(data_dir)
+  root = files.resolve_data_dir(data_dir)
   try:
     return _load(name, root, split, source, allow_download, verify=True, unfair=unfair)
   except MissingDataError as e:
     if not synthetic_if_missing:
       raise
-    folder = ensure_synthetic("dsprites" if name in DSPRITES_BASED else name,
-                              resolve_synthetic_dir(synthetic_dir))
+    folder = synthetic.ensure_synthetic("dsprites" if name in DSPRITES_BASED else name,
+                              files.resolve_synthetic_dir(synthetic_dir))
     _LOG.warning("%s is missing (%s); loading the SYNTHETIC stand-in from %s instead", name,
                  str(e).splitlines()[0], folder)
     return _load(name, folder, split, source, allow_download, verify=False, unfair=unfair)

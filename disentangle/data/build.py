@@ -1,4 +1,4 @@
-"""Prepare one of the project's TFDS builders (``data.builders``) in array_record, without TF.
+"""Prepare one of the project's TFDS builders (``data.tfds.builders``) in array_record, without TF.
 
   python -m disentangle.data.build --name=dsprites_rendered --data_dir=/path/to/tfds
 
@@ -13,23 +13,23 @@ import argparse
 import sys
 import time
 
-from disentangle.data import tfds_source
+from disentangle.data.tfds import layouts
 
 
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog="python -m disentangle.data.build",
                                    description=__doc__.splitlines()[0])
-  parser.add_argument("--name", required=True, choices=sorted(tfds_source.PROJECT_BUILDERS))
+  parser.add_argument("--name", required=True, choices=sorted(layouts.PROJECT_BUILDERS))
   parser.add_argument("--data_dir", default="",
                       help="TFDS data folder (default: $TFDS_DATA_DIR, else ~/tensorflow_datasets)")
   args = parser.parse_args(argv)
-  from disentangle.data import builders  # pylint: disable=g-import-not-at-top
+  from disentangle.data.tfds import builders  # pylint: disable=g-import-not-at-top
   start = time.time()
   folder = builders.prepare(args.name, args.data_dir)
   print(f"prepared {args.name} in {folder} ({time.time() - start:.1f} s); read it with "
         f"dataset.source=tfds dataset.tfds_name={args.name} "
-        f"dataset.tfds_data_dir={tfds_source.resolve_tfds_data_dir(args.data_dir)} "
-        f"dataset.name={tfds_source.PROJECT_BUILDERS[args.name]}", flush=True)
+        f"dataset.tfds_data_dir={layouts.resolve_tfds_data_dir(args.data_dir)} "
+        f"dataset.name={layouts.PROJECT_BUILDERS[args.name]}", flush=True)
   return 0
 
 

@@ -7,11 +7,11 @@ missing (when allowed; plain ``urllib``, no TensorFlow), and otherwise raises ``
 saying what is missing, which checksum it must have and where to get it.
 
 The data folder is ``resolve_data_dir(configured)``: an explicit (non-empty) configured folder,
-else the environment variable ``DISENTANGLE_DATA_DIR``, else ``../shared/data``. Setting
+else the environment variable ``DISENTANGLE_DATA_DIR``, else ``~/disentangle_data``. Setting
 ``DISENTANGLE_NO_DOWNLOAD`` (to anything but ``''``, ``0`` or ``false``) forbids downloads
 everywhere; the tests set it.
 
-Layout inside the data folder (the same as ``shared/data``)::
+Layout inside the data folder::
 
   mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz
   fashion_mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz
@@ -36,7 +36,7 @@ DATA_DIR_ENV = "DISENTANGLE_DATA_DIR"
 SYNTHETIC_DIR_ENV = "DISENTANGLE_SYNTHETIC_DIR"
 CACHE_DIR_ENV = "DISENTANGLE_CACHE_DIR"
 NO_DOWNLOAD_ENV = "DISENTANGLE_NO_DOWNLOAD"
-DEFAULT_DATA_DIR = "../shared/data"
+DEFAULT_DATA_DIR = "~/disentangle_data"
 DEFAULT_CACHE_DIR = "~/.cache/disentangle"
 
 
@@ -119,7 +119,7 @@ DSPRITES_FILE = f"dsprites/{_DSPRITES_NAME}"
 
 def data_dir_origin(configured: str | os.PathLike | None) -> tuple[pathlib.Path, str]:
   """(the data folder, where it came from): an explicit ``configured`` folder wins; ``''`` or
-  ``None`` means ``$DISENTANGLE_DATA_DIR`` if set, else ``DEFAULT_DATA_DIR`` (``../shared/data``).
+  ``None`` means ``$DISENTANGLE_DATA_DIR`` if set, else ``DEFAULT_DATA_DIR`` (``~/disentangle_data``).
 
   The origin reads "dataset.data_dir", "$DISENTANGLE_DATA_DIR" or "default". ``~`` is expanded;
   the folder is not created.
@@ -129,7 +129,7 @@ def data_dir_origin(configured: str | os.PathLike | None) -> tuple[pathlib.Path,
   elif os.environ.get(DATA_DIR_ENV):
     value, origin = os.environ[DATA_DIR_ENV], f"${DATA_DIR_ENV}"
   else:
-    value, origin = DEFAULT_DATA_DIR, "default"
+    value, origin = DEFAULT_DATA_DIR, f"default; set ${DATA_DIR_ENV} or dataset.data_dir to change it"
   return pathlib.Path(os.path.expanduser(os.fspath(value))), origin
 
 

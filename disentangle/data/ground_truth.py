@@ -17,7 +17,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from disentangle.data import supervision
+from disentangle.data.labels import supervision
 
 
 @runtime_checkable

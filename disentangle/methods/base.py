@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import optax
 
 from disentangle import losses
-from disentangle.data import batch_spec as batch_spec_lib
+from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.methods import optimizers as optim
 from disentangle.nn import networks
 

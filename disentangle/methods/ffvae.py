@@ -48,7 +48,7 @@ import optax
 
 from disentangle import config as config_lib
 from disentangle import losses
-from disentangle.data import batch_spec as batch_spec_lib
+from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.methods import base
 from disentangle.methods import discriminator as disc_lib
 from disentangle.methods import factorvae
@@ -59,7 +59,7 @@ DSPRITES_SENSITIVE = ("shape", "scale", "orientation", "pos_x", "pos_y")
 CONSTANT_ATTRIBUTES = ("color",)
 PREDICTOR_INPUTS = ("sample", "mean")
 PERMUTE_SCOPES = ("global", "local")
-REMOVE_MODES = ("drop", "noise")  # = train.fair_classification.REMOVE_MODES (methods/ may not
+REMOVE_MODES = ("drop", "noise")  # = evaluation.fair_classification.REMOVE_MODES (methods/ may not
                                   # import train/; tests/test_ffvae.py checks they agree)
 
 
@@ -77,7 +77,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.disc_b2 = 0.999
   c.permute_scope = "global"
   # The fair-classification audit of a trained run (experiments/fair_classification.py;
-  # train.fair_classification): target, audited subgroup, removal, sizes, classifier settings.
+  # evaluation.fair_classification): target, audited subgroup, removal, sizes, classifier settings.
   c.fair = ml_collections.ConfigDict()
   c.fair.target = "pos_x"          # a binarised attribute outside the subgroup
   c.fair.subgroup = ("shape",)     # attributes whose b_j are removed (each in ffvae.sensitive)

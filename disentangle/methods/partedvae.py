@@ -59,7 +59,7 @@ from disentangle import losses
 from disentangle import mixture
 from disentangle import schedules
 from disentangle import sharding
-from disentangle.data import batch_spec as batch_spec_lib
+from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.methods import base
 from disentangle.methods import categorical
 from disentangle.methods import optimizers as optim

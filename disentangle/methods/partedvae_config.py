@@ -12,7 +12,7 @@ import numpy as np
 
 from disentangle import config as config_lib
 from disentangle import schedules
-from disentangle.data import labelled as labelled_lib
+from disentangle.data.labels import labelled as labelled_lib
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -42,7 +42,7 @@ def default_config() -> ml_collections.ConfigDict:
   # Semi-supervision: the dataset's target columns naming each variable's labels, in order.
   c.targets = ("digit",)
   c.num_labelled = 256         # size of the labelled subset (0: unsupervised)
-  c.labelled_subset = "first"  # data.labelled rule
+  c.labelled_subset = "first"  # data.labels.labelled rule
   c.labelled_seed = 0          # the subset's own seed (not the run seed)
   c.labelled_batch_size = 64   # B_l distinct labelled images per step
   c.sup_learning_rate = 5e-4   # the supervised Adam (authors: 5e-4)
@@ -169,7 +169,7 @@ def require_labels_file(config) -> None:
   """``parted.require_labels_file`` on CelebA: ``MissingDataError`` unless the file exists."""
   if not (config.parted.require_labels_file and config.dataset.name == "celeba"):
     return
-  from disentangle.data import celeba  # pylint: disable=g-import-not-at-top
+  from disentangle.data.datasets import celeba  # pylint: disable=g-import-not-at-top
   from disentangle.data import files  # pylint: disable=g-import-not-at-top
   root, _ = files.data_dir_origin(config.dataset.data_dir)
   path = celeba.parted_labels_path(root)

@@ -7,7 +7,7 @@ PartedVAE Sec. 5.2 reports this accuracy of argmax q(c|x) on the MNIST test set 
 labels; 83% for the same encoder trained as a classifier on the 256 labels alone); on CelebA
 (App. B) every categorical variable c_i has its own label column, so the accuracy is per variable.
 
-Label -1 means unknown (the convention of `disentangle.data.supervision`): those examples are
+Label -1 means unknown (the convention of `disentangle.data.labels.supervision`): those examples are
 skipped, and the counts say how many.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def per_variable_accuracy(targets, codes, names: Optional[Sequence[str]] = None)
 
   Args:
     targets: int [N, K] label columns, -1 = unknown (e.g. CelebA's PartedVAE variables of
-      `disentangle.data.celeba.PARTED_VARIABLES` on the test split).
+      `disentangle.data.datasets.celeba.PARTED_VARIABLES` on the test split).
     codes: int [N, K] the K argmaxes (`Representation.discrete_codes`), column i for variable i.
     names: K variable names (default ``c_0``, ...).
 

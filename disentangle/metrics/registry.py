@@ -2,9 +2,9 @@
 
 A `Metric` names itself, says how to read its settings from ``config.eval``, and computes its
 number from `Inputs` (the encodings the caller prepared). The in-training evaluator
-(`disentangle.train.evaluator`), the evaluation of a saved run (`disentangle.train.evaluate_run`,
-``python -m experiments.evaluate``), the report (`disentangle.train.report`) and the tables over
-seeds (`disentangle.train.aggregate`, ``python -m experiments.aggregate``) all iterate `METRICS`;
+(`disentangle.evaluation.evaluator`), the evaluation of a saved run (`disentangle.evaluation.evaluate_run`,
+``python -m experiments.evaluate``), the report (`disentangle.evaluation.report`) and the tables over
+seeds (`disentangle.evaluation.aggregate`, ``python -m experiments.aggregate``) all iterate `METRICS`;
 a new metric (PartedVAE's direct accuracy, its factor-score protocol, FFVAE's fairness gaps) is
 one `register` call and appears in all of them.
 

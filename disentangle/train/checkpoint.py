@@ -4,7 +4,7 @@ Orbax writes each step into a temporary folder and renames it when complete, so 
 save leaves the previous checkpoint intact and the partial one is ignored (and cleaned) on the
 next start. Restores use the target state's shardings, so a run resumes on any mesh.
 
-``Checkpointer(workdir, read_only=True)`` (`disentangle.train.evaluate_run`) never saves, deletes
+``Checkpointer(workdir, read_only=True)`` (`disentangle.evaluation.evaluate_run`) never saves, deletes
 or cleans anything and creates no folder, so a running run can be evaluated: the latest complete
 checkpoint is read.
 

@@ -6,12 +6,12 @@ the same batches without saving iterator state. In multi-process runs each proce
 contiguous share of the global batch (``process_index``-th of ``process_count``).
 
 :func:`make_source` builds the source a method's ``BatchSpec`` asks for
-(``disentangle.data.batch_spec``): the image-only :class:`BatchSource` (today's batch, bit for
+(``disentangle.data.labels.batch_spec``): the image-only :class:`BatchSource` (today's batch, bit for
 bit), or :class:`SideInfoSource`, which adds "targets" / "attributes" of the same rows and, for a
 labelled spec, the second stream "labelled_image" / "labelled_targets": at step s, the first B_l
 entries of a permutation of the labelled subset drawn from ``PCG64([seed, LABELLED_STREAM, s])``
 (B_l distinct members; the authors take the first 64 of a fresh shuffle each iteration). The
-subset itself comes from ``LabelledSpec.seed`` (``data.labelled``), the order from the run seed.
+subset itself comes from ``LabelledSpec.seed`` (``data.labels.labelled``), the order from the run seed.
 """
 from __future__ import annotations
 
@@ -22,9 +22,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from disentangle import config as config_lib
-from disentangle.data import batch_spec as batch_spec_lib
-from disentangle.data import labelled as labelled_lib
-from disentangle.data import supervision
+from disentangle.data.labels import batch_spec as batch_spec_lib
+from disentangle.data.labels import labelled as labelled_lib
 
 LABELLED_STREAM = 0x1ABE1  # PCG64 key word of the labelled stream (the image stream has 2 words)
 
@@ -130,7 +129,7 @@ def make_source(dataset, spec: batch_spec_lib.BatchSpec = batch_spec_lib.IMAGES_
   Raises:
     ConfigError: a name the dataset lacks, or an impossible labelled subset (naming the field).
   """
-  supervision.check_batch_spec(dataset, spec)
+  labelled_lib.check_batch_spec(dataset, spec)
   kwargs = dict(global_batch=global_batch, seed=seed, process_index=process_index,
                 process_count=process_count)
   if spec.images_only:

@@ -186,15 +186,3 @@ class Selector:
 
   def close(self) -> None:
     self.ckpt.close()
-
-
-def read_record(run_dir) -> Optional[dict]:
-  """The record of ``run_dir``'s kept checkpoint (read-only), or None when it has none."""
-  try:
-    ckpt = checkpoint.Checkpointer(run_dir, subdir=SUBDIR, with_record=True, read_only=True)
-  except FileNotFoundError:
-    return None
-  try:
-    return ckpt.record()
-  finally:
-    ckpt.close()

@@ -1,7 +1,7 @@
 """PartedVAE on CelebA: eight class-related variables, 0.5% labels (Figs. 6-8, 10; Table 6).
 
 z of 10 dimensions; eight categorical variables in the authors' order, each with a 1-dimensional
-u (``disentangle.data.celeba.PARTED_VARIABLES``): hair colour 4, skin tone 3, bangs 2, beard 3,
+u (``disentangle.data.datasets.celeba.PARTED_VARIABLES``): hair colour 4, skin tone 3, bangs 2, beard 3,
 receding hairline 2, smiling 2, eyeglasses 2, gender 2. Table 6 prints "[4, 3, 3, 2, 2, 2, 2]",
 seven sizes for eight variables; these are the sizes of the authors' ``main.py`` (their Table 5's
 "FC. 20 (c)" = 4 + 3 + 2 + 3 + 2 + 2 + 2 + 2). p(c) is the authors' (``main.py``):

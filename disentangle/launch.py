@@ -104,7 +104,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 def _run(_):
   from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
-  from disentangle.train import evaluator  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
   absl_logging.set_verbosity(absl_logging.WARNING)

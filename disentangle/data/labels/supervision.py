@@ -6,9 +6,9 @@ name -> class count), ``targets_of(indices, names) -> int32 [n, K]`` (-1 = unkno
 
 :class:`Supervision` implements it from stored columns; every loader mixes it in (MNIST: "digit",
 Fashion-MNIST: "class", dSprites: its five factors, CelebA: its 40 attributes, Chairs: nothing).
-:func:`check_batch_spec` checks a method's :class:`~disentangle.data.batch_spec.BatchSpec` against
-a dataset before anything compiles. Datasets without the protocol (any object with
-``get_images``) count as having no targets and no attributes.
+:func:`check_names` checks names asked for against a dataset before anything compiles
+(``labelled.check_batch_spec`` checks a whole method's spec). Datasets without the protocol (any
+object with ``get_images``) count as having no targets and no attributes.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from disentangle import config as config_lib
-from disentangle.data.batch_spec import BatchSpec
 
 
 def _columns(table: Mapping[str, np.ndarray] | None, n: int, what: str,
@@ -127,17 +126,3 @@ def check_names(dataset, names: Sequence[str], kind: str, field: str) -> None:
     raise config_lib.ConfigError(
         f"config field {field!r}: unknown {kind} {unknown} of the dataset "
         f"{_describe(dataset)}; valid names: {list(valid)}")
-
-
-def check_batch_spec(dataset, spec: BatchSpec) -> None:
-  """Check a method's batch spec against ``dataset``; raises ``ConfigError`` naming the field.
-
-  Called before anything compiles: unknown target / attribute names, a dataset without targets
-  or attributes, a labelled stream without targets or with an impossible subset
-  (see ``labelled.check_labelled``).
-  """
-  check_names(dataset, spec.targets, "targets", spec.field("targets"))
-  check_names(dataset, spec.attributes, "attributes", spec.field("attributes"))
-  if spec.labelled is not None:
-    from disentangle.data import labelled  # pylint: disable=g-import-not-at-top
-    labelled.check_labelled(dataset, spec)

@@ -14,10 +14,10 @@ attribute / factor names):
 ============= =============== ==================================================================
 name          TFDS builder    fields
 ============= =============== ==================================================================
-mnist         mnist           28x28 -> 32x32 PIL bilinear (as ``data.mnist``); target "digit"
+mnist         mnist           28x28 -> 32x32 PIL bilinear (as ``data.datasets.mnist``); target "digit"
 fashion_mnist fashion_mnist   as MNIST; target "class"
-dsprites      dsprites        64x64x1 in {0, 1}; the five factors (``data.dsprites``), targets too
-celeba        celeb_a         148 centre crop -> 64x64x3 Lanczos (as ``data.celeba``); the 40
+dsprites      dsprites        64x64x1 in {0, 1}; the five factors (``data.datasets.dsprites``), targets too
+celeba        celeb_a         148 centre crop -> 64x64x3 Lanczos (as ``data.datasets.celeba``); the 40
                               attributes; 'train' / 'all' = train+validation+test (202599)
 shapes3d      shapes3d        64x64x3; factors floor_hue 10, wall_hue 10, object_hue 10, scale 8,
                               shape 4, orientation 15 (Burgess & Kim 2018), a full grid of 480000
@@ -27,7 +27,7 @@ smallnorb     smallnorb       96x96 -> 64x64 Lanczos (as disentanglement_lib); f
 ============= =============== ==================================================================
 
 ``dataset.tfds_name`` reads another builder with the same layout, e.g. the project's own
-(``data.builders``: ``dsprites_rendered``, ``synthetic_mnist``, ...). The official catalog's
+(``data.tfds.builders``: ``dsprites_rendered``, ``synthetic_mnist``, ...). The official catalog's
 order is TFDS's (hashed keys), not the raw files'; the project's builders keep generation order.
 
 Ground-truth sets (a layout with factors) implement ``ground_truth.GroundTruthData``: the factor
@@ -38,11 +38,10 @@ examples that carry the requested factors (logged once), and a factor row no exa
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import os
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from PIL import Image
@@ -51,88 +50,16 @@ from disentangle import atomic
 from disentangle import config as config_lib
 from disentangle.data import arrays
 from disentangle.data import files
-from disentangle.data import image_folder
-from disentangle.data import mnist
-from disentangle.data import supervision
+from disentangle.data.datasets import image_folder
+from disentangle.data.datasets import mnist
+from disentangle.data.labels import supervision
+from disentangle.data.tfds.layouts import (LAYOUTS, PROCEDURAL_BUILDERS, Layout, prepare_command,
+                                             resolve_tfds_data_dir)
 
 _LOG = logging.getLogger(__name__)
 
-TFDS_DATA_DIR_ENV = "TFDS_DATA_DIR"
-DEFAULT_TFDS_DATA_DIR = "~/tensorflow_datasets"
-# Builders of disentangle.data.builders (prepared by disentangle.data.build), with their layout.
-PROJECT_BUILDERS = {"dsprites_rendered": "dsprites", "synthetic_dsprites": "dsprites",
-                    "synthetic_mnist": "mnist", "synthetic_fashion_mnist": "fashion_mnist",
-                    "synthetic_celeb_a": "celeba", "synthetic_shapes3d": "shapes3d"}
-PROCEDURAL_BUILDERS = tuple(PROJECT_BUILDERS)  # none of them holds real data
-
-
 class TfdsNotPreparedError(files.MissingDataError):
   """The TFDS set is not prepared (in array_record) under the data folder."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Layout:
-  """How a TFDS builder's features map onto a dataset's fields.
-
-  ``splits``: project split -> TFDS split; ``preprocess``: 'none', 'mnist' (PIL bilinear to 32),
-  'celeba' (148 centre crop, Lanczos to 64) or 'lanczos' (Lanczos to ``image_shape``);
-  ``binary``: pixels are 0 / 1 (dSprites), not 0..255; ``label``: (feature, target name,
-  classes); ``factors``: (feature, factor name, size) each; ``attributes``: the feature holding
-  a dict of booleans.
-  """
-  catalog: str
-  splits: Mapping[str, str]
-  image_shape: tuple[int, int, int]
-  preprocess: str = "none"
-  binary: bool = False
-  label: tuple[str, str, int] | None = None
-  factors: tuple[tuple[str, str, int], ...] = ()
-  attributes: str | None = None
-
-
-_CELEBA_ALL = "train+validation+test"
-LAYOUTS: dict[str, Layout] = {
-    "mnist": Layout("mnist", {"train": "train", "test": "test"}, (32, 32, 1), "mnist",
-                    label=("label", "digit", 10)),
-    "fashion_mnist": Layout("fashion_mnist", {"train": "train", "test": "test"}, (32, 32, 1),
-                            "mnist", label=("label", "class", 10)),
-    "dsprites": Layout("dsprites", {"train": "train", "all": "train"}, (64, 64, 1), binary=True,
-                       factors=(("label_shape", "shape", 3), ("label_scale", "scale", 6),
-                                ("label_orientation", "orientation", 40),
-                                ("label_x_position", "pos_x", 32),
-                                ("label_y_position", "pos_y", 32))),
-    "celeba": Layout("celeb_a", {"train": _CELEBA_ALL, "all": _CELEBA_ALL,
-                                 "official_train": "train", "official_valid": "validation",
-                                 "official_test": "test"}, (64, 64, 3), "celeba",
-                     attributes="attributes"),
-    "shapes3d": Layout("shapes3d", {"train": "train", "all": "train"}, (64, 64, 3),
-                       factors=(("label_floor_hue", "floor_hue", 10),
-                                ("label_wall_hue", "wall_hue", 10),
-                                ("label_object_hue", "object_hue", 10),
-                                ("label_scale", "scale", 8), ("label_shape", "shape", 4),
-                                ("label_orientation", "orientation", 15))),
-    "smallnorb": Layout("smallnorb", {"train": "train", "test": "test"}, (64, 64, 1), "lanczos",
-                        factors=(("label_category", "category", 5),
-                                 ("label_elevation", "elevation", 9),
-                                 ("label_azimuth", "azimuth", 18),
-                                 ("label_lighting", "lighting", 6))),
-}
-
-
-def resolve_tfds_data_dir(configured: str | os.PathLike | None) -> str:
-  """``configured`` if given, else ``$TFDS_DATA_DIR``, else ``~/tensorflow_datasets`` (TFDS's
-  default). ``~`` is expanded for local folders; ``gs://`` paths are kept as they are."""
-  value = os.fspath(configured) if configured else (os.environ.get(TFDS_DATA_DIR_ENV)
-                                                    or DEFAULT_TFDS_DATA_DIR)
-  return value if "://" in value else os.path.expanduser(value)
-
-
-def prepare_command(tfds_name: str, data_dir: str) -> str:
-  """The command that prepares ``tfds_name`` under ``data_dir`` in array_record."""
-  if tfds_name in PROJECT_BUILDERS:
-    return f"python -m disentangle.data.build --name={tfds_name} --data_dir={data_dir}"
-  return (f"tfds build {tfds_name} --data_dir={data_dir} --file_format=array_record "
-          f"(needs TensorFlow, once, on one machine)")
 
 
 def _is_prepared(tfds_name: str, data_dir: str) -> bool:
@@ -152,7 +79,7 @@ def open_source(tfds_name: str, split: str, data_dir: str):
     TfdsNotPreparedError: one line naming the set, the folder and the command preparing it.
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  from disentangle.data import builders  # pylint: disable=g-import-not-at-top,unused-import
+  from disentangle.data.tfds import builders  # pylint: disable=g-import-not-at-top,unused-import
   if not _is_prepared(tfds_name, data_dir):
     raise TfdsNotPreparedError(f"TFDS set {tfds_name!r} is not prepared under {data_dir}; "
                                f"prepare it with: {prepare_command(tfds_name, data_dir)}")

@@ -16,7 +16,7 @@ import os
 import pathlib
 
 from disentangle.data import files
-from disentangle.data import image_folder
+from disentangle.data.datasets import image_folder
 
 CHAIRS_URL = "https://www.di.ens.fr/willow/research/seeing3Dchairs/data/rendered_chairs.tar"
 CROP_FRACTION = 400 / 600

@@ -16,7 +16,7 @@ import numpy as np
 from PIL import Image
 
 from disentangle.data import arrays
-from disentangle.data import supervision
+from disentangle.data.labels import supervision
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 

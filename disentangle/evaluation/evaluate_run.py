@@ -30,13 +30,13 @@ are those of the evaluated checkpoint, also under ``"final"``, and ``"selected"`
 checkpoint kept by ``eval.select`` (`disentangle.train.selection`: its rule, step and
 validation value, then its metrics on the same evaluation data; the final one again, labelled,
 under ``'final'``; null when the run has kept none yet)), ``report.md``
-(`disentangle.train.report`) and pictures ``images/evaluate_step_<n>_*.png``.
+(`disentangle.evaluation.report`) and pictures ``images/evaluate_step_<n>_*.png``.
 
 The evaluation data is ``dataset.eval_name`` at ``dataset.eval_split`` (`evaluator.load_eval_data`):
 a run trained on one set (DSpritesUnfair) is evaluated on another (dSprites) and says so, without
 being marked an override. Ground-truth data that can be enumerated (dSprites: 737,280 images) is
 encoded once, streamed, and every ground-truth metric reads those encodings
-(`disentangle.train.encodings`): the authors' protocol, no image encoded twice. Labelled data is
+(`disentangle.evaluation.encodings`): the authors' protocol, no image encoded twice. Labelled data is
 encoded whole once for the accuracy; the information estimates and the pictures reuse those
 encodings.
 """
@@ -56,12 +56,12 @@ import numpy as np
 from disentangle import methods
 from disentangle import metrics
 from disentangle import viz
+from disentangle.evaluation import encodings
+from disentangle.evaluation import evaluator as evaluator_lib
+from disentangle.evaluation import report
 from disentangle.metrics import registry
 from disentangle.train import checkpoint
-from disentangle.train import encodings
-from disentangle.train import evaluator as evaluator_lib
 from disentangle.train import host
-from disentangle.train import report
 from disentangle.train import seeds
 from disentangle.train import selection
 
@@ -135,6 +135,19 @@ def restore_selected(run_dir, config, method, step: int):
     ckpt.close()
 
 
+def read_selection_record(run_dir) -> Optional[dict]:
+  """The record of ``run_dir``'s kept checkpoint (read-only), or None when it has none."""
+  try:
+    ckpt = checkpoint.Checkpointer(run_dir, subdir=selection.SUBDIR, with_record=True,
+                                   read_only=True)
+  except FileNotFoundError:
+    return None
+  try:
+    return ckpt.record()
+  finally:
+    ckpt.close()
+
+
 def selection_blocks(config, result: dict, evaluate_selected: Callable) -> tuple[dict, dict]:
   """(``final``, ``selected``) blocks of one seed's results (see the module doc).
 
@@ -149,7 +162,7 @@ def selection_blocks(config, result: dict, evaluate_selected: Callable) -> tuple
   if chosen == "final":
     return final, {"rule": "final", "label": selection.label(None), "step": facts["step"],
                    "same_checkpoint_as_final": True, "metrics": result["metrics"]}
-  record = selection.read_record(result["run_dir"])
+  record = read_selection_record(result["run_dir"])
   if record is None:
     return final, None
   selected = {"rule": record["rule"], "metric": record["metric"], "label": record["label"],

@@ -34,8 +34,8 @@ import zipfile
 import numpy as np
 
 from disentangle import atomic
-from disentangle.data import dsprites_render
 from disentangle.data import files
+from disentangle.data.datasets import dsprites_render
 
 _LOG = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ class DSprites(IndexedRows):
         _LOG.warning("official dSprites file unavailable: %s", str(e).splitlines()[0])
     self.source = "render" if self.path is None else "file"
     if self.source == "render":
-      msg = ("dSprites images are procedurally rendered (disentangle.data.dsprites_render), not "
+      msg = ("dSprites images are procedurally rendered (disentangle.data.datasets.dsprites_render), not "
              "read from the official dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz: metric scores "
              "are NOT comparable with published numbers.")
       warnings.warn(msg, ProceduralDataWarning, stacklevel=2)
@@ -282,7 +282,7 @@ class DSprites(IndexedRows):
     """Official ``latents_values`` [n, 6] of rows ``indices``."""
     return factors_to_latents(self.factors_of(indices))[1]
 
-  # --- named supervision (disentangle.data.supervision): every factor is a target column ------
+  # --- named supervision (disentangle.data.labels.supervision): every factor is a target column ------
   @property
   def target_names(self) -> tuple[str, ...]:
     return FACTOR_NAMES

@@ -26,8 +26,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from disentangle import config as config_lib
-from disentangle.data import supervision
-from disentangle.data.batch_spec import BatchSpec
+from disentangle.data.labels import supervision
+from disentangle.data.labels.batch_spec import BatchSpec
 
 RULES = ("first", "random", "balanced", "dsprites_stratified")
 DSPRITES_FACTORS = (("shape", 3), ("scale", 6), ("orientation", 40), ("pos_x", 32), ("pos_y", 32))
@@ -165,3 +165,16 @@ def check_labelled(dataset, spec: BatchSpec) -> None:
         f"({spec.labelled.field_of('rule')!r}) needs target columns for 'labelled_targets', "
         f"and none are named")
   subset_for(dataset, spec)
+
+
+def check_batch_spec(dataset, spec: BatchSpec) -> None:
+  """Check a method's batch spec against ``dataset``; raises ``ConfigError`` naming the field.
+
+  Called before anything compiles: unknown target / attribute names, a dataset without targets
+  or attributes, a labelled stream without targets or with an impossible subset
+  (`check_labelled`).
+  """
+  supervision.check_names(dataset, spec.targets, "targets", spec.field("targets"))
+  supervision.check_names(dataset, spec.attributes, "attributes", spec.field("attributes"))
+  if spec.labelled is not None:
+    check_labelled(dataset, spec)

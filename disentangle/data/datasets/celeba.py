@@ -18,7 +18,7 @@ import pathlib
 import numpy as np
 
 from disentangle.data import files
-from disentangle.data import image_folder
+from disentangle.data.datasets import image_folder
 
 CELEBA_URL = "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html"
 CROP_SIZE = 148

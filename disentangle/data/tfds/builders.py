@@ -3,7 +3,7 @@
 Every builder has ``tfds.features.Tensor`` features only (``tfds.features.Image`` needs
 TensorFlow to encode PNGs), is prepared in the ``array_record`` format (random access through
 ``tfds.data_source``), keeps its examples in generation order (``disable_shuffling``) and has the
-feature layout of the catalog set it stands for (``tfds_source.LAYOUTS``), so that
+feature layout of the catalog set it stands for (``layouts.LAYOUTS``), so that
 ``dataset.source='tfds'`` with ``dataset.tfds_name=<builder>`` reads it as that set:
 
 ====================== ============ ===============================================================
@@ -23,7 +23,7 @@ synthetic_shapes3d     shapes3d     4096 rows of the shapes3d factor grid (seed 
 
 Prepare one with ``python -m disentangle.data.build --name=<builder> --data_dir=<folder>``
 (:func:`prepare`). Nothing downloads. DSpritesUnfair is a view over dSprites
-(``data.dsprites_unfair``) and has no builder of its own.
+(``data.datasets.dsprites_unfair``) and has no builder of its own.
 """
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ import numpy as np
 import tensorflow_datasets as tfds
 from PIL import Image, ImageDraw
 
-from disentangle.data import dsprites
-from disentangle.data import mnist
-from disentangle.data import synthetic
-from disentangle.data import tfds_source
+from disentangle.data.datasets import dsprites
+from disentangle.data.datasets import mnist
+from disentangle.data.datasets import synthetic
+from disentangle.data.tfds import layouts
 
 _CHUNK = 4096
 
@@ -81,7 +81,7 @@ class _ArrayBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     return ("train",)
 
 
-_DSPRITES_FEATURES = [f for f, _, _ in tfds_source.LAYOUTS["dsprites"].factors]
+_DSPRITES_FEATURES = [f for f, _, _ in layouts.LAYOUTS["dsprites"].factors]
 
 
 def _dsprites_example(image: np.ndarray, factors: np.ndarray) -> dict:
@@ -93,7 +93,7 @@ def _dsprites_example(image: np.ndarray, factors: np.ndarray) -> dict:
 class DspritesRendered(_ArrayBuilder):
   """The full dSprites grid drawn by the procedural renderer (official order)."""
 
-  DESCRIPTION = ("dSprites' 737280 factor combinations drawn by disentangle.data.dsprites_render "
+  DESCRIPTION = ("dSprites' 737280 factor combinations drawn by disentangle.data.datasets.dsprites_render "
                  "(RENDERED, not the official images; scores are not comparable).")
 
   def _features(self):
@@ -111,7 +111,7 @@ class DspritesRendered(_ArrayBuilder):
 class SyntheticDsprites(_ArrayBuilder):
   """The rendered dSprites subset of ``synthetic.write_dsprites_subset``."""
 
-  DESCRIPTION = "SYNTHETIC: 2048 rendered dSprites combinations (disentangle.data.synthetic)."
+  DESCRIPTION = "SYNTHETIC: 2048 rendered dSprites combinations (disentangle.data.datasets.synthetic)."
 
   def _features(self):
     return {"image": _tensor((64, 64, 1), np.uint8), **_labels(_DSPRITES_FEATURES)}
@@ -136,7 +136,7 @@ def read_mnist_like(folder: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 class SyntheticMnist(_ArrayBuilder):
   """The MNIST stand-in of ``synthetic.write_mnist_like`` (raw 28x28, as TFDS's mnist)."""
 
-  DESCRIPTION = "SYNTHETIC MNIST-format glyphs (disentangle.data.synthetic), not MNIST."
+  DESCRIPTION = "SYNTHETIC MNIST-format glyphs (disentangle.data.datasets.synthetic), not MNIST."
   FOLDER = "mnist"
 
   def _features(self):
@@ -154,14 +154,14 @@ class SyntheticMnist(_ArrayBuilder):
 
 
 class SyntheticFashionMnist(SyntheticMnist):
-  DESCRIPTION = "SYNTHETIC Fashion-MNIST-format glyphs (disentangle.data.synthetic)."
+  DESCRIPTION = "SYNTHETIC Fashion-MNIST-format glyphs (disentangle.data.datasets.synthetic)."
   FOLDER = "fashion_mnist"
 
 
 class SyntheticCelebA(_ArrayBuilder):
   """The CelebA stand-in of ``synthetic.write_celeba`` (178x218 JPEGs, 40 attributes)."""
 
-  DESCRIPTION = "SYNTHETIC CelebA-format faces (disentangle.data.synthetic), not CelebA."
+  DESCRIPTION = "SYNTHETIC CelebA-format faces (disentangle.data.datasets.synthetic), not CelebA."
 
   def _features(self):
     return {"image": _tensor((218, 178, 3), np.uint8),
@@ -187,7 +187,7 @@ class SyntheticCelebA(_ArrayBuilder):
       yield name, {"image": img, "attributes": attrs}
 
 
-_SHAPES3D = tfds_source.LAYOUTS["shapes3d"].factors
+_SHAPES3D = layouts.LAYOUTS["shapes3d"].factors
 
 
 def draw_shapes3d(factors: np.ndarray) -> np.ndarray:
@@ -221,7 +221,7 @@ def _hsv(h: float) -> tuple[float, float, float]:
 class SyntheticShapes3d(_ArrayBuilder):
   """4096 rows of the shapes3d factor grid, drawn by :func:`draw_shapes3d` (not a full grid)."""
 
-  DESCRIPTION = "SYNTHETIC shapes3d-format scenes (disentangle.data.builders), not 3D Shapes."
+  DESCRIPTION = "SYNTHETIC shapes3d-format scenes (disentangle.data.tfds.builders), not 3D Shapes."
   NUM_EXAMPLES = 4096
 
   def _features(self):
@@ -241,14 +241,14 @@ class SyntheticShapes3d(_ArrayBuilder):
 BUILDERS = {"dsprites_rendered": DspritesRendered, "synthetic_dsprites": SyntheticDsprites,
             "synthetic_mnist": SyntheticMnist, "synthetic_fashion_mnist": SyntheticFashionMnist,
             "synthetic_celeb_a": SyntheticCelebA, "synthetic_shapes3d": SyntheticShapes3d}
-assert set(BUILDERS) == set(tfds_source.PROJECT_BUILDERS)
+assert set(BUILDERS) == set(layouts.PROJECT_BUILDERS)
 
 
 def prepare(name: str, data_dir: str | os.PathLike) -> pathlib.Path:
   """Prepares builder ``name`` under ``data_dir`` (array_record); returns its version folder."""
   if name not in BUILDERS:
     raise ValueError(f"unknown builder {name!r}; valid names: {', '.join(BUILDERS)}")
-  data_dir = tfds_source.resolve_tfds_data_dir(data_dir)
+  data_dir = layouts.resolve_tfds_data_dir(data_dir)
   builder = BUILDERS[name](data_dir=data_dir, file_format="array_record")
   builder.download_and_prepare(
       download_config=tfds.download.DownloadConfig(try_download_gcs=False))

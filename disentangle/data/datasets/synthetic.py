@@ -29,8 +29,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from disentangle import atomic
-from disentangle.data import dsprites
-from disentangle.data import mnist
+from disentangle.data.datasets import dsprites
+from disentangle.data.datasets import mnist
 
 _LOG = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ def ensure_synthetic(name: str, directory: str | os.PathLike) -> pathlib.Path:
   try:
     writer(tmp)
     (tmp / folder / "SYNTHETIC.txt").write_text(
-        f"Synthetic stand-in for {name} written by disentangle.data.synthetic; not real data.\n")
+        f"Synthetic stand-in for {name} written by disentangle.data.datasets.synthetic; not real data.\n")
     try:
       os.rename(tmp / folder, target)
     except OSError:

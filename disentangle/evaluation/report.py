@@ -13,8 +13,8 @@ import json
 import pathlib
 
 from disentangle import atomic
+from disentangle.evaluation.evaluator import to_json
 from disentangle.metrics import registry
-from disentangle.train.evaluator import to_json
 
 
 def write_json(path: pathlib.Path, value) -> None:

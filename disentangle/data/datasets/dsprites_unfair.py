@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from disentangle.data import dsprites
+from disentangle.data.datasets import dsprites
 
 N_SHAPE = dsprites.FACTOR_SIZES[0]  # n_S = 3
 N_X = dsprites.FACTOR_SIZES[3]      # n_X = 32
@@ -114,7 +114,7 @@ class DSpritesUnfair(dsprites.IndexedRows):
 
   ``sample_factors`` draws stored rows uniformly (the ground-truth protocol's "uniform over the
   stored examples"): each is a draw from the unfair law, and every sampled combination has an
-  image among the stored rows (the whole-dataset encodings of ``train.encodings`` rely on that).
+  image among the stored rows (the whole-dataset encodings of ``evaluation.encodings`` rely on that).
 
   Args:
     base: a ``dsprites.DSprites``.
@@ -204,7 +204,7 @@ class DSpritesUnfair(dsprites.IndexedRows):
     """Official ``latents_values`` [n, 6] of rows ``indices``."""
     return dsprites.factors_to_latents(self.factors_of(indices))[1]
 
-  # --- side information (disentangle.data.batch_spec) -------------------------------------------
+  # --- side information (disentangle.data.labels.batch_spec) -------------------------------------------
   @property
   def attribute_names(self) -> tuple[str, ...]:
     return ATTRIBUTE_NAMES
@@ -224,7 +224,7 @@ class DSpritesUnfair(dsprites.IndexedRows):
   def targets_of(self, indices, names) -> np.ndarray:
     """int32 [n, len(names)]: factor classes of rows ``indices`` (never unknown)."""
     bad = [n for n in names if n not in dsprites.FACTOR_NAMES]
-    if bad:  # KeyError, as the other loaders' targets_of (disentangle.data.supervision)
+    if bad:  # KeyError, as the other loaders' targets_of (disentangle.data.labels.supervision)
       raise KeyError(f"dsprites_unfair has no target {bad}; valid names: "
                      f"{list(dsprites.FACTOR_NAMES)}")
     cols = [dsprites.FACTOR_NAMES.index(n) for n in names]

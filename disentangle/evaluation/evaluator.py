@@ -32,8 +32,8 @@ from disentangle import atomic
 from disentangle import data as data_lib
 from disentangle import metrics
 from disentangle import viz
+from disentangle.evaluation import encodings
 from disentangle.metrics import registry
-from disentangle.train import encodings
 from disentangle.train import host
 from disentangle.train import selection
 
