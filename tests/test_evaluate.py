@@ -19,6 +19,7 @@ from disentangle.evaluation import aggregate
 from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluate_run
 from disentangle.evaluation import evaluator as evaluator_lib
+from disentangle.metrics import registry
 from disentangle.train import checkpoint
 from disentangle.train import trainer
 from tests import helpers
@@ -142,14 +143,15 @@ def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_pat
   assert score["variance_source"] == "whole_dataset" and score["num_variance_points"] == 64
   assert score["vote_source"] == "dataset_encodings"
 
-  # The metrics called on the dataset itself, encoding through the model, same random stream.
+  # The metrics called on the dataset itself, encoding through the model, each metric's stream.
   method = methods.build(config, grid.image_shape)
   represent = jax.jit(method.represent)
   fn = lambda x: jax.device_get(represent(state.params, x))
   rng = np.random.default_rng([SEED, 6])
-  direct = metrics.factor_vae_score(grid, fn, rng, num_votes=800, batch_size=100,
-                                    encode_batch_size=64)
-  direct_mig = metrics.mig(grid, fn, rng, num_points=2000, encode_batch_size=64)
+  direct = metrics.factor_vae_score(grid, fn, registry.metric_rng(rng, "factor_score"),
+                                    num_votes=800, batch_size=100, encode_batch_size=64)
+  direct_mig = metrics.mig(grid, fn, registry.metric_rng(rng, "mig"), num_points=2000,
+                           encode_batch_size=64)
   assert score["value"] == direct["score"]
   np.testing.assert_array_equal(score["votes"], direct["votes"])
   assert saved["metrics"]["mig"]["value"] == pytest.approx(direct_mig["score"], abs=1e-12)

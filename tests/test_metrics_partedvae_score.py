@@ -136,7 +136,6 @@ def test_registered_partedvae_score_and_labelled_cascadevae_variants():
   inputs = registry.Inputs("run", np.random.default_rng(0), ground_truth=encoded,
                            represent=encoded.represent, factors=factors, factor_rep=rep,
                            factor_points="whole_dataset")
-  state = inputs.rng.bit_generator.state
   out, _ = registry.run(inputs, {}, names=["factor_score", "factor_score_partedvae",
                                            "factor_score_no_discrete"],
                         overrides={"factor_score": {"num_votes": 200},
@@ -145,19 +144,23 @@ def test_registered_partedvae_score_and_labelled_cascadevae_variants():
   assert out["factor_score"]["use_discrete"] is True and out["factor_score"]["value"] == 1.0
   # Without d: factor 0's votes go to the continuous dims: lower, and labelled.
   nd = out["factor_score_no_discrete"]
-  assert nd["use_discrete"] is False and nd["value"] < 1.0 and nd["seed"] == 0
+  assert nd["use_discrete"] is False and nd["value"] < 1.0
+  assert nd["stream"] == {"entropy": 0, "spawn_key": [], "metric": "factor_score_no_discrete",
+                          "repeat": 0}
   # PartedVAE's: means only (3 dims: factors 1-3), factor 0's groups vote somewhere else.
   pv = out["factor_score_partedvae"]
   assert pv["protocol"] == "partedvae" and pv["votes"].shape == (3, K)
   assert pv["value"] == pytest.approx(
       brute_force(latents[:, 1:], factors, SIZES, 100,
-                  np.random.default_rng(0).permutation(len(factors)))[0])
-  # The shared stream moved only by factor_score (its own draws), not by the new metrics.
+                  registry.metric_rng(np.random.default_rng(0), "factor_score_partedvae")
+                  .permutation(len(factors)))[0])
+  # Each metric has its own stream: factor_score alone gives the same votes.
   alone = registry.Inputs("run", np.random.default_rng(0), ground_truth=encoded,
                           represent=encoded.represent, factors=factors, factor_rep=rep,
                           factor_points="whole_dataset")
-  registry.run(alone, {}, names=["factor_score"], overrides={"factor_score": {"num_votes": 200}})
-  assert inputs.rng.bit_generator.state == alone.rng.bit_generator.state != state
+  by_itself, _ = registry.run(alone, {}, names=["factor_score"],
+                              overrides={"factor_score": {"num_votes": 200}})
+  np.testing.assert_array_equal(by_itself["factor_score"]["votes"], out["factor_score"]["votes"])
   # A representation without a discrete code has no separate 'no d' score.
   plain = rep._replace(discrete=None)
   inputs = registry.Inputs("run", np.random.default_rng(0), ground_truth=encoded,

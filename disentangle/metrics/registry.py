@@ -14,13 +14,25 @@ protocols, every applicable metric). Every result is a dict holding ``value`` (t
 number, a fraction for tabulated metrics) and every setting that produced it (protocol,
 estimator, ``use_discrete``, points), so a number never leaves without its protocol.
 
+Random streams: each metric draws from its own stream, `metric_rng` (the evaluation's seed
+sequence, e.g. ``default_rng([seed, step])``, spawned with the metric's name and the repeat), as
+disentanglement_lib hands each metric a fresh ``random_state``: adding, removing or reordering
+metrics never moves another metric's number. ``eval.repeats`` = R > 1 runs every metric that
+samples (``Metric.sampled``) R times from R such streams; its result is the first repeat's with
+``value`` the mean, ``value_std`` the standard deviation (ddof 1) and ``values`` the R values.
+
 Order: metrics run in registration order, except that the ground-truth metrics (which read the
-whole dataset's encodings in the run stage) run first in ``"run"`` and last in ``"training"``:
-the order of the random stream the metrics share, kept as it was before the registry.
+whole dataset's encodings in the run stage) run first in ``"run"`` and last in ``"training"``.
+
+Bad input (a ground-truth metric on data without factors, too few points for a split, NaN in a
+representation): the metric raises `MetricInputError`; `run` logs one line naming the metric and
+the cause, records it in ``errors`` and runs the others.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
+import zlib
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -45,10 +57,31 @@ MIG_NUM_BINS = 20
 INFORMATION_SAMPLES = 1000   # samples of the information estimates
 PARTEDVAE_VOTE_BATCH = 100   # PartedVAE's score (authors' utils/metrics.py): groups of L = 100,
 PARTEDVAE_PRUNE_STD = 0.1    # votes of dimensions with std < 0.1 zeroed
-# Seed of the metrics that draw their own random numbers (the PartedVAE score's order, the
-# CascadeVAE score without the discrete code), so that the shared stream of the others is the
-# one it was before they were added.
-OWN_STREAM_SEED = 0
+
+
+class MetricInputError(ValueError):
+  """A metric cannot run on these inputs (no factors, too few points, NaN); one line of cause."""
+
+
+def metric_rng(base: np.random.Generator, name: str, repeat: int = 0) -> np.random.Generator:
+  """The stream of metric ``name`` (repeat ``repeat``) derived from ``base``'s seed sequence.
+
+  ``SeedSequence(entropy=base's entropy, spawn_key=base's spawn key + (crc32(name), repeat))``:
+  independent of every other metric and of how many streams were drawn before.
+  """
+  seq = getattr(base.bit_generator, "seed_seq", None)
+  if not isinstance(seq, np.random.SeedSequence):
+    raise ValueError("metric streams need a Generator made by np.random.default_rng(seed)")
+  key = tuple(seq.spawn_key) + (zlib.crc32(name.encode()), int(repeat))
+  return np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=key))
+
+
+def stream_of(base: np.random.Generator, name: str, repeat: int = 0) -> dict:
+  """The words recorded beside a result for the stream `metric_rng` gave it."""
+  seq = base.bit_generator.seed_seq
+  entropy = seq.entropy if np.ndim(seq.entropy) == 0 else [int(e) for e in seq.entropy]
+  return {"entropy": entropy, "spawn_key": [int(k) for k in seq.spawn_key],
+          "metric": name, "repeat": int(repeat)}
 
 
 @dataclasses.dataclass
@@ -57,7 +90,8 @@ class Inputs:
 
   Attributes:
     stage: 'training' or 'run'.
-    rng: the random stream the metrics share (``default_rng([seed, step])``).
+    rng: the evaluation's stream (``default_rng([seed, step])``); `run` hands each metric its
+      own `metric_rng` of it, so inside ``compute`` this is the metric's stream.
     rep: encodings of the eval points (``eval.num_points`` of the evaluation data).
     labels: class labels of ``labelled_rep``'s rows (MNIST digits), or None.
     labelled_rep: encodings the label accuracies read (training: ``rep``; run: every example of
@@ -113,6 +147,7 @@ class Metric:
     training_flag: the ``config.eval`` bool field that turns it on at eval steps; None: on
       whenever it applies; "" : never at eval steps.
     ground_truth: reads ``Inputs.ground_truth`` (ordering, see the module doc).
+    sampled: its number depends on its random stream (``eval.repeats`` repeats it).
     tabulated: its ``value`` is a fraction for the tables over seeds (aggregate: in percent).
     logged: result -> the flat ``eval/...`` scalars logged at eval steps (default {name: value}).
     describe: result -> one line of settings for the report.
@@ -123,6 +158,7 @@ class Metric:
   settings: Callable[[Any, str], dict] = lambda cfg, stage: {}
   training_flag: Optional[str] = None
   ground_truth: bool = False
+  sampled: bool = False
   tabulated: bool = True
   logged: Optional[Callable[[dict], dict]] = None
   describe: Callable[[dict], str] = lambda result: ""
@@ -173,21 +209,56 @@ def settings_of(eval_config, stage: str, overrides: Optional[dict] = None) -> di
 
 
 def run(inputs: Inputs, eval_config, *, names=None, overrides: Optional[dict] = None,
-        clock: Optional[Callable[[], float]] = None) -> tuple[dict, dict]:
-  """Every enabled, applicable metric (or only ``names``); ({name: result}, {name_s: seconds})."""
+        clock: Optional[Callable[[], float]] = None,
+        errors: Optional[dict] = None) -> tuple[dict, dict]:
+  """Every enabled, applicable metric (or only ``names``); ({name: result}, {name_s: seconds}).
+
+  Each metric computes from its own stream (`metric_rng`), ``eval.repeats`` times if it samples
+  (module doc). A metric raising `MetricInputError` is logged in one line and left out; its
+  line goes into ``errors`` ({name: line}) when given.
+  """
   import time  # pylint: disable=g-import-not-at-top
   clock = clock or time.perf_counter
   settings = settings_of(eval_config, inputs.stage, overrides)
+  repeats = int(_get(eval_config, "repeats", 1))
+  if repeats < 1:
+    raise ValueError(f"eval.repeats must be at least 1, got {repeats}")
   results, timings = {}, {}
   for m in ordered(inputs.stage):
     if (names is not None and m.name not in names) or not m.enabled(eval_config, inputs.stage):
       continue
     t0 = clock()
-    result = m.compute(inputs, settings[m.name])
+    try:
+      result = _repeated(m, inputs, settings[m.name], repeats if m.sampled else 1)
+    except MetricInputError as e:
+      line = f"{m.name}: {e}"
+      logging.warning("metric not computed: %s", line)
+      if errors is not None:
+        errors[m.name] = line
+      continue
     if result is not None:
       results[m.name] = result
       timings[f"{m.name}_s"] = clock() - t0
   return results, timings
+
+
+def _repeated(m: Metric, inputs: Inputs, settings: dict, repeats: int) -> Optional[dict]:
+  """``m`` on ``repeats`` streams of its own; the mean and std across them when more than one."""
+  outs = []
+  for r in range(repeats):
+    own = dataclasses.replace(inputs, rng=metric_rng(inputs.rng, m.name, r))
+    out = m.compute(own, settings)
+    if out is None:
+      return None
+    outs.append(dict(out, stream=stream_of(inputs.rng, m.name, r)))
+  if repeats == 1:
+    return outs[0]
+  values = [o["value"] for o in outs]
+  ok = [v for v in values if v is not None and np.isfinite(v)]
+  return dict(outs[0], value=float(np.mean(ok)) if ok else None,
+              value_std=float(np.std(ok, ddof=1)) if len(ok) > 1 else None,
+              values=values, repeats=repeats,
+              stream=[o["stream"] for o in outs])
 
 
 def resolve_use_discrete(eval_config, protocol_default: bool) -> bool:
@@ -351,43 +422,40 @@ def _variable_accuracy(inputs: Inputs, s: dict) -> Optional[dict]:
 def _shape_accuracy_direct(inputs: Inputs, s: dict) -> Optional[dict]:
   """Identity-mapping accuracy of the discrete code against the shape factor (dSprites,
   PartedVAE with shape labels), on the rows of ``Inputs.factors``, else on ``num_points``
-  sampled ones (own stream, ``seed``). None unless ``inputs.code_named``."""
+  sampled ones. None unless ``inputs.code_named``."""
   if not inputs.code_named:
     return None
-  rows = _shape_rows(inputs, s["num_points"], lambda: np.random.default_rng(s["seed"]))
+  rows = _shape_rows(inputs, s["num_points"], lambda: inputs.rng)
   if rows is None:
     return None
   shape, rep, where = rows
   acc = classification_accuracy(shape, rep.discrete)
-  return dict(acc, value=acc["accuracy"], factor="shape", points=where, seed=s["seed"])
+  return dict(acc, value=acc["accuracy"], factor="shape", points=where)
 
 
 def _factor_score_partedvae(inputs: Inputs, s: dict) -> Optional[dict]:
   """PartedVAE's factor score (``protocol='partedvae'``, `metrics.factor_vae_score`): every
-  example's [mu_z, mu_u], std-normalised, groups of L = 100 per factor value in a seeded order,
+  example's [mu_z, mu_u], std-normalised, groups of L = 100 per factor value in a random order,
   votes of dims with std < 0.1 zeroed (Sec. 5.1, Tables 1-2; the authors' code)."""
   if inputs.ground_truth is None:
     return None
-  score = factor_vae_score(inputs.ground_truth, inputs.represent,
-                           np.random.default_rng(s["seed"]), protocol="partedvae",
+  score = factor_vae_score(inputs.ground_truth, inputs.represent, inputs.rng,
+                           protocol="partedvae",
                            batch_size=s["batch_size"], prune_std=s["prune_std"],
                            encode_batch_size=inputs.encode_batch_size,
                            **({"whole_dataset_max": inputs.whole_dataset_max}
                               if inputs.whole_dataset_max is not None else {}))
-  return dict(score, value=score["score"], seed=s["seed"], points=inputs.factor_points)
+  return dict(score, value=score["score"], points=inputs.factor_points)
 
 
 def _factor_score_no_discrete(inputs: Inputs, s: dict) -> Optional[dict]:
   """The CascadeVAE score (supplement C) without the discrete dimension, beside ``factor_score``
-  (which follows ``eval.use_discrete``); only for encoders with a discrete code; own stream."""
+  (which follows ``eval.use_discrete``); only for encoders with a discrete code."""
   if inputs.ground_truth is None:
     return None
   if inputs.factor_rep is not None and inputs.factor_rep.discrete is None:
     return None  # no discrete code: the same number as factor_score
-  own = Inputs(**{**{f.name: getattr(inputs, f.name) for f in dataclasses.fields(Inputs)},
-                  "rng": np.random.default_rng(s["seed"])})
-  out = _factor_score(own, dict(s, use_discrete=False))
-  return None if out is None else dict(out, seed=s["seed"])
+  return _factor_score(inputs, dict(s, use_discrete=False))
 
 
 def _information(inputs: Inputs, s: dict) -> Optional[dict]:
@@ -428,15 +496,17 @@ def _describe_accuracy(m):
 
 
 register(Metric("factor_score", "score", _factor_score, _factor_score_settings,
-                training_flag="factor_score", ground_truth=True, describe=_describe_score))
+                training_flag="factor_score", ground_truth=True, sampled=True,
+                describe=_describe_score))
 register(Metric("mig", "MIG", _mig, _mig_settings, training_flag="mig", ground_truth=True,
-                logged=_mig_logged, describe=_describe_mig))
+                sampled=True, logged=_mig_logged, describe=_describe_mig))
 register(Metric("shape_accuracy", "shape acc.", _shape_accuracy,
                 lambda cfg, stage: {"num_points": MIG_NUM_POINTS}, ground_truth=True,
-                describe=_describe_accuracy))
+                sampled=True, describe=_describe_accuracy))
 register(Metric("information", "total correlation (nats)", _information,
                 lambda cfg, stage: {"num_samples": INFORMATION_SAMPLES},
-                training_flag="information", tabulated=False, logged=_information_logged,
+                training_flag="information", sampled=True, tabulated=False,
+                logged=_information_logged,
                 describe=lambda m: (f"{m['estimator']}, {m['num_points']} points, "
                                     f"{m['num_samples']} samples")))
 register(Metric("accuracy", "accuracy", _accuracy, training_flag="cluster_accuracy",
@@ -445,7 +515,7 @@ register(Metric("accuracy", "accuracy", _accuracy, training_flag="cluster_accura
                 describe=_describe_accuracy))
 
 
-# -- PartedVAE's accuracies and factor score (issue 11); each draws from its own stream ---------
+# -- PartedVAE's accuracies and factor score ----------------------------------------------------
 
 def _describe_direct(m):
   return (f"identity mapping, {m['num_examples']} labelled examples ({m['points']}), "
@@ -460,7 +530,7 @@ def _describe_variables(m):
 
 def _describe_partedvae_score(m):
   return (f"partedvae: {m['num_points']} points ({m['points_source']}), groups of "
-          f"{m['batch_size']} per factor value ({m['num_votes']} votes, seed {m['seed']}), "
+          f"{m['batch_size']} per factor value ({m['num_votes']} votes), "
           f"std ddof 0, votes of dims with std < {m['prune_std']} zeroed (pruned "
           f"{m['pruned_dims']}), {m['num_votes_counted']} votes counted, no discrete code")
 
@@ -474,14 +544,13 @@ register(Metric("variable_accuracy", "accuracy per variable (mean)", _variable_a
                                      for n, a in m["accuracy"].items() if a is not None}},
                 describe=_describe_variables))
 register(Metric("shape_accuracy_direct", "shape acc. (direct)", _shape_accuracy_direct,
-                lambda cfg, stage: {"num_points": MIG_NUM_POINTS, "seed": OWN_STREAM_SEED},
-                ground_truth=True, describe=_describe_direct))
+                lambda cfg, stage: {"num_points": MIG_NUM_POINTS},
+                ground_truth=True, sampled=True, describe=_describe_direct))
 register(Metric("factor_score_partedvae", "score (PartedVAE)", _factor_score_partedvae,
                 lambda cfg, stage: {"batch_size": PARTEDVAE_VOTE_BATCH,
-                                    "prune_std": PARTEDVAE_PRUNE_STD, "seed": OWN_STREAM_SEED},
-                training_flag="partedvae_score", ground_truth=True,
+                                    "prune_std": PARTEDVAE_PRUNE_STD},
+                training_flag="partedvae_score", ground_truth=True, sampled=True,
                 describe=_describe_partedvae_score))
 register(Metric("factor_score_no_discrete", "score (no d)", _factor_score_no_discrete,
-                lambda cfg, stage: dict(_factor_score_settings(cfg, stage),
-                                        seed=OWN_STREAM_SEED),
-                training_flag="factor_score", ground_truth=True, describe=_describe_score))
+                _factor_score_settings, training_flag="factor_score", ground_truth=True,
+                sampled=True, describe=_describe_score))
