@@ -5,7 +5,7 @@ The networks pick their layers with a config option ``conv_impl`` in ``{'flax', 
 initialisers, init rng use), so checkpoints and ``init`` results are interchangeable, and the same
 outputs up to float rounding (~1e-6 relative in float32; tested against the Flax layers).
 
-What 'fast' changes, and why (each measured on the 2-core CPU; details in the docstrings):
+What 'fast' changes, and why (details in each function's docstring):
 
 - `PhaseConvTranspose`: XLA's CPU backend computes the kernel gradient of ``lax.conv_transpose``
   (what ``nn.ConvTranspose`` calls) very slowly. `phase_conv_transpose` rewrites the 4x4 stride-2
@@ -19,23 +19,10 @@ What 'fast' changes, and why (each measured on the 2-core CPU; details in the do
   instead of XLA's slow lhs-dilated convolution.
 - `add_bias`: both layers add their bias with a bias gradient computed as a matmul.
 
-``python -m benchmarks.layers`` (median ms of forward + backward w.r.t. input, kernel and bias,
-batch 64, float32, flax vs fast; at the time of the phase rewrite, a 2-core CPU shared with other
-jobs, load average 6-7, so absolute figures are inflated several-fold, the ratios carry over):
-
-  decoder 4->8 64->64ch 102 vs 6.1 (17x); 8->16 64->32ch 166 vs 15.9 (10x);
-  16->32 32->32ch 1051 vs 59 (18x); 32->64 32->1ch 31.5 vs 28.8 (1.1x, before col2im).
-
-The whole dSprites CascadeVAE train step (``python -m benchmarks.train_step``, quiet machine):
-~270 ms with the plain Flax layers (the issue's figure), 127.5 ms with the phase rewrite and
-`FastConv`'s input gradient, 67-75 ms with the col2im last layer, `add_bias`, the space-to-depth
-first layer, the wide forward and YNNPACK kept to dots (`disentangle.train.host.compiler_options`).
-
 For 32 or more input channels the encoder's convolutions keep ``lax.conv``'s forward: the
-space-to-depth rewrite was slower there (forward + backward, same loaded run as above, flax vs
-space-to-depth: 32->16 32->32ch 91 vs 124, 16->8 32->64ch 16.0 vs 20.8, 8->4 64->64ch 7.2 vs 8.6;
-forward only in 32-image micro-batches, quiet: 46.4 vs 68.9, 22.1 vs 27.8, 11.4 vs 16.2 us per
-image); ``benchmarks.layers`` keeps timing it.
+space-to-depth rewrite is slower there. ``python -m benchmarks.layers`` times each layer, flax
+against fast; the timings, and the formulations that were not kept, are in
+``benchmarks/README.md`` ("Fast convolution layers").
 """
 from __future__ import annotations
 
@@ -85,29 +72,10 @@ def phase_conv_transpose(inputs: Array, kernel: Array,
   W[a::2]. In 2D, phase (a, b) uses ``kernel[a::2, b::2]`` with padding ((1 - a, a), (1 - b, b)).
   This holds for every input size (the output is always twice the input).
 
-  Formulations tried (median ms forward + backward w.r.t. input, kernel and bias, batch 64,
-  float32, timed round-robin on the shared 2-core CPU, so ranges span runs at different loads):
-
-  - four 2x2 convolutions + interleave (used for features > 4): 4->8 64->64ch 4-6 ms (flax
-    85-100), 8->16 64->32ch 8-18 (flax 90-190), 16->32 32->32ch 32-84 (flax 530-1300);
-  - one 3x3 convolution on the input padded by 1, with the four phase kernels zero-filled into
-    [3, 3, in, 4 * out], then depth-to-space (used for features <= 4): 2.25x the multiply-adds,
-    so ~2x slower than four convolutions at 32 channels, but faster where four convolutions would
-    each have very few output channels (32->64 32->1ch: 11-33 vs four convs 39-87, flax 20-36;
-    32->3ch: 61 vs 88, flax 176; 32->8ch: 172 vs 159, flax 785); used for features <= 4 until
-    `col2im_conv_transpose` replaced it there (2-4x faster again, with YNNPACK dots);
-  - one 2x2 convolution padded by (1, 1) to [N, H+1, W+1, 4 * out], sliced per phase: XLA's kernel
-    gradient for that shape is pathological (16->32 32ch: ~1900 ms), but its forward is faster
-    (wider matmul, 1.13x the multiply-adds), so it is the forward of `wide_phase_conv_transpose`
-    (used for features > 4), whose VJP is the four convolutions';
-  - four convolutions in NCHW layout: same as NHWC at small sizes, 2x slower at 16->32;
-  - one grouped convolution (feature_group_count=4) on four shifted copies of the input: 10-30x
-    slower (8->16: ~420 ms, 16->32: ~860);
-  - im2col matmuls (per phase, or one 9-tap matmul against a [9 in, 4 out] kernel): 1.5-2x slower
-    than four convolutions, ~10x slower at 32->64 1ch;
-  - a custom VJP combining the fastest piece of each (input gradient by the stride-2 convolution
-    that XLA does well, kernel gradient as matmuls): no faster than four convolutions, and it
-    would lose forward-mode differentiation, so not used.
+  With at most 4 output channels (the decoder's last layer) it is computed by
+  `col2im_conv_transpose`, else by `wide_phase_conv_transpose` (forward: one wide 2x2
+  convolution to all four phases; VJP: the four phase convolutions, which XLA:CPU differentiates
+  far faster than ``lax.conv_transpose``).
 
   Args:
     inputs: [N, H, W, in] input.
@@ -162,9 +130,7 @@ def wide_phase_conv_transpose(inputs: Array, kernel: Array,
   The single wide convolution contracts over 4 * in inputs into 4 * out outputs, a better shape
   for XLA:CPU's convolution than four convolutions to out channels each, for 1.13x the
   multiply-adds at 16x16 (the padding ring); its kernel gradient is pathological in XLA, so the
-  VJP is that of `_four_phase_convs` (whose forward XLA drops as unused). CascadeVAE dSprites
-  ``represent`` (encoder + 3 decoder passes, 32-image micro-batches, quiet 2-core CPU, 7
-  interleaved rounds): 443 -> 376 us per image; the 16->32 layer alone accounts for all of it.
+  VJP is that of `_four_phase_convs` (whose forward XLA drops as unused).
   """
   return _wide_phase_conv(inputs, kernel, precision)
 
@@ -229,15 +195,11 @@ def col2im_conv_transpose(inputs: Array, kernel: Array, precision: PrecisionLike
 
   t = x @ W reshaped [in, 16 * out] holds every input pixel's contribution to each of the 16
   kernel taps; the output sums four of them per pixel (`_col2im`), exactly the transposed
-  convolution. Few output channels make a convolution a poor fit for XLA:CPU (a 3x3 convolution
-  to 4 channels ran at ~36 GFLOP/s), while a matmul with 16 * out columns stays fast. The VJP is
-  written out (autodiff of the shifted sums was ~10x slower): dt = `_col2im_adjoint`(g) (strided
-  slices of g), dx = dt W^T, dW = x^T dt, both matmuls.
-
-  Measured (``python -m benchmarks.layers``-style, 32x32x32 -> 64x64x1, quiet 2-core CPU, YNNPACK
-  dots): batch 192 forward 2.6 ms vs 11.3 ms (3x3 convolution), batch 64 forward + backward
-  3.1 vs 7.5 ms. With 32 output channels it is slower than four convolutions (forward 23 vs 3 ms
-  at 16x16x32 -> 32x32x32): t is 16x the output.
+  convolution. Few output channels make a convolution a poor fit for XLA:CPU, while a matmul with
+  16 * out columns stays fast; with many output channels t (16x the output) makes it slower than
+  convolutions, hence `_MAX_FEATURES_COL2IM`. The VJP is written out (autodiff of the shifted sums
+  is much slower): dt = `_col2im_adjoint`(g) (strided slices of g), dx = dt W^T, dW = x^T dt, both
+  matmuls.
   """
   return _col2im_forward(inputs, kernel, precision)
 
@@ -268,9 +230,8 @@ def add_bias(y: Array, bias: Array) -> Array:
   """``y + bias`` over the last axis, with the bias gradient as a matmul ``1^T g``.
 
   With YNNPACK restricted to dots (`disentangle.train.host.compiler_options`), XLA:CPU turns the
-  plain gradient (a sum over batch and space) into a tree of reduce-windows that ran at ~2 GB/s:
-  3-6 ms for a [64, 32, 32, 32] gradient inside the train step; alone (relu, bias, gradient),
-  4.1 ms plain vs 1.2 ms as this matrix-vector product, which goes through YNNPACK's dot.
+  plain gradient (a sum over batch and space) into a slow tree of reduce-windows; this
+  matrix-vector product goes through YNNPACK's dot instead.
   """
   return y + bias
 
@@ -360,9 +321,8 @@ def space_to_depth_conv(inputs: Array, kernel: Array, precision: PrecisionLike =
   SAME pads (1, 1); the padded input [N, H+2, W+2, C] is regrouped into 2x2 pixel blocks
   [N, H/2+1, W/2+1, (2, 2, C)], and kernel tap (2p + r, 2q + s) becomes tap (p, q) of input
   channel (r, s, c). Exact (a reordering of the same sums). With few input channels this gives
-  the convolution 4x the channels to contract over: the encoder's 64x64x1 -> 32x32x32 layer,
-  forward, 32-image micro-batches, quiet 2-core CPU, 7 interleaved rounds: 43.6 vs 60.7 us per
-  image (3 input channels: 45.1 vs 59.6). With 32 input channels it was slower (module docstring).
+  the convolution 4x the channels to contract over, which XLA:CPU runs faster (the encoder's
+  first layer); with 32 input channels it is slower, hence `_MAX_IN_CHANNELS_SPACE_TO_DEPTH`.
   """
   n, h, w, c = inputs.shape
   padded = jnp.pad(inputs, ((0, 0), (1, 1), (1, 1), (0, 0)))
@@ -384,8 +344,7 @@ def strided_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) 
   """``lax.conv_general_dilated(x, W, (2, 2), 'SAME')`` for a 4x4 kernel and even H, W.
 
   Same forward; the input gradient is computed by `phase_conv_transpose` instead of XLA's
-  lhs-dilated convolution (slow on CPU: 37 vs 19 ms forward+backward for the 32x32x32 -> 16x16x32
-  layer at batch 64). Along one axis, SAME pads (1, 1) for even sizes, so
+  lhs-dilated convolution (slow on CPU). Along one axis, SAME pads (1, 1) for even sizes, so
   dL/dx[2a + b] = sum_t [2i + t - 1 = 2a + b] g[i] W[t]^T, i.e. phase b = 0 is
   g[a - 1] W[3] + g[a] W[1] and phase b = 1 is g[a] W[2] + g[a + 1] W[0]: exactly
   `phase_conv_transpose` of g with the spatially flipped kernel, input/output channels swapped.

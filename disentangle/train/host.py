@@ -3,49 +3,23 @@
 `jit` is ``jax.jit`` with the compiler options below; the trainer, the evaluation and the
 benchmarks compile through it.
 
-**YNNPACK for dots only.** jaxlib 0.10.2's XLA:CPU hands convolutions (and some reductions) to
-YNNPACK by default; on this 2-core x86 CPU those YNNPACK convolutions are much slower than XLA's
-own (Eigen) ones for the conv VAEs' shapes. `compiler_options` restricts YNNPACK to dot products
+**YNNPACK for dots only.** jaxlib's XLA:CPU hands convolutions (and some reductions) to YNNPACK
+by default, and for the conv VAEs' shapes those convolutions are much slower than XLA's own
+(Eigen) ones. `compiler_options` restricts YNNPACK to dot products
 (``xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT``, the default of later
-XLA releases), so convolutions go back to Eigen while the matmul-shaped pieces (dense layers,
+XLA releases): convolutions go back to Eigen while the matmul-shaped pieces (dense layers,
 `disentangle.nn.layers.col2im_conv_transpose`, `disentangle.nn.layers.add_bias`) keep YNNPACK.
-In the dSprites train step that is 13 YNNPACK fusions (all dots) instead of 87 (74 of them
-convolutions). Measured on this CPU, quiet, the trainer's step with the discrete branch on,
-4 interleaved rounds of 8 steps in one process, median ms, jaxlib default -> this option (an empty
-list, no YNNPACK at all, measured within 2% of it):
+``config.xla.cpu_ynn_dot = False`` switches it off; a jaxlib that does not accept the option
+compiles without it, with a warning. Timings: ``benchmarks/README.md``, "Host settings".
 
-  dSprites CascadeVAE (S=3, m=6): 113.4 -> 75.0;
-  MNIST CascadeVAE (S=10, m=10):   42.2 -> 28.7.
-
-It is switched off by ``config.xla.cpu_ynn_dot = False``, and left out (with a warning) when the
-installed jaxlib does not accept the option.
-
-**malloc.**
-
-XLA on CPU allocates each step's temporaries with ``malloc`` and frees them after the step. glibc
-serves allocations above ``M_MMAP_THRESHOLD`` with fresh ``mmap`` calls and returns freed memory at
-the top of the heap above ``M_TRIM_THRESHOLD`` to the OS, so every step pays page faults for tens of
-MB of zeroed pages. glibc's dynamic threshold (raised to the size of the largest freed mmap'd chunk,
-capped at 32 MiB) does not catch up with XLA's larger buffers.
-
-Measured on a jitted encoder + decoder forward/backward + Adam step (dSprites 64x64, batch 64,
-2-core CPU shared with other jobs at load average 6-7; ``python -m benchmarks.layers --step``, two
-fresh processes per setting), per step, default malloc -> `configure_malloc()` (1 GiB / 1 GiB):
-
-  conv_impl='fast': minor page faults 22,400 -> 2,500-5,700; system CPU 38-41 -> 6-20 ms;
-                    wall 396-432 -> 355-358 ms (median);
-  conv_impl='flax': minor page faults 29,700 -> 1,100-1,900; system CPU 58-70 -> 4-13 ms;
-                    wall 1560-1760 -> 1565-1635 ms (the 1.2 s of convolution time drowns it).
-
-Other settings, same step (fast), minor page faults per step: mmap/trim thresholds 64/128 MiB
-~6,300-7,300, 256/512 MiB ~5,400-5,900 (1 GiB/1 GiB ranged 1,300-10,000 across runs);
-``arena_max=1`` on top of 1 GiB a steady ~950 (every thread on the main heap: presumably no
-per-thread arena, whose heaps are at most 64 MiB, then falls back to ``mmap``); ``M_MMAP_MAX=0``
-(no mmap at all) 1,100-3,600. Setting only ``M_TRIM_THRESHOLD`` is worse than nothing (~55,000):
-any explicit threshold switches off glibc's dynamic mmap threshold, which then stays at 128 KiB.
-glibc 2.36 accepts a 1 GiB M_MMAP_THRESHOLD.
-
-The same effect from the environment, before the process starts:
+**malloc.** XLA on CPU allocates each step's temporaries with ``malloc`` and frees them after the
+step. glibc serves allocations above ``M_MMAP_THRESHOLD`` with fresh ``mmap`` calls and returns
+freed memory at the top of the heap above ``M_TRIM_THRESHOLD`` to the OS, so every step pays page
+faults for tens of MB of zeroed pages; glibc's dynamic threshold (raised to the size of the
+largest freed mmap'd chunk, capped at 32 MiB) does not catch up with XLA's larger buffers.
+`configure_malloc` sets both thresholds (1 GiB by default): any explicit threshold switches off
+the dynamic mmap threshold, which would otherwise stay at 128 KiB. The same effect from the
+environment, before the process starts:
 ``MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824``.
 """
 from __future__ import annotations
