@@ -15,6 +15,7 @@ from disentangle.metrics.information import (discrete_entropy, discrete_mutual_i
                                              plugin_mutual_information, total_correlation)
 from disentangle.metrics.mig import mig
 from disentangle.metrics import registry
+from disentangle.metrics import suite  # registers disentanglement_lib's suite in the registry
 from disentangle.metrics.representation import (Representation, as_representation,
                                                 encode_factors, encode_in_batches)
 
@@ -37,5 +38,6 @@ __all__ = [
     "per_variable_accuracy",
     "plugin_mutual_information",
     "registry",
+    "suite",
     "total_correlation",
 ]

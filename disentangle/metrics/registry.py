@@ -44,6 +44,7 @@ from disentangle.metrics.information import information_report
 from disentangle.metrics.mig import ESTIMATORS as MIG_ESTIMATORS
 from disentangle.metrics.mig import mig
 from disentangle.metrics.representation import Representation, encode_factors
+from disentangle.metrics.sampling import MetricInputError
 
 STAGES = ("training", "run")
 # ``eval.use_discrete``: whether a discrete code enters the metrics of continuous codes.
@@ -57,10 +58,6 @@ MIG_NUM_BINS = 20
 INFORMATION_SAMPLES = 1000   # samples of the information estimates
 PARTEDVAE_VOTE_BATCH = 100   # PartedVAE's score (authors' utils/metrics.py): groups of L = 100,
 PARTEDVAE_PRUNE_STD = 0.1    # votes of dimensions with std < 0.1 zeroed
-
-
-class MetricInputError(ValueError):
-  """A metric cannot run on these inputs (no factors, too few points, NaN); one line of cause."""
 
 
 def metric_rng(base: np.random.Generator, name: str, repeat: int = 0) -> np.random.Generator:

@@ -1,0 +1,60 @@
+"""Small synthetic ground truth and representations for the known-answer metric tests."""
+import numpy as np
+
+from disentangle.data.ground_truth import InMemoryGroundTruth
+from disentangle.metrics import registry
+
+SIZES = (3, 4, 5)
+
+
+def grid(sizes=SIZES, copies=1):
+  rows = np.indices(sizes).reshape(len(sizes), -1).T.astype(np.int64)
+  return np.repeat(rows, copies, axis=0)
+
+
+def dataset(sizes=SIZES, copies=1):
+  """Observations = the factor values themselves (float), as disentanglement_lib's
+  ``IdentityObservationsData``; a representation is any function of them."""
+  factors = grid(sizes, copies)
+  return InMemoryGroundTruth(factors, factors.astype(np.float64), sizes)
+
+
+def identity(x):
+  return np.asarray(x, np.float64)
+
+
+def zeros(x):
+  return np.zeros_like(np.asarray(x, np.float64))
+
+
+def noise(seed=0):
+  gen = np.random.default_rng(seed)
+  return lambda x: gen.normal(size=np.asarray(x).shape)
+
+
+def duplicated(x):
+  x = identity(x)
+  return np.hstack([x, x])
+
+
+def permuted_rescaled(x):
+  x = identity(x)
+  return x[:, ::-1] * np.array([3.0, 0.2, 7.0])[: x.shape[1]] + 1.5
+
+
+def mixed(x):
+  """Factors 0 and 1 rotated into each other (each dim carries both); factor 2 alone."""
+  x = identity(x)
+  return np.stack([x[:, 0] + x[:, 1], x[:, 0] - x[:, 1], x[:, 2]], axis=1)
+
+
+def code_carries_factor0(x):
+  """Means carry factors 1 and 2; a discrete code carries factor 0."""
+  x = identity(x)
+  return {"mean": x[:, 1:], "discrete": np.rint(x[:, 0]).astype(np.int64)}
+
+
+def inputs(represent, data=None, seed=0):
+  data = data if data is not None else dataset()
+  return registry.Inputs("run", np.random.default_rng([seed, 1]), ground_truth=data,
+                         represent=represent, encode_batch_size=256)
