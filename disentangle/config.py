@@ -86,7 +86,7 @@ def base_config() -> ml_collections.ConfigDict:
                                       # / 'both' (value: histogram; the sampled one beside it)
   c.eval.use_discrete = "protocol"    # discrete code in the metrics: 'protocol' (each metric's
                                       # published one: score yes, MIG no) / 'include' / 'exclude'
-  # Which checkpoint the results report beside the final one (issue 14; train/selection.py):
+  # Which checkpoint the results report beside the final one (train/selection.py):
   # 'final' (no selection), 'best_validation' (best eval.select_metric on the held-out
   # validation split, e.g. MNIST 'valid10k'; needs dataset.train_split = its training part,
   # 'train50k'), 'best_metric' (best eval.select_metric on the evaluated data itself, as the

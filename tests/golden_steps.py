@@ -3,7 +3,7 @@
 ``python -m tests.golden_steps --write`` records, for each method, the loss after each of 5 steps
 on fixed batches and, for every parameter leaf after the 5 steps, its path, sum, sum of squares
 and first values, into ``tests/golden/five_steps.json``. ``tests/test_golden_steps.py`` recomputes
-them and compares. The record was written before the platform redesign (issue 10), so the test
+them and compares. The record was written before the platform redesign (one trainer for every method), so the test
 shows that the redesign changed no result.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ NUM_STEPS, BATCH = 5, 8
 def _config(method):
   c = helpers.tiny_config(method)
   # The record was written with the transposed convs' fan-in counted over their inputs (Flax's
-  # convention), the 'reference' init before issue 14 moved it to TensorFlow's (outputs).
+  # convention), before the 'reference' init moved it to TensorFlow's (outputs).
   c.model.init = "reference_flax_fan"
   if method == "cascadevae":
     c.cascade.discrete_start = 2  # steps 1-2 without, 3-5 with the discrete assignment

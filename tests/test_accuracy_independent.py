@@ -1,4 +1,4 @@
-"""Issue 14 item 7: the reported accuracy of a saved MNIST run, recomputed by an independent path.
+"""The reported accuracy of a saved MNIST run, recomputed by an independent path.
 
 A short CascadeVAE run (S = 10) is trained on the real MNIST files, then `evaluate_run` writes its
 one-to-one accuracy on the 10,000 test images. The test recomputes that figure sharing no code

@@ -1,4 +1,4 @@
-"""Proportional budgets (issue 14, item 3): a shortened run keeps every schedule at its fraction.
+"""Proportional budgets: a shortened run keeps every schedule at its fraction.
 
 The references are the schedules themselves (``schedules.num_relieved`` over every iteration,
 ``schedules.linear_capacity``), evaluated for the paper config and for the shortened one.

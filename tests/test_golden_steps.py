@@ -1,7 +1,7 @@
 """The platform redesign changed no result: 5 fixed steps of every method equal the record.
 
 The record (``tests/golden/five_steps.json``) was written by ``python -m tests.golden_steps
---write`` on the code before the redesign of issue 10. Losses and every parameter leaf's sum, sum
+--write`` on the code before the platform redesign. Losses and every parameter leaf's sum, sum
 of squares and first values must agree to float32 rounding (rtol 1e-5; XLA may fuse a reshaped
 graph differently, which moves the last bits).
 """

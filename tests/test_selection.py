@@ -1,4 +1,4 @@
-"""Model selection (issue 14 item 2): held-out validation split, kept best checkpoint, labels."""
+"""Model selection: held-out validation split, kept best checkpoint, labels."""
 import json
 import math
 

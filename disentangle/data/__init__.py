@@ -73,7 +73,7 @@ SPLITS: dict[str, tuple[str, ...]] = {
     "shapes3d": ("train", "all"),
     "smallnorb": ("train", "test"),
 }
-# Held-out validation (``eval.select='best_validation'``, issue 14): dataset -> (training part,
+# Held-out validation (``eval.select='best_validation'``): dataset -> (training part,
 # validation part), both cut from its training file (MNIST / Fashion-MNIST: the first 50000 and
 # the last 10000 of the 60000 training images, `mnist.HELD_OUT`). The test split never selects.
 VALIDATION_SPLITS: dict[str, tuple[str, str]] = {

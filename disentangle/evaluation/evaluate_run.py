@@ -16,7 +16,7 @@ stage ``"run"``) in the papers' protocols:
 - ``accuracy``: one-to-one accuracy of the discrete code against the labels of every example of
   the evaluation split (MNIST / Fashion-MNIST test set, CascadeVAE Tables 3-4);
 - ``information``: KL_j, I(x; z_j), total correlation on ``config.eval.num_points`` points;
-- PartedVAE's (issue 11; every one labelled with its settings): ``factor_score_partedvae`` (the
+- PartedVAE's (every one labelled with its settings): ``factor_score_partedvae`` (the
   authors' protocol: std-normalised means of every example, groups of 100 per factor value,
   votes of dims with std < 0.1 zeroed), ``factor_score_no_discrete`` (CascadeVAE's protocol
   without the discrete code, beside ``factor_score``), ``accuracy_direct`` /

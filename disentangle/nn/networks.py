@@ -21,7 +21,7 @@ Options from the authors' code (``../shared/notes/reference-facts.md``), set by 
   thus starts with std sqrt(2 / 16) = 0.354, not sqrt(2 / 512) = 0.0625. slim truncates at 2
   sigma with sigma = sqrt(1.3 * 2 / fan_in), a final std 0.3% above Flax's exact sqrt(2 / fan_in).
   ``init='reference_flax_fan'``: the same with Flax's fan-in (h*w*in) for transposed convs, the
-  default before issue 14 and the setting of the ``tests/golden`` record.
+  former default and the setting of the ``tests/golden`` record.
   ``init='flax'``: Flax defaults (LeCun normal).
 - ``posterior_head='logvar'``: the dense head outputs (mean, log sigma^2) (Dupont's code);
   ``'softplus_sigma'``: (mean, raw) with sigma = softplus(raw) (the CascadeVAE code).

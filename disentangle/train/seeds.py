@@ -7,7 +7,7 @@ the same numbers (``tests/test_multi_seed.py``) at different speeds:
 - ``'vmap'``: ``jax.vmap(train_step)``. Batching the parameters makes each convolution a grouped
   convolution (``feature_group_count = N``) and its kernel gradient a batch-grouped one. Fast on
   GPU and TPU, where the N seeds fill the device; XLA:CPU runs grouped convolutions 3-4x slower
-  than N plain ones (``benchmarks/README.md``, issue 15).
+  than N plain ones (``benchmarks/README.md``).
 - ``'unroll'``: N copies of the step in one program, each on its own slice. Plain convolutions at
   the cost of N separate steps, and one dispatch, one input pipeline and one host read per step
   for all N seeds. Compile time grows N-fold.

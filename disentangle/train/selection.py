@@ -1,4 +1,4 @@
-"""Model selection (issue 14): which checkpoint is reported beside the final one.
+"""Model selection: which checkpoint is reported beside the final one.
 
 ``config.eval.select``:
 

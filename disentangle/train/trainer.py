@@ -184,7 +184,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   bar = _progress(config, start, is_main)
   last_time, last_step = time.perf_counter(), start
   # The device transfer runs on the prefetch thread and is waited for there: the step is
-  # dispatched on ready inputs (a pending copy cost XLA:CPU ~15% more CPU per step; issue 15).
+  # dispatched on ready inputs (a pending copy cost XLA:CPU ~15% more CPU per step; benchmarks/README.md).
   to_device = lambda local: jax.block_until_ready(
       mesh_lib.global_batch(mesh, local, 1 if multi else 0))
   for step, batch in input_pipeline.prefetch(source, start, config.num_steps, transfer=to_device):

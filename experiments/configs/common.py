@@ -84,7 +84,7 @@ PROTOCOL_VARIANTS = ("best_validation",)
 
 
 def best_validation(c, metric: str = "accuracy") -> None:
-  """Issue 14's comparable protocol for MNIST / Fashion-MNIST: train on the first 50,000 training
+  """The comparable protocol for MNIST / Fashion-MNIST: train on the first 50,000 training
   images, keep the checkpoint with the best ``metric`` on the last 10,000 (``valid10k``), and
   report the test figure at it beside the final one (``train/selection.py``)."""
   c.eval.select = "best_validation"
@@ -126,7 +126,7 @@ def _get(c, path: str):
 
 
 def scale_schedule(c, fraction) -> None:
-  """Shorten ``c`` to ``fraction`` of its run with every schedule scaled alike (issue 14).
+  """Shorten ``c`` to ``fraction`` of its run with every schedule scaled alike.
 
   ``num_steps`` and every iteration-counting field of the method (``methods.step_fields``:
   CascadeVAE's r and t_d, JointVAE's capacity steps, ...) are multiplied by ``fraction``, so that

@@ -4,7 +4,7 @@ Images are resized 28 -> 32 with PIL bilinear interpolation and kept as uint8, e
 JointVAE (Dupont 2018, ``utils/dataloaders.py``: ``transforms.Resize(32)`` then ``ToTensor()``) and
 disentangling-vae feed their models; ``get_images`` returns float32 NHWC [n, 32, 32, 1] in [0, 1].
 The split is the official one: 60000 training and 10000 test images. For model selection
-(``eval.select='best_validation'``, issue 14) the training file is cut in two: ``'train50k'``, its
+(``eval.select='best_validation'``) the training file is cut in two: ``'train50k'``, its
 first 50000 images (the paper's training set), and ``'valid10k'``, its last 10000 (the held-out
 validation set); both are views of the one training file (`HELD_OUT`). A stand-in file of another
 size is cut at the same fraction (its last sixth is the validation part).
