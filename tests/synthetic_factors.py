@@ -39,7 +39,7 @@ def duplicated(x):
 
 def permuted_rescaled(x):
   x = identity(x)
-  return x[:, ::-1] * np.array([3.0, 0.2, 7.0])[: x.shape[1]] + 1.5
+  return x[:, ::-1] * np.resize([3.0, 0.2, 7.0], x.shape[1]) + 1.5
 
 
 def mixed(x):
@@ -58,3 +58,36 @@ def inputs(represent, data=None, seed=0):
   data = data if data is not None else dataset()
   return registry.Inputs("run", np.random.default_rng([seed, 1]), ground_truth=data,
                          represent=represent, encode_batch_size=256)
+
+
+def identity_observations(num_points, rng, num_factors=5, num_values=5):
+  """disentanglement_lib's ``IdentityObservationsData`` (observations = factors), smaller:
+  factors [n, K] uniform over ``num_values`` values, as floats."""
+  return rng.integers(0, num_values, size=(num_points, num_factors))
+
+
+def small_settings(**extra):
+  """Registry overrides that shrink the suite's points for unit tests."""
+  split = dict(num_train=300, num_test=200)
+  return {"sap": split, "dci": split, "modularity": split, "irs": {"num_train": 400},
+          "unsupervised": {"num_train": 400},
+          "beta_vae": dict(batch_size=16, num_train=300, num_eval=300),
+          "factor_score_dlib": dict(num_votes=300, num_eval_votes=300, batch_size=16,
+                                    num_variance_points=300), **extra}
+
+
+def as_rep(mean):
+  from disentangle.metrics.representation import as_representation  # pylint: disable=g-import-not-at-top
+  return as_representation(mean)
+
+
+def shuffled_per_point(seed=0):
+  """disentanglement_lib's 'bad' representation: each point's factor values in a random order,
+  so every latent carries every factor equally."""
+  gen = np.random.default_rng(seed)
+  def fn(x):
+    x = identity(x).copy()
+    for row in x:
+      row[:] = gen.permutation(row)
+    return x
+  return fn

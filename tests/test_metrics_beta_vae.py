@@ -34,7 +34,7 @@ def test_permuted_and_rescaled_dims_still_score_high():
 def test_discrete_code_as_a_one_hot_block():
   def represent(x):  # the means carry factor 2 only, the code factor 0: 0 and 1 confused
     return {"mean": syn.identity(x)[:, 2:], "discrete": np.rint(x[:, 0]).astype(np.int64)}
-  out = score(represent, use_discrete=True)
+  out = score(represent)
   means, both = out["disentanglement_lib"], out["disentanglement_lib+discrete_codes"]
   assert both["eval_accuracy"] >= 0.9 and means["eval_accuracy"] < 0.8
   assert both["num_features"] == 1 + 3 and means["num_features"] == 1

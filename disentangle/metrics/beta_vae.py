@@ -9,8 +9,9 @@ is k. `num_train` = 10,000 training points fit a scikit-learn ``LogisticRegressi
 settings (L2, C = 1, lbfgs); the score is the accuracy on `num_eval` = 5,000 fresh points
 (``eval_accuracy``; ``train_accuracy`` beside it). Chance is 1/K.
 
-As disentanglement_lib (``randint(num_factors)``), the fixed factor is drawn from all K factors,
-a constant one (colour on dSprites) included. With the discrete code (``protocol='disentanglement_lib+discrete_codes'``) each code enters as a
+The fixed factor is drawn from the factors with more than one value (disentanglement_lib's
+``randint(num_factors)`` over its dSprites factors, which leave out the constant colour; ours
+lists colour). With the discrete code (``protocol='disentanglement_lib+discrete_codes'``) each code enters as a
 one-hot block, so its feature is the fraction of pairs whose codes differ (per class column).
 """
 from __future__ import annotations
@@ -32,7 +33,8 @@ CHUNK = 1_000  # training points generated per call of the representation functi
 def _points(dataset, represent, num: int, length: int, rng: np.random.Generator,
             encode_batch_size: int):
   """(pairs' representations r1, r2 [num * length rows], labels [num])."""
-  labels = rng.integers(0, len(dataset.factor_sizes), size=num)
+  used = np.array([k for k, n in enumerate(dataset.factor_sizes) if int(n) > 1])
+  labels = used[rng.integers(0, len(used), size=num)]
   f1 = np.asarray(dataset.sample_factors(num * length, rng), np.int64)
   f2 = np.array(dataset.sample_factors(num * length, rng), np.int64)
   fixed = np.repeat(labels, length)
@@ -53,12 +55,12 @@ def _feature(r1, r2, num: int, length: int, with_codes: bool, sizes) -> np.ndarr
 
 def beta_vae_score(dataset, represent: Callable[[np.ndarray], Any], rng: np.random.Generator, *,
                    batch_size: int = BATCH_SIZE, num_train: int = NUM_TRAIN,
-                   num_eval: int = NUM_EVAL, use_discrete: bool = False,
+                   num_eval: int = NUM_EVAL,
                    encode_batch_size: int = 1000) -> dict:
   """The β-VAE score of ``represent`` on ``dataset`` (module doc); every setting beside it.
 
   Returns {protocol: {'train_accuracy', 'eval_accuracy', ...}} for the means alone and, with a
-  discrete code and ``use_discrete``, with it too.
+  discrete code, with it too.
   """
   sampling.check_ground_truth(dataset)
   if num_train < 2 or num_eval < 1 or batch_size < 1:
@@ -76,7 +78,7 @@ def beta_vae_score(dataset, represent: Callable[[np.ndarray], Any], rng: np.rand
   sizes = sampling.code_sizes(*reps)
   has_codes = bool(sizes)
   out = {}
-  for protocol, with_codes in sampling.protocols(reps[0], use_discrete and has_codes):
+  for protocol, with_codes in sampling.protocols(reps[0], has_codes):
     x = {k: np.concatenate([_feature(r1, r2, len(y), batch_size, with_codes, sizes)
                             for r1, r2, y in parts]) for k, parts in sets.items()}
     y = {k: np.concatenate([p[2] for p in parts]) for k, parts in sets.items()}
@@ -88,7 +90,8 @@ def beta_vae_score(dataset, represent: Callable[[np.ndarray], Any], rng: np.rand
         "train_accuracy": float(np.mean(model.predict(x["train"]) == y["train"])),
         "eval_accuracy": float(np.mean(model.predict(x["eval"]) == y["eval"])),
         "protocol": protocol, "batch_size": int(batch_size), "num_train": int(num_train),
-        "num_eval": int(num_eval), "num_factors": len(dataset.factor_sizes),
+        "num_eval": int(num_eval),
+        "factors_used": [k for k, n in enumerate(dataset.factor_sizes) if int(n) > 1],
         "classifier": "sklearn LogisticRegression() (L2, C=1, lbfgs)",
         "num_features": int(x["train"].shape[1]),
     }

@@ -13,9 +13,16 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from disentangle.metrics import beta_vae
+from disentangle.metrics import dci
+from disentangle.metrics import irs
+from disentangle.metrics import modularity
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
+from disentangle.metrics import sap
+from disentangle.metrics import unsupervised
 from disentangle.metrics.factor_vae import factor_vae_score
 
 
@@ -52,9 +59,7 @@ def _factor_score_dlib(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   and 5,000 evaluation votes of 64; value: the evaluation accuracy)."""
   _require_ground_truth(inputs)
   by = {}
-  variants = [(sampling.PROTOCOL, False)] + (
-      [(sampling.PROTOCOL_DISCRETE, True)] if s["use_discrete"] else [])
-  for protocol, with_codes in variants:
+  for protocol, with_codes in ((sampling.PROTOCOL, False), (sampling.PROTOCOL_DISCRETE, True)):
     r = factor_vae_score(inputs.ground_truth, inputs.represent, inputs.rng,
                          protocol="disentanglement_lib", use_discrete=with_codes,
                          encode_batch_size=inputs.encode_batch_size,
@@ -73,7 +78,7 @@ def _beta_vae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   _require_ground_truth(inputs)
   by = beta_vae.beta_vae_score(inputs.ground_truth, inputs.represent, inputs.rng,
                                batch_size=s["batch_size"], num_train=s["num_train"],
-                               num_eval=s["num_eval"], use_discrete=s["use_discrete"],
+                               num_eval=s["num_eval"],
                                encode_batch_size=inputs.encode_batch_size)
   return _headline(by, "eval_accuracy", s["use_discrete"])
 
@@ -94,3 +99,180 @@ registry.register(registry.Metric(
     describe=lambda m: (f"{_describe_protocols(m, 'eval_accuracy')}: {m['num_train']} train / "
                         f"{m['num_eval']} eval points, pairs of {m['batch_size']}, logistic "
                         f"regression, train accuracy {m['train_accuracy']:.4f}")))
+
+
+# -- SAP, DCI, modularity and explicitness, IRS: points drawn once, train and test -------------
+
+def _sets(inputs: registry.Inputs, s: dict, names=("train", "test")):
+  """{name: (rep, factors of the factors with more than one value)}, the columns used, the code
+  sizes; ``s['num_<name>']`` points each, drawn from the metric's stream."""
+  _require_ground_truth(inputs)
+  sizes = [int(n) for n in inputs.ground_truth.factor_sizes]
+  used = [k for k, n in enumerate(sizes) if n > 1]
+  if not used:
+    raise sampling.MetricInputError("no factor has more than one value")
+  out = {}
+  for name in names:
+    rep, factors = sampling.sample_points(inputs.ground_truth, inputs.represent, s[f"num_{name}"],
+                                          inputs.rng, inputs.encode_batch_size,
+                                          minimum=2 if name == "train" else 1)
+    out[name] = (rep, factors[:, used])
+  return out, used, sampling.code_sizes(*(r for r, _ in out.values()))
+
+
+def _by_protocol(sets, code_sizes, extends: bool, fn) -> dict:
+  """{protocol: fn(x_train, y_train, x_test, y_test, groups, protocol)} over the protocols."""
+  by = {}
+  (rep_tr, y_tr), (rep_te, y_te) = sets["train"], sets.get("test", (None, None))
+  for protocol, with_codes in sampling.protocols(rep_tr, extends and bool(code_sizes)):
+    x_tr, groups = sampling.features(rep_tr, with_codes, code_sizes)
+    x_te = None if rep_te is None else sampling.features(rep_te, with_codes, code_sizes)[0]
+    by[protocol] = dict(fn(x_tr, y_tr, x_te, y_te, groups, with_codes), protocol=protocol)
+  return by
+
+
+def _split_settings(module, **extra):
+  def settings(cfg, stage):
+    del stage
+    return dict(num_train=module.NUM_TRAIN, num_test=getattr(module, "NUM_TEST", None),
+                use_discrete=_use_discrete(cfg), **extra)
+  return settings
+
+
+def _sap(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Kumar et al.'s SAP as disentanglement_lib (`metrics.sap`)."""
+  sets, used, code_sizes = _sets(inputs, s)
+  def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
+    del with_codes
+    m = sap.score_matrix(x_tr, y_tr, x_te, y_te, groups, s["continuous_factors"])
+    return {"score": sap.avg_diff_top_two(m), "score_matrix": m}
+  by = _by_protocol(sets, code_sizes, True, fn)
+  return _headline(by, "score", s["use_discrete"], factors_used=used, num_train=s["num_train"],
+                   num_test=s["num_test"], continuous_factors=s["continuous_factors"],
+                   classifier=f"sklearn LinearSVC(C={sap.SVC_C}, class_weight='balanced')")
+
+
+def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Eastwood & Williams' DCI as disentanglement_lib (`metrics.dci`); value: disentanglement."""
+  sets, used, code_sizes = _sets(inputs, s)
+  seed = int(inputs.rng.integers(2**31))
+  def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
+    del with_codes
+    r, train_acc, test_acc = dci.importance_matrix(x_tr, y_tr, x_te, y_te, groups, seed)
+    return {"disentanglement": dci.disentanglement(r), "completeness": dci.completeness(r),
+            "informativeness_train": train_acc, "informativeness_test": test_acc,
+            "importance_matrix": r}
+  by = _by_protocol(sets, code_sizes, True, fn)
+  return _headline(by, "disentanglement", s["use_discrete"], factors_used=used,
+                   num_train=s["num_train"], num_test=s["num_test"], tree_seed=seed,
+                   classifier="sklearn GradientBoostingClassifier() per factor")
+
+
+def _modularity(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Ridgeway & Zemel's modularity and explicitness as disentanglement_lib
+  (`metrics.modularity`); value: modularity."""
+  sets, used, code_sizes = _sets(inputs, s)
+  rep_tr, y_tr = sets["train"]
+  def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
+    del groups
+    codes = sampling.histogram_discretize(rep_tr.mean, s["num_bins"])
+    if with_codes:
+      codes = np.concatenate([codes, rep_tr.codes], axis=1)
+    mi = modularity.mutual_information(codes, y_tr)
+    n_tr, n_te = sampling.normalize(x_tr, x_te)
+    train_auc, test_auc, per = modularity.explicitness(n_tr, y_tr, n_te, y_te)
+    return {"modularity": modularity.modularity(mi), "explicitness_train": train_auc,
+            "explicitness_test": test_auc, "explicitness_per_factor": per,
+            "mutual_information": mi}
+  by = _by_protocol(sets, code_sizes, True, fn)
+  return _headline(by, "modularity", s["use_discrete"], factors_used=used,
+                   num_train=s["num_train"], num_test=s["num_test"], num_bins=s["num_bins"],
+                   classifier="sklearn LogisticRegression() on standardised latents")
+
+
+def _explicitness_logged(m: dict) -> dict:
+  return {"modularity": m["value"], "explicitness": m["explicitness_test"]}
+
+
+def _irs(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Suter et al.'s IRS as disentanglement_lib (`metrics.irs`); the means alone."""
+  sets, used, _ = _sets(inputs, s, names=("train",))
+  rep, factors = sets["train"]
+  binned = sampling.histogram_discretize(factors.astype(np.float64), s["num_bins"])
+  active = np.var(rep.mean, axis=0) > 0
+  out = {"score": 0.0} if not active.any() else irs.irs_scores(binned, rep.mean[:, active],
+                                                               s["diff_quantile"])
+  return dict(out, value=out["score"], protocol=sampling.PROTOCOL, use_discrete=False,
+              num_active_dims=int(active.sum()), active_dims=np.flatnonzero(active).tolist(),
+              factors_used=used, num_train=s["num_train"], num_bins=s["num_bins"],
+              diff_quantile=s["diff_quantile"])
+
+
+def _unsupervised(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """disentanglement_lib's unsupervised scores (`metrics.unsupervised`) on ``num_train`` points
+  of the ground truth, else on the eval points; value: the Gaussian total correlation."""
+  if inputs.ground_truth is not None:
+    rep, _ = sampling.sample_points(inputs.ground_truth, inputs.represent, s["num_train"],
+                                    inputs.rng, inputs.encode_batch_size)
+    points = "sampled from the ground truth"
+  elif inputs.rep is not None:
+    rep = inputs.rep.take(slice(0, s["num_train"]))
+    sampling.check_finite(rep, "the eval points")
+    points = "the eval points"
+  else:
+    raise sampling.MetricInputError("no points to encode")
+  if rep.num_examples < 2:
+    raise sampling.MetricInputError(f"needs at least 2 points, got {rep.num_examples}")
+  by = {}
+  for protocol, with_codes in sampling.protocols(rep, True):
+    codes = sampling.histogram_discretize(rep.mean, s["num_bins"])
+    if with_codes:
+      codes = np.concatenate([codes, rep.codes], axis=1)
+    by[protocol] = dict(unsupervised.scores(rep.mean, codes), protocol=protocol)
+  return _headline(by, "gaussian_total_correlation", s["use_discrete"], points=points,
+                   num_points=rep.num_examples, num_bins=s["num_bins"], units="nats")
+
+
+_KEYS = ("gaussian_total_correlation", "gaussian_wasserstein_correlation",
+         "gaussian_wasserstein_correlation_norm", "mutual_info_score")
+
+registry.register(registry.Metric(
+    "sap", "SAP", _sap, _split_settings(sap, continuous_factors=False), training_flag="",
+    ground_truth=True, sampled=True,
+    describe=lambda m: (f"{_describe_protocols(m, 'score')}: {m['num_train']} train / "
+                        f"{m['num_test']} test points, {m['classifier']}")))
+registry.register(registry.Metric(
+    "dci", "DCI disentanglement", _dci, _split_settings(dci), training_flag="",
+    ground_truth=True, sampled=True,
+    logged=lambda m: {f"dci_{k}": m[k] for k in ("disentanglement", "completeness",
+                                                 "informativeness_train",
+                                                 "informativeness_test")},
+    describe=lambda m: (f"{_describe_protocols(m, 'disentanglement')}: completeness "
+                        f"{m['completeness']:.4f}, informativeness {m['informativeness_train']:.4f}"
+                        f" / {m['informativeness_test']:.4f} (train / test accuracy), "
+                        f"{m['num_train']} / {m['num_test']} points")))
+registry.register(registry.Metric(
+    "modularity", "modularity", _modularity,
+    _split_settings(modularity, num_bins=modularity.NUM_BINS), training_flag="",
+    ground_truth=True, sampled=True, logged=_explicitness_logged,
+    describe=lambda m: (f"{_describe_protocols(m, 'modularity')}: explicitness "
+                        f"{m['explicitness_train']:.4f} / {m['explicitness_test']:.4f} (train / "
+                        f"test ROC-AUC), {m['num_bins']} bins, {m['num_train']} / "
+                        f"{m['num_test']} points")))
+registry.register(registry.Metric(
+    "irs", "IRS", _irs,
+    lambda cfg, stage: {"num_train": irs.NUM_TRAIN, "num_bins": irs.NUM_BINS,
+                        "diff_quantile": irs.DIFF_QUANTILE},
+    training_flag="", ground_truth=True, sampled=True,
+    describe=lambda m: (f"{m['protocol']}: {m['num_train']} points, factors in {m['num_bins']} "
+                        f"bins, quantile {m['diff_quantile']}, {m['num_active_dims']} active "
+                        f"dims")))
+registry.register(registry.Metric(
+    "unsupervised", "Gaussian total correlation (nats)", _unsupervised,
+    lambda cfg, stage: {"num_train": unsupervised.NUM_TRAIN, "num_bins": unsupervised.NUM_BINS,
+                        "use_discrete": _use_discrete(cfg)},
+    training_flag="", sampled=True, tabulated=False,
+    logged=lambda m: {k: m[k] for k in _KEYS},
+    describe=lambda m: (f"{_describe_protocols(m, 'gaussian_total_correlation')}: "
+                        + ", ".join(f"{k} {m[k]:.4f}" for k in _KEYS[1:])
+                        + f", {m['num_points']} points ({m['points']}), {m['num_bins']} bins")))

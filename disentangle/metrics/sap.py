@@ -1,0 +1,53 @@
+"""SAP score, Separated Attribute Predictability (Kumar et al. 2018, Sec. 3).
+
+As disentanglement_lib computes it (`evaluation/metrics/sap_score.py`, study settings
+`config/unsupervised_study_v1/metric_configs/sap_score.gin`: ``num_train`` = 10,000,
+``num_test`` = 5,000, ``continuous_factors=False``): for every latent i and factor k, a score
+S_ik; SAP = mean over factors of the gap between the largest and the second largest S_ik over
+the latents.
+
+Discrete factors (the study's setting): S_ik is the test accuracy of a scikit-learn
+``LinearSVC(C=0.01, class_weight='balanced')`` trained on latent i alone to predict factor k.
+Continuous factors: S_ik = Cov(z_i, v_k)^2 / (Var z_i Var v_k) (ddof 1), 0 when Var z_i <= 1e-12.
+Only factors with more than one value are scored (disentanglement_lib's dSprites has no colour
+factor). A discrete code is one latent whose classifier reads its one-hot block.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Optional, Sequence
+
+import numpy as np
+from sklearn import exceptions, svm
+
+NUM_TRAIN = 10_000
+NUM_TEST = 5_000
+SVC_C = 0.01
+
+
+def score_matrix(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
+                 y_test: np.ndarray, groups: Optional[Sequence[np.ndarray]] = None,
+                 continuous_factors: bool = False) -> np.ndarray:
+  """S [latents, factors] from features x [n, d] (``groups``: the columns of each latent)."""
+  groups = groups if groups is not None else [np.array([j]) for j in range(x_train.shape[1])]
+  out = np.zeros((len(groups), y_train.shape[1]))
+  for i, cols in enumerate(groups):
+    for k in range(y_train.shape[1]):
+      if continuous_factors:
+        cov = np.cov(x_train[:, cols[0]], y_train[:, k], ddof=1)
+        out[i, k] = cov[0, 1] ** 2 / (cov[0, 0] * cov[1, 1]) if cov[0, 0] > 1e-12 else 0.0
+        continue
+      clf = svm.LinearSVC(C=SVC_C, class_weight="balanced")
+      with warnings.catch_warnings():
+        warnings.simplefilter("ignore", exceptions.ConvergenceWarning)
+        clf.fit(x_train[:, cols], y_train[:, k])
+      out[i, k] = np.mean(clf.predict(x_test[:, cols]) == y_test[:, k])
+  return out
+
+
+def avg_diff_top_two(matrix: np.ndarray) -> float:
+  """Mean over columns of (largest - second largest) entry."""
+  top = np.sort(matrix, axis=0)
+  if len(top) < 2:
+    return float(np.mean(top[-1]))
+  return float(np.mean(top[-1] - top[-2]))

@@ -1,0 +1,56 @@
+"""DCI (Eastwood & Williams 2018) as disentanglement_lib computes it."""
+import numpy as np
+import pytest
+
+from disentangle.metrics import dci, registry
+from tests import synthetic_factors as syn
+
+D5 = np.diag(5.0 * np.ones(5))
+
+
+@pytest.mark.parametrize("matrix, d, c", [
+    (D5, 1.0, 1.0),
+    (np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]), 1.0, 1.0),
+    (np.zeros((10, 10)), 0.0, 0.0),
+    (np.vstack([D5, D5]), 1.0, 1.0 - np.log(2) / np.log(10)),
+    (D5[:2, :], 1.0, 1.0),
+    (np.hstack([D5, D5]), 1.0 - np.log(2) / np.log(10), 1.0),
+])
+def test_disentanglement_lib_importance_cases(matrix, d, c):
+  # dci_test.py's DisentanglementTest and CompletenessTest, same matrices, same answers.
+  np.testing.assert_allclose(dci.disentanglement(matrix), d, atol=1e-7)
+  np.testing.assert_allclose(dci.completeness(matrix), c, atol=1e-7)
+
+
+def _dci(latents_fn, n=300, seed=0):
+  rng = np.random.default_rng(seed)
+  y_tr, y_te = (syn.identity_observations(n, rng, 3, 4) for _ in range(2))
+  r, _, test_acc = dci.importance_matrix(latents_fn(y_tr.astype(float)), y_tr,
+                                         latents_fn(y_te.astype(float)), y_te)
+  return dci.disentanglement(r), dci.completeness(r), test_acc
+
+
+def test_disentanglement_lib_metric_cases():
+  # dci_test.py: identity in [0.9, 1]; factors shuffled within each point in [0, 0.2]; duplicated:
+  # disentanglement in [0.9, 1], completeness near 1 - log 2 / log(#codes).
+  d, c, acc = _dci(syn.identity)
+  assert d >= 0.9 and c >= 0.9 and acc >= 0.95
+  d, c, _ = _dci(syn.shuffled_per_point())
+  assert d <= 0.2 and c <= 0.2
+  d, c, _ = _dci(syn.duplicated)
+  assert d >= 0.9 and abs(c - (1 - np.log(2) / np.log(6))) < 0.1
+
+
+def test_mixed_factors_in_between():
+  d, _, _ = _dci(syn.mixed)
+  assert 0.3 < d < 0.9
+
+
+def test_registered_with_the_discrete_code_as_one_latent():
+  out = registry.run(syn.inputs(syn.code_carries_factor0), {}, names=["dci"],
+                     overrides=syn.small_settings())[0]["dci"]
+  assert out["protocol"] == "disentanglement_lib" and out["use_discrete"] is False
+  both = out["by_protocol"]["disentanglement_lib+discrete_codes"]
+  assert out["importance_matrix"].shape == (2, 3) and both["importance_matrix"].shape == (3, 3)
+  assert both["informativeness_test"] > out["informativeness_test"]
+  assert out["value"] == out["disentanglement"]
