@@ -31,19 +31,13 @@ PAPER_NUM_VOTES = registry.PAPER_NUM_VOTES
 PAPER_VOTE_BATCH = registry.PAPER_VOTE_BATCH
 MIG_NUM_POINTS = registry.MIG_NUM_POINTS
 WHOLE_DATASET_MAX = 1_000_000  # largest ground-truth set encoded whole (as the metrics)
-# Images per encoder call. On XLA:CPU small batches stay in cache: on the 2-core machine this was
-# written on (dSprites 64x64, median of 3 interleaved rounds, other jobs running) the beta-VAE
-# encoder ran at ~1,900 images/s at batch 100 vs ~1,100 at 1000, CascadeVAE's represent (encoder
-# + 3 decoder passes) at ~195 vs ~150. Accelerators want large batches.
+# Images per encoder call. On XLA:CPU small batches stay in cache and run faster per image than
+# large ones; accelerators want large batches. Timings: benchmarks/README.md, "Evaluation batches".
 CPU_BATCH_SIZE = 192
 ACCELERATOR_BATCH_SIZE = 1000
 # Rows per step of `micro_batched` on CPU: each host call (CPU_BATCH_SIZE images) runs as a loop of
-# micro-batches inside one program, cache-sized without the per-call dispatch cost. CascadeVAE
-# dSprites m6 `represent` (encoder + 3 decoder passes), quiet 2-core CPU, images/s by (call batch,
-# micro-batch): (96, none) 1,525, (96, 16) 2,188, (192, none) 1,631, (192, 16) 2,394,
-# (192, 32) 2,447; decoder passes one class at a time (`cascade.unary_batching`). Re-measured with
-# the wide transposed-conv forward, us per image: (192, 32) 384, (384, 32) 380, (96, 32) 394,
-# (192, 16) 428, (192, 48) 446, (192, 64) 482.
+# micro-batches inside one program, cache-sized without the per-call dispatch cost
+# (benchmarks/README.md, "Evaluation batches").
 CPU_MICRO_BATCH = 32
 
 

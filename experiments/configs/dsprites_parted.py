@@ -33,7 +33,7 @@ report only the direction (labels10000 > unsup, no_bc < labels3686), marked not 
 ``cpu``: :data:`CPU_FRACTION` = 1/30 of the schedule, one epoch (11,520 iterations, capacities
 over 10,000, plateau epoch 384), evaluated at the end only. Not the other configs' 1/5: a step takes
 ~115 ms on this 2-core machine (benchmarks.train_step, quiet; the labelled step more), so 1/5
-would be 2.2 h or more per run. Measured on rendered images, seed 0 (README): unsup 72.7,
+would be 2.2 h or more per run. Measured on rendered images, seed 0 (docs/results.md): unsup 72.7,
 labels10000 90.9 (not comparable; two runs sharing the 2 cores, 46 and 59 min).
 ``smoke``: 300 steps on rendered dSprites (not comparable).
 

@@ -14,7 +14,7 @@ accuracy on the last 10,000, report the test figure there and at the final step)
 
 ``betal2``: beta_l = 2.0, the paper's other CascadeVAE value (Table 1, m = 4). The default stays
 1.0 (the paper text's value for m = 6 and for CascadeVAE-C; nothing is stated for MNIST). The
-beta_l sweep at the ``cpu`` budget with ``best_validation`` (README, one seed each; accuracy on
+beta_l sweep at the ``cpu`` budget with ``best_validation`` (docs/results.md, one seed each; accuracy on
 valid10k at the final step / best): 0.5: 61.7 / 66.2, 1: 54.9 / 66.8, 2: 79.0 / 79.0,
 4: 76.4 / 77.0; test at the final step 63.5, 55.5, 79.2, 77.9 %.
 
