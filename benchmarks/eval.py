@@ -16,7 +16,7 @@ Prints one JSON line, on freshly initialised parameters (the cost does not depen
 - ``represent_images_per_s``: jitted ``method.represent`` at ``batch_size`` (CascadeVAE: encoder
   plus S decoder passes for the discrete code); ``encoder_images_per_s``: the encoder alone;
   ``represent_images_per_s_at_encode_batch``: ``represent`` at the batch the score's encoding
-  uses (``encode_batch_size``, default `encodings.default_batch_size()`: 100 on CPU);
+  uses (``encode_batch_size``, default `encodings.default_batch_size()`: 192 on CPU);
   ``render_images_per_s``: producing dSprites images on the host (``get_images``);
 - the score exactly as `evaluation.evaluate_run` computes it (the same functions): the images of
   ``num_images`` grid rows (default all 737,280; else a random subset) rendered and encoded once
@@ -25,7 +25,7 @@ Prints one JSON line, on freshly initialised parameters (the cost does not depen
   votes x 100, global variances over all encoded points), ``mig_s`` (10,000 points, histogram),
   ``shape_accuracy_s`` (Hungarian over all encoded points). ``full_score_s`` = encode + score
   core for the whole grid (extrapolated linearly in the encoding when ``num_images`` is smaller;
-  ``extrapolated`` says so), ``full_render_s`` likewise; ``target_s`` = 300 (the issue's five
+  ``extrapolated`` says so), ``full_render_s`` likewise; ``target_s`` = 300 (five
   minutes). The 1-minute load average is recorded before and after: on a shared machine the
   figures scale with the other processes' load.
 """

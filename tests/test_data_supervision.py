@@ -218,7 +218,7 @@ def _cell_tuples(factors):
 
 def test_dsprites_stratified_covers_the_144_cells_before_repeating(rendered_dsprites):
   ds = rendered_dsprites
-  # Visiting order of the issue: shape fastest, then scale, then the o / x / y halves.
+  # The rule's visiting order: shape fastest, then scale, then the o / x / y halves.
   order = [(s, c, o, x, y) for y, x, o, c, s in
            itertools.product(range(2), range(2), range(2), range(6), range(3))]
   for n in (144, 288, 150):
