@@ -13,8 +13,8 @@ FashionMNIST (Figs. 8 and 9), e.g. `values=np.linspace(-2, 2, 10)`. The discrete
 PartedVAE's pictures (Figs. 4-10) take plain arrays (the mixture prior's means, log-variances and
 p(c)) and a decode function: `traversal_rows_grid` (u_i over its prior's range),
 `attribute_transfer_grid` (Fig. 5), `prior_components_figure` (Figs. 7, 10), `generation_grid`
-(samples of the generative process, Sec. 4.4); the evaluator writes them
-(`disentangle.evaluation.evaluator.mixture_pictures`).
+(samples of the generative process, Sec. 4.4); `mixture_pictures` draws them all, for
+PartedVAE's ``evaluation_pictures`` hook, which the evaluator writes.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import numpy as np
 from PIL import Image
 
 from disentangle import atomic
+from disentangle import metrics
 
 
 def _as_nhwc(images: np.ndarray) -> np.ndarray:
@@ -388,3 +389,53 @@ def prior_components_figure(means, logvars, weights, values, images, *,
                 aspect="auto", interpolation="nearest")
   ax_img.set_axis_off()
   return _figure_to_array(fig)
+
+
+def mixture_pictures(prior: dict, decode_latent, images: np.ndarray, rep: metrics.Representation,
+                     *, span: float = 2.0, values: Optional[np.ndarray] = None,
+                     seed: int = 0) -> dict:
+  """PartedVAE's pictures as RGB arrays {kind: [H, W, C]}:
+
+  - ``z_traversal``: the class-independent z of the first image, dims sorted by KL, over
+    (-span, span) (Figs. 4, 6a, 9);
+  - ``u_traversal``: every dimension of every u_i over the range of its prior components (Figs.
+    4, 6b);
+  - ``attribute_transfer``: z of the first row's images into the left column's (Fig. 5);
+  - ``prior_<name>``: per variable, p(c_i = k) p_psi(u_i | c_i = k) of u_i's dimension whose
+    component means are the most spread, with images along it (Figs. 7, 10);
+  - ``samples``: the generative process, one row per class of c_1 (Sec. 4.4), seeded.
+
+  ``prior``: the mixture prior as plain arrays, ``means`` / ``logvars`` [L_i, d_u] and
+  ``weights`` p(c_i) [L_i] per variable, ``z_dim``, ``u_dim`` and the variables' ``names``;
+  ``decode_latent``: concat(z, u_1, ..., u_K) [k, d_z + K d_u] -> images.
+  """
+  z_dim, u_dim = prior["z_dim"], prior["u_dim"]
+  values = np.linspace(-span, span, 10) if values is None else np.asarray(values)
+  base = rep.mean[0]
+  out = {}
+  if z_dim:
+    kl = (metrics.kl_per_dim(rep.mean[:, :z_dim], rep.logvar[:, :z_dim])
+          if rep.logvar is not None else np.var(rep.mean[:, :z_dim], 0))
+    out["z_traversal"] = traversal_grid(decode_latent, base, np.argsort(-kl), values)
+  dims, rows = [], []
+  for i, (mu, lv) in enumerate(zip(prior["means"], prior["logvars"])):
+    for j in range(u_dim):
+      dims.append(z_dim + i * u_dim + j)
+      rows.append(prior_span(mu[:, j], lv[:, j], len(values)))
+  out["u_traversal"] = traversal_rows_grid(decode_latent, base, dims, rows)
+  half = min(8, len(images) // 2)
+  if half:
+    out["attribute_transfer"] = attribute_transfer_grid(
+        decode_latent, rep.mean[:half], rep.mean[half:2 * half], range(z_dim),
+        keep_images=images[:half], give_images=images[half:2 * half])
+  for i, (mu, lv, w) in enumerate(zip(prior["means"], prior["logvars"], prior["weights"])):
+    j = int(np.argmax(np.var(mu, axis=0)))
+    along = prior_span(mu[:, j], lv[:, j], len(values))
+    latents = np.tile(base, (len(along), 1))
+    latents[:, z_dim + i * u_dim + j] = along
+    out[f"prior_{prior['names'][i]}"] = prior_components_figure(
+        mu[:, j], lv[:, j], w, along, decode_latent(latents),
+        title=f"{prior['names'][i]}: p(c=k) p(u_{i}[{j}] | c=k)")
+  out["samples"] = generation_grid(decode_latent, np.random.default_rng(seed), z_dim,
+                                   prior["means"], prior["logvars"], prior["weights"])
+  return out

@@ -149,8 +149,7 @@ def test_loss_equals_numpy_assembly(b_kl, predictor_input):
   method = methods.build(config, data.image_shape)
   params = method.init(jax.random.PRNGKey(0)).params
   batch, rng = _batch(data), jax.random.PRNGKey(4)
-  loss, metrics, _ = method.loss_terms(params["vae"], params["discriminator"], batch["image"],
-                                       batch["attributes"], rng)
+  loss, (metrics, _) = method.vae_terms(params, batch, rng)
   rec, kl, log_p_a, tc = _terms_by_hand(method, params, batch, rng, b_kl, predictor_input)
   f = config.ffvae
   np.testing.assert_allclose(float(metrics["predictor_log_lik"]), log_p_a, rtol=1e-5, atol=1e-5)
@@ -173,8 +172,8 @@ def test_tc_term_sign_and_alpha_gamma_zero_is_the_vae_loss():
     # a discriminator sure that every sample is real: logit_real - logit_fake = +5 everywhere
     disc = jax.tree_util.tree_map(jnp.zeros_like, params["discriminator"])
     disc["logits"]["bias"] = jnp.array([5.0, 0.0])
-    out[alpha, gamma] = float(method.loss_terms(params["vae"], disc, batch["image"],
-                                                batch["attributes"], rng)[0])
+    out[alpha, gamma] = float(method.vae_terms(dict(params, discriminator=disc), batch,
+                                               rng)[0])
   rec, kl, log_p_a, _ = _terms_by_hand(method, params, batch, rng)
   np.testing.assert_allclose(out[0.0, 0.0], rec + kl, rtol=1e-5)  # the beta = 1 VAE
   np.testing.assert_allclose(out[0.0, 1.0] - out[0.0, 0.0], 5.0, rtol=1e-4)  # + gamma * TC

@@ -138,8 +138,8 @@ def test_mixture_pictures_from_plain_arrays():
     calls.append(np.array(z))
     return np.clip(spell(z)[:, :, :4], 0, 1)
   images = spell(rep.mean)[:, :, :4]
-  out = evaluator_lib.mixture_pictures(prior, decode, images, rep, span=0.4,
-                                       values=np.linspace(0.1, 0.5, 3))
+  out = viz.mixture_pictures(prior, decode, images, rep, span=0.4,
+                             values=np.linspace(0.1, 0.5, 3))
   assert set(out) == {"z_traversal", "u_traversal", "attribute_transfer", "prior_hair",
                       "prior_smile", "samples"}
   # u traversal: u_0 (dim 2) spans its prior components 0.1 - 0.2 .. 0.9 + 0.2.

@@ -82,7 +82,7 @@ def jit_represent(method, config=None, micro_batch: Optional[int] = -1) -> Calla
   """
   if micro_batch == -1:
     micro_batch = default_micro_batch()
-  if not getattr(method, "rowwise_represent", True):
+  if not method.rowwise_represent:
     micro_batch = None
   return host.jit(micro_batched(method.represent, micro_batch), config)
 

@@ -84,7 +84,8 @@ def eval_indices(config, num_examples: int) -> np.ndarray:
 def save_pictures(method, params, images: np.ndarray, rep: metrics.Representation,
                   img_dir: pathlib.Path, *, dataset_name: str, prefix: str = "",
                   decode=None, reconstruct=None) -> dict:
-  """Reconstructions, traversals sorted by KL and the discrete traversal; {kind: path}."""
+  """Reconstructions, traversals sorted by KL, the discrete traversal and the method's own
+  pictures (``method.evaluation_pictures``, e.g. PartedVAE's); {kind: path}."""
   img_dir.mkdir(parents=True, exist_ok=True)
   decode = decode or host.jit(method.decode)
   reconstruct = reconstruct or host.jit(method.reconstruct)
@@ -113,80 +114,12 @@ def save_pictures(method, params, images: np.ndarray, rep: metrics.Representatio
     viz.save_image_grid(paths["discrete_traversal"],
                         viz.discrete_traversal_grid(decode_d, rep.mean[:8], method.num_discrete),
                         nrow=8)
-  prior = mixture_prior(method, params)
-  if prior is not None:
-    def decode_latent(z):  # concat(z, u) decoded as it is (d = None)
-      return np.asarray(decode(params, jnp.asarray(z, jnp.float32), None))
-    pictures = mixture_pictures(prior, decode_latent, images, rep, span=span, values=values)
-    for kind, picture in pictures.items():
-      paths[kind] = img_dir / f"{prefix}{kind}.png"
-      viz.save_image(paths[kind], picture)
+  pictures = method.evaluation_pictures(params, images, rep, decode=decode, span=span,
+                                       values=values)
+  for kind, picture in pictures.items():
+    paths[kind] = img_dir / f"{prefix}{kind}.png"
+    viz.save_image(paths[kind], picture)
   return paths
-
-
-def mixture_prior(method, params) -> Optional[dict]:
-  """The mixture prior of a method with class-related codes u (PartedVAE) as plain arrays, or
-  None: read through ``method.prior_components(vae_params)`` ([(means [L_i, d_u], logvars)] per
-  variable) and ``method.prior_c`` (p(c_i) per variable), with ``latent_dim`` (d_z) and ``u_dim``;
-  names from the method's `BatchSpec.targets` when they match the variables."""
-  components = getattr(method, "prior_components", None)
-  weights = getattr(method, "prior_c", None)
-  if components is None or weights is None or not hasattr(method, "u_dim"):
-    return None
-  pairs = components(params["vae"])
-  names = tuple(method.batch_spec(method.config).targets)
-  if len(names) != len(pairs):
-    names = tuple(f"c{i}" for i in range(len(pairs)))
-  return {"means": [np.asarray(m, np.float64) for m, _ in pairs],
-          "logvars": [np.asarray(v, np.float64) for _, v in pairs],
-          "weights": [np.asarray(w, np.float64) for w in weights],
-          "z_dim": int(method.latent_dim), "u_dim": int(method.u_dim), "names": names}
-
-
-def mixture_pictures(prior: dict, decode_latent, images: np.ndarray, rep: metrics.Representation,
-                     *, span: float = 2.0, values: Optional[np.ndarray] = None,
-                     seed: int = 0) -> dict:
-  """PartedVAE's pictures as RGB arrays {kind: [H, W, C]} (see `viz`):
-
-  - ``z_traversal``: the class-independent z of the first image, dims sorted by KL, over
-    (-span, span) (Figs. 4, 6a, 9);
-  - ``u_traversal``: every dimension of every u_i over the range of its prior components (Figs.
-    4, 6b);
-  - ``attribute_transfer``: z of the first row's images into the left column's (Fig. 5);
-  - ``prior_<name>``: per variable, p(c_i = k) p_psi(u_i | c_i = k) of u_i's dimension whose
-    component means are the most spread, with images along it (Figs. 7, 10);
-  - ``samples``: the generative process, one row per class of c_1 (Sec. 4.4), seeded.
-  """
-  z_dim, u_dim = prior["z_dim"], prior["u_dim"]
-  values = np.linspace(-span, span, 10) if values is None else np.asarray(values)
-  base = rep.mean[0]
-  out = {}
-  if z_dim:
-    kl = (metrics.kl_per_dim(rep.mean[:, :z_dim], rep.logvar[:, :z_dim])
-          if rep.logvar is not None else np.var(rep.mean[:, :z_dim], 0))
-    out["z_traversal"] = viz.traversal_grid(decode_latent, base, np.argsort(-kl), values)
-  dims, rows = [], []
-  for i, (mu, lv) in enumerate(zip(prior["means"], prior["logvars"])):
-    for j in range(u_dim):
-      dims.append(z_dim + i * u_dim + j)
-      rows.append(viz.prior_span(mu[:, j], lv[:, j], len(values)))
-  out["u_traversal"] = viz.traversal_rows_grid(decode_latent, base, dims, rows)
-  half = min(8, len(images) // 2)
-  if half:
-    out["attribute_transfer"] = viz.attribute_transfer_grid(
-        decode_latent, rep.mean[:half], rep.mean[half:2 * half], range(z_dim),
-        keep_images=images[:half], give_images=images[half:2 * half])
-  for i, (mu, lv, w) in enumerate(zip(prior["means"], prior["logvars"], prior["weights"])):
-    j = int(np.argmax(np.var(mu, axis=0)))
-    along = viz.prior_span(mu[:, j], lv[:, j], len(values))
-    latents = np.tile(base, (len(along), 1))
-    latents[:, z_dim + i * u_dim + j] = along
-    out[f"prior_{prior['names'][i]}"] = viz.prior_components_figure(
-        mu[:, j], lv[:, j], w, along, decode_latent(latents),
-        title=f"{prior['names'][i]}: p(c=k) p(u_{i}[{j}] | c=k)")
-  out["samples"] = viz.generation_grid(decode_latent, np.random.default_rng(seed), z_dim,
-                                       prior["means"], prior["logvars"], prior["weights"])
-  return out
 
 
 def code_named_by_labels(method) -> bool:

@@ -33,7 +33,6 @@ import jax.numpy as jnp
 import ml_collections
 
 from disentangle import config as config_lib
-from disentangle import losses
 from disentangle.methods import base
 
 
@@ -71,13 +70,7 @@ class AnchorVAE(base.VAEMethod):
           f"({self.latent_dim})")
     self.betas = anchor_betas(self.latent_dim, a.num_anchor, a.beta_low, a.beta_high)
 
-  def loss(self, params, batch, rng, t):
-    del t
-    vae_params = params["vae"]
-    x = batch["image"]
-    mean, logvar = self.encode(vae_params, x)
-    z = losses.reparameterize(rng, mean, logvar)
-    rec = -jnp.mean(self.log_likelihood(self.decode_logits(vae_params, z), x))
-    kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
-    loss = rec + jnp.sum(self.betas * kl) + self.regularizer(vae_params)
-    return loss, dict(loss=loss, reconstruction=rec, **base.kl_metrics(kl))
+  def latent_regularizer(self, params, outputs, rng, t):
+    """sum_j beta_j KL_j with the anchors' beta_l and the rest's beta_h (module docstring)."""
+    del params, rng, t
+    return jnp.sum(self.betas * outputs.kl), {}

@@ -10,10 +10,14 @@ owns pure functions only:
   ``batch`` the pipeline's dict (``"image"``; ``"targets"`` etc. when ``batch_spec`` asks),
   ``rng`` the step's key, ``t = step + 1`` the iteration counted from 1 (the papers'
   schedules), ``aux`` a flat dict of scalar (or small vector) metrics, read on host only at
-  log steps;
+  log steps. Default: :meth:`VAEMethod.elbo`, the Gaussian ELBO whose KL term is the method's
+  ``latent_regularizer(params, outputs, rng, t) -> (scalar, metrics)`` (default the KL itself:
+  the plain VAE), so a method that is "reconstruction + a regulariser" writes only that hook;
 - ``represent(params, images) -> dict`` with ``mean``, ``logvar`` and, for methods with a
   discrete code, ``discrete`` (int) — what the metrics see;
-- ``reconstruct(params, images)`` and ``decode(params, z, d)`` -> pixel means.
+- ``reconstruct(params, images)`` and ``decode(params, z, d)`` -> pixel means;
+- ``evaluation_pictures(params, images, rep, *, decode, span, values) -> {name: RGB array}``:
+  pictures of its own that the evaluator writes beside the shared ones (default none).
 
 :meth:`VAEMethod.train_step` is the one step: rng = ``fold_in(state.rng, state.step)``, t =
 ``state.step + 1``, the gradient of ``loss`` with respect to every group, then every optimiser
@@ -24,7 +28,7 @@ gradients at the same parameters, through two losses), built from :meth:`step_ke
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import flax
 import jax
@@ -43,6 +47,15 @@ class TrainState:
   params: Any        # {'vae': {'encoder': ..., 'decoder': ...}, ...}: one tree per group
   opt_state: Any     # {'vae': optax state, ...}: one state per optimiser name
   rng: jax.Array     # base key; the step's key is fold_in(rng, step)
+
+
+class ElboOutputs(NamedTuple):
+  """What :meth:`VAEMethod.elbo` computed on a batch, handed to ``latent_regularizer``."""
+  batch: dict           # the pipeline's batch ("image", and what ``batch_spec`` asks)
+  mean: jax.Array       # [B, m] posterior means
+  logvar: jax.Array     # [B, m] posterior log-variances
+  z: jax.Array          # [B, m] the sample the decoder saw (``posterior_sample``)
+  kl: jax.Array         # [m] mean over the batch of KL(q(z_j | x) || N(0, 1))
 
 
 def adam(config) -> optax.GradientTransformation:
@@ -163,9 +176,50 @@ class VAEMethod:
     wd = self.config.weight_decay
     return losses.l2_kernel_penalty(vae_params, wd) if wd else jnp.zeros((), jnp.float32)
 
+  def posterior_sample(self, rng, mean, logvar):
+    """(z [B, m], KL per example and dimension [B, m]) of the ELBO: a reparameterised sample
+    of q(z | x) and its closed-form KL to N(0, I) (CascadeVAE Eq. 1, footnote 1)."""
+    return losses.reparameterize(rng, mean, logvar), losses.gaussian_kl_per_dim(mean, logvar)
+
+  def latent_regularizer(self, params, outputs: ElboOutputs, rng, t):
+    """(term, metrics): what :meth:`elbo` adds to the reconstruction; here sum_j KL_j, the
+    plain VAE (Kingma & Welling 2013). ``rng`` is independent of the posterior sample."""
+    del params, rng, t
+    return jnp.sum(outputs.kl), {}
+
+  def elbo(self, params, batch, rng, t):
+    """(loss, (metrics, outputs)): the Gaussian ELBO with the method's regulariser.
+
+    loss = -1/B sum_b log p(x_b | z_b) + ``latent_regularizer`` + weight decay, with z_b from
+    ``posterior_sample(rng, ...)`` and the regulariser's key ``fold_in(rng, 1)``. Metrics:
+    ``loss``, ``reconstruction``, the regulariser's, ``kl`` and ``kl_per_dim`` (analytic).
+    """
+    vae_params = params["vae"]
+    x = batch["image"]
+    mean, logvar = self.encode(vae_params, x)
+    z, kl_per_example = self.posterior_sample(rng, mean, logvar)
+    rec = -jnp.mean(self.log_likelihood(self.decode_logits(vae_params, z), x))
+    outputs = ElboOutputs(batch, mean, logvar, z, jnp.mean(kl_per_example, axis=0))
+    term, extra = self.latent_regularizer(params, outputs, jax.random.fold_in(rng, 1), t)
+    loss = rec + term + self.regularizer(vae_params)
+    metrics = dict(loss=loss, reconstruction=rec, **extra, **kl_metrics(outputs.kl))
+    return loss, (metrics, outputs)
+
   def loss(self, params, batch, rng, t):
-    """(loss, metrics) of one batch at iteration t; every method defines it."""
-    raise NotImplementedError
+    """(loss, metrics) of one batch at iteration t: :meth:`elbo` unless the method's loss is
+    not "reconstruction + regulariser" (CascadeVAE, JointVAE, PartedVAE override it)."""
+    loss, (metrics, _) = self.elbo(params, batch, rng, t)
+    return loss, metrics
+
+  def evaluation_pictures(self, params, images, rep, *, decode, span: float,
+                          values) -> dict:
+    """{name: RGB array [H, W, C]}: the method's own pictures at an evaluation step, written
+    by the evaluator as ``<name>.png`` beside the shared ones (reconstructions, traversals,
+    discrete traversal). ``images`` [n, H, W, C] and ``rep`` (a ``metrics.Representation``)
+    are the evaluation images and their encodings, ``decode(params, z, d)`` the jitted
+    :meth:`decode`, ``span`` / ``values`` the traversal range of the data set. Default: none."""
+    del params, images, rep, decode, span, values
+    return {}
 
   # -- the step --------------------------------------------------------------------------------
   def step_key(self, state: TrainState):

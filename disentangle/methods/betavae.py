@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import ml_collections
 
 from disentangle import config as config_lib
-from disentangle import losses
 from disentangle.methods import base
 
 
@@ -27,13 +26,7 @@ STEP_FIELDS = ()  # no field counts iterations
 class BetaVAE(base.VAEMethod):
   name = "betavae"
 
-  def loss(self, params, batch, rng, t):
-    del t  # constant weights
-    vae = params["vae"]
-    x = batch["image"]
-    mean, logvar = self.encode(vae, x)
-    z = losses.reparameterize(rng, mean, logvar)
-    rec = -jnp.mean(self.log_likelihood(self.decode_logits(vae, z), x))
-    kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
-    loss = rec + jnp.sum(self.config.betavae.beta * kl) + self.regularizer(vae)
-    return loss, dict(loss=loss, reconstruction=rec, **base.kl_metrics(kl))
+  def latent_regularizer(self, params, outputs, rng, t):
+    """beta sum_j KL_j (CascadeVAE Eq. 1), constant over training."""
+    del params, rng, t
+    return jnp.sum(self.config.betavae.beta * outputs.kl), {}

@@ -20,7 +20,6 @@ import ml_collections
 import optax
 
 from disentangle import config as config_lib
-from disentangle import losses
 from disentangle.methods import base
 from disentangle.methods import discriminator as disc_lib
 from disentangle.methods import optimizers as optim
@@ -77,24 +76,26 @@ class FactorVAE(base.VAEMethod):
     return dict(super().make_optimizers(), discriminator=optim.optimizer(
         "discriminator", optax.adam(f.disc_learning_rate, b1=f.disc_b1, b2=f.disc_b2)))
 
-  def vae_terms(self, params, batch, rng):
-    """(VAE loss, (metrics, z)): Kim & Mnih Eq. 2 with the TC estimate at the sampled z."""
-    f = self.config.factorvae
-    vae_params = params["vae"]
-    x = batch["image"]
-    mean, logvar = self.encode(vae_params, x)
-    z = losses.reparameterize(rng, mean, logvar)
-    rec = -jnp.mean(self.log_likelihood(self.decode_logits(vae_params, z), x))
-    kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
+  def tc_estimate(self, params, z):
+    """TC_hat = mean over the batch of logit_real - logit_fake of D at the sampled z."""
     logits = self.discriminator.apply({"params": params["discriminator"]}, z)
-    tc = jnp.mean(disc_lib.density_ratio(logits))
-    loss = rec + f.beta * jnp.sum(kl) + f.gamma * tc + self.regularizer(vae_params)
-    return loss, (dict(loss=loss, reconstruction=rec, tc_estimate=tc, **base.kl_metrics(kl)), z)
+    return jnp.mean(disc_lib.density_ratio(logits))
+
+  def latent_regularizer(self, params, outputs, rng, t):
+    """beta sum_j KL_j + gamma TC_hat (Kim & Mnih Eq. 2)."""
+    del rng, t
+    f = self.config.factorvae
+    tc = self.tc_estimate(params, outputs.z)
+    return f.beta * jnp.sum(outputs.kl) + f.gamma * tc, dict(tc_estimate=tc)
+
+  def vae_terms(self, params, batch, rng, t=None):
+    """(VAE loss, (metrics, z)): the ELBO with the TC term, and the sample D is trained on."""
+    loss, (metrics, outputs) = self.elbo(params, batch, rng, t)
+    return loss, (metrics, outputs.z)
 
   def loss(self, params, batch, rng, t):
     """The VAE loss (the one the ``vae`` optimiser follows) and its metrics."""
-    del t
-    loss, (metrics, _) = self.vae_terms(params, batch, jax.random.split(rng)[0])
+    loss, (metrics, _) = self.vae_terms(params, batch, jax.random.split(rng)[0], t)
     return loss, metrics
 
   def permute(self, rng, z):
@@ -112,10 +113,10 @@ class FactorVAE(base.VAEMethod):
 
   def train_step(self, state, batch):
     """Both gradients at the same parameters, then both updates (Kim & Mnih, Algorithm 2)."""
-    rng, _ = self.step_key(state)
+    rng, t = self.step_key(state)
     k_vae, k_perm = jax.random.split(rng)
     (vae_loss, (metrics, z)), vae_grads = self.gradients(self.vae_terms, state.params, batch,
-                                                         k_vae)
+                                                         k_vae, t)
     (disc_loss, disc_metrics), disc_grads = self.gradients(self.disc_loss, state.params, z,
                                                            k_perm)
     state = self.apply_update(state, "vae", vae_grads["vae"], value=vae_loss)

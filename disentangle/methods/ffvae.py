@@ -41,7 +41,6 @@ would settle each):
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
@@ -219,33 +218,28 @@ class FFVAE(factorvae.FactorVAE):
   def num_sensitive(self) -> int:
     return len(self.sensitive)
 
-  def loss_terms(self, vae_params, disc_params, images, attributes, rng):
-    """(loss, metrics, [z, b] sample) of one minibatch (module docstring)."""
-    f = self.config.ffvae
-    nz = self.latent_dim - self.num_sensitive
-    mean, logvar = self.encode(vae_params, images)
-    code = losses.reparameterize(rng, mean, logvar)
-    kl_per_dim = losses.gaussian_kl_per_dim(mean, logvar)
-    if not f.b_kl:  # b deterministic: its mean, no KL
+  def posterior_sample(self, rng, mean, logvar):
+    """A sample of [z, b] and its KL per example and dimension; ``b_kl=False``: b is its mean,
+    with no KL."""
+    code, kl_per_dim = super().posterior_sample(rng, mean, logvar)
+    if not self.config.ffvae.b_kl:
+      nz = self.latent_dim - self.num_sensitive
       code = jnp.concatenate([code[:, :nz], mean[:, nz:]], axis=1)
       kl_per_dim = kl_per_dim * (jnp.arange(self.latent_dim) < nz)
-    rec = -jnp.mean(self.log_likelihood(self.decode_logits(vae_params, code), images))
-    kl = jnp.mean(kl_per_dim, axis=0)
-    b_in = code[:, nz:] if f.predictor_input == "sample" else mean[:, nz:]
-    log_p_a = jnp.mean(predictor_log_likelihood(b_in, attributes))
-    logits = self.discriminator.apply({"params": disc_params}, code)
-    tc = jnp.mean(disc_lib.density_ratio(logits))
-    loss = rec + jnp.sum(kl) - f.alpha * log_p_a + f.gamma * tc + self.regularizer(vae_params)
-    accuracy = jnp.mean((b_in > 0) == (attributes > 0), axis=0)
-    metrics = dict(loss=loss, reconstruction=rec, tc_estimate=tc, predictor_log_lik=log_p_a,
-                   predictor_accuracy=accuracy, **base.kl_metrics(kl))
-    return loss, metrics, code
+    return code, kl_per_dim
 
-  def vae_terms(self, params, batch, rng):
-    """(VAE loss, (metrics, [z, b])): the interface of FactorVAE's step."""
-    loss, metrics, code = self.loss_terms(params["vae"], params["discriminator"],
-                                          batch["image"], batch["attributes"], rng)
-    return loss, (metrics, code)
+  def latent_regularizer(self, params, outputs, rng, t):
+    """KL - alpha mean sum_j log p(a_j | b_j) + gamma TC_hat (Eqs. 4-6; module docstring)."""
+    del rng, t
+    f = self.config.ffvae
+    nz = self.latent_dim - self.num_sensitive
+    attributes = outputs.batch["attributes"]
+    b_in = outputs.z[:, nz:] if f.predictor_input == "sample" else outputs.mean[:, nz:]
+    log_p_a = jnp.mean(predictor_log_likelihood(b_in, attributes))
+    tc = self.tc_estimate(params, outputs.z)
+    accuracy = jnp.mean((b_in > 0) == (attributes > 0), axis=0)
+    term = jnp.sum(outputs.kl) - f.alpha * log_p_a + f.gamma * tc
+    return term, dict(tc_estimate=tc, predictor_log_lik=log_p_a, predictor_accuracy=accuracy)
 
   def permute(self, rng, code):
     """The fake samples: z permuted as one block, each b_j alone, globally or per shard."""

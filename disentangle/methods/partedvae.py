@@ -48,17 +48,21 @@ patience + 1 bad epochs); optax reduces after ``patience`` bad ones, so it gets 
 Evaluation interface: ``represent`` -> mean = concat(mu_z, mu_u), logvar likewise (the authors'
 representation), ``discrete`` = argmax of the first variable, ``discrete_codes`` [n, K] every
 argmax; ``decode(params, z, d)`` takes z = concat(z, u) and a d >= 0 replaces u_1 by the prior mean
-mu_{1,d} (the decoder does not see c); ``generate`` samples the generative process (Sec. 4.4).
+mu_{1,d} (the decoder does not see c); ``generate`` samples the generative process (Sec. 4.4);
+``evaluation_pictures`` draws Figs. 4-10 for the evaluator (`viz.mixture_pictures`).
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
 from disentangle import config as config_lib
 from disentangle import losses
 from disentangle import mixture
 from disentangle import schedules
 from disentangle import sharding
+from disentangle import viz
 from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.methods import base
 from disentangle.methods import categorical
@@ -337,3 +341,24 @@ class PartedVAE(base.VAEMethod):
       eps = jax.random.normal(keys[2 * i + 1], (num, self.u_dim))
       parts.append(means[c0] + jnp.exp(0.5 * logvars[c0]) * eps)
     return jax.nn.sigmoid(self.decode_logits(params["vae"], jnp.concatenate(parts, axis=-1)))
+
+  def mixture_prior(self, params) -> dict:
+    """The mixture prior as plain arrays for `viz.mixture_pictures`: per variable the component
+    means and log-variances [L_i, d_u] and p(c_i) [L_i], d_z, d_u, and the variables' names
+    (``parted.targets`` when they name every variable, else c0, c1, ...)."""
+    pairs = self.prior_components(params["vae"])
+    names = tuple(self.batch_spec(self.config).targets)
+    if len(names) != len(pairs):
+      names = tuple(f"c{i}" for i in range(len(pairs)))
+    return {"means": [np.asarray(m, np.float64) for m, _ in pairs],
+            "logvars": [np.asarray(v, np.float64) for _, v in pairs],
+            "weights": [np.asarray(w, np.float64) for w in self.prior_c],
+            "z_dim": int(self.latent_dim), "u_dim": int(self.u_dim), "names": names}
+
+  def evaluation_pictures(self, params, images, rep, *, decode, span, values) -> dict:
+    """z and u traversals, attribute transfer, prior components, samples (Figs. 4-10;
+    `viz.mixture_pictures`), concat(z, u) decoded as it is (d = None)."""
+    def decode_latent(z):
+      return np.asarray(decode(params, jnp.asarray(z, jnp.float32), None))
+    return viz.mixture_pictures(self.mixture_prior(params), decode_latent, images, rep,
+                                span=span, values=values)
