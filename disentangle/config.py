@@ -26,6 +26,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.seed = 0
   c.num_seeds = 1             # >1 trains independent seeds at once, one run dir each
   c.seed_layout = "auto"      # num_seeds > 1: 'vmap', 'unroll', 'auto' (unroll on CPU; train/seeds.py)
+  c.sweep = ""                # 'field=v1|v2;field2=...': a grid of runs x seeds (train/runs.py)
   c.num_steps = 1000
   c.batch_size = 64           # the global batch, split over all devices / processes
   c.weight_decay = 0.0        # L2 on kernels added to the loss (authors' CascadeVAE code: 4e-5)
@@ -96,6 +97,8 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.num_devices = 0          # 0 = all devices
+  c.mesh.runs = 0                 # devices along the runs axis (0 = as many as divide the runs)
+  c.mesh.data = 0                 # devices splitting each batch (0 = the devices left)
   c.xla = ml_collections.ConfigDict()
   c.xla.cpu_ynn_dot = True        # XLA:CPU: YNNPACK for dots only, not convs (train/host.py; ~1.5x)
   c.distributed = ml_collections.ConfigDict()
@@ -267,6 +270,8 @@ RULES: dict[str, Rule] = {
     "eval.use_discrete": one_of("protocol", "include", "exclude"),
     "eval.select": one_of("final", "best_validation", "best_metric"),
     "mesh.num_devices": NONNEG,
+    "mesh.runs": NONNEG,
+    "mesh.data": NONNEG,
 }
 
 

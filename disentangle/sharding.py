@@ -15,6 +15,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 DATA_AXIS = "data"
+RUNS_AXIS = "runs"     # the runs of one program (seeds x sweep points), on a 2-D mesh
 BATCH = P(DATA_AXIS)   # an array sharded along its leading (batch) axis
 REPLICATED = P()       # an array every shard sees whole
 

@@ -15,10 +15,19 @@ Loss of one minibatch at iteration t (Algorithm 1, Eq. 6):
   CascadeVAE-C ablation (no discrete code).
 - No KL term for d (its prior term is the pairwise penalty, Lemma 1).
 
+Before t_d nothing of the discrete branch runs in the trainer: it compiles one program per phase
+(:meth:`CascadeVAE.phase` of the host's step number, :meth:`CascadeVAE.for_phase`) and switches
+at t_d, so neither the S unary decoder passes nor the host assignment run before t_d, under
+``vmap`` too (where a ``lax.cond`` on a batched step counter would become a ``select`` running
+both branches), and no predicate is read back per step. A method called directly (no phase)
+decides on device with ``lax.cond``; both give the same numbers.
+
 Inference for new data: d = argmax_k log p(x | mu(x), e_k) (``eval_discrete='argmax'``) or the
 exact assignment over the evaluation batch (``'assignment'``).
 """
 from __future__ import annotations
+
+import copy
 
 import jax
 import jax.numpy as jnp
@@ -80,7 +89,18 @@ class CascadeVAE(base.VAEMethod):
 
   def __init__(self, config, image_shape, *, mesh=None):
     self.num_discrete = config.cascade.num_discrete
+    self.discrete_phase = None  # None: decided on device; True / False: fixed (for_phase)
     super().__init__(config, image_shape, mesh=mesh)
+
+  def phase(self, step: int) -> bool:
+    """Whether 0-based ``step`` (t = step + 1) runs the discrete branch: t > t_d, on the host."""
+    return step + 1 > self.config.cascade.discrete_start
+
+  def for_phase(self, active: bool) -> "CascadeVAE":
+    """This method with the discrete branch fixed on (``True``) or off: no ``cond`` in the step."""
+    method = copy.copy(self)
+    method.discrete_phase = bool(active)
+    return method
 
   def _assign(self, u):
     """The exact assignment of ``u`` [B, S]: over the global batch, or per shard of the mesh.
@@ -132,6 +152,8 @@ class CascadeVAE(base.VAEMethod):
     def none(_):
       return jnp.full((z.shape[0],), -1, jnp.int32)
 
+    if self.discrete_phase is not None:  # fixed by the trainer: only one branch is traced
+      return jax.lax.stop_gradient((solve if self.discrete_phase else none)(None))
     return jax.lax.stop_gradient(jax.lax.cond(active, solve, none, None))
 
   def terms(self, vae_params, batch, rng, t):
@@ -139,7 +161,10 @@ class CascadeVAE(base.VAEMethod):
     x = batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)  # eps sampled once, reused for the update
-    active = jnp.asarray(t) > self.config.cascade.discrete_start
+    if self.discrete_phase is None:
+      active = jnp.asarray(t) > self.config.cascade.discrete_start
+    else:
+      active = jnp.asarray(self.discrete_phase)
     d = self.discrete_codes(vae_params, z, x, active)
     log_px = self.log_likelihood(self.decode_logits(vae_params, self.decoder_input(z, d)), x)
     rec = -jnp.mean(log_px)

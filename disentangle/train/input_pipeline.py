@@ -138,14 +138,19 @@ def make_source(dataset, spec: batch_spec_lib.BatchSpec = batch_spec_lib.IMAGES_
 
 
 class MultiSeedSource:
-  """N seeds' batches stacked on a leading axis (for vmapped multi-seed training)."""
+  """N runs' batches stacked on a leading axis (for multi-seed / sweep training).
 
-  def __init__(self, sources: list):
+  ``index[r]``: the source of run r (default: run r reads ``sources[r]``); runs of one seed
+  share a source, loaded once per step.
+  """
+
+  def __init__(self, sources: list, index: list[int] | None = None):
     self.sources = sources
+    self.index = list(range(len(sources))) if index is None else list(index)
 
   def local_batch(self, step: int) -> dict:
     batches = [s.local_batch(step) for s in self.sources]
-    return {k: np.stack([b[k] for b in batches]) for k in batches[0]}
+    return {k: np.stack([batches[i][k] for i in self.index]) for k in batches[0]}
 
 
 def prefetch(source, start_step: int, end_step: int, depth: int = 2,

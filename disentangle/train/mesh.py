@@ -1,4 +1,5 @@
-"""The device mesh of a run and the processes behind it (one ``data`` axis over all devices).
+"""The device mesh of a run and the processes behind it: one ``data`` axis over all devices, or
+``(runs, data)`` for several runs in one program (`disentangle.train.runs`).
 
 The shardings themselves (``DATA_AXIS``, replicated / batch shardings, per-shard work, assembling
 global batches from each process's share) live in :mod:`disentangle.sharding`, below the methods;
@@ -12,7 +13,7 @@ import logging
 import jax
 import numpy as np
 
-from disentangle.sharding import DATA_AXIS, batch_sharding, global_batch, replicated  # noqa: F401
+from disentangle.sharding import DATA_AXIS, RUNS_AXIS, batch_sharding, global_batch, replicated  # noqa: F401
 
 
 def initialize_distributed(cfg) -> None:
@@ -45,3 +46,27 @@ def make_mesh(num_devices: int = 0) -> jax.sharding.Mesh:
   if n == len(devices):
     return jax.make_mesh((n,), (DATA_AXIS,), axis_types=auto)
   return jax.sharding.Mesh(np.asarray(devices[:n]), (DATA_AXIS,), axis_types=auto)
+
+
+def make_runs_mesh(runs: int, data: int) -> jax.sharding.Mesh:
+  """A ``(runs, data)`` mesh over the first ``runs * data`` devices (runs-major order)."""
+  devices = jax.devices()
+  n = runs * data
+  if n > len(devices):
+    raise ValueError(f"config field 'mesh.num_devices' asks for {n} devices but only "
+                     f"{len(devices)} exist")
+  auto = (jax.sharding.AxisType.Auto,) * 2
+  if n == len(devices):
+    return jax.make_mesh((runs, data), (RUNS_AXIS, DATA_AXIS), axis_types=auto)
+  return jax.sharding.Mesh(np.asarray(devices[:n]).reshape(runs, data), (RUNS_AXIS, DATA_AXIS),
+                           axis_types=auto)
+
+
+def local_block(sharding, num_runs: int, batch: int) -> tuple[slice, slice]:
+  """(runs, rows) of a ``[runs, batch, ...]`` array that this process's devices hold."""
+  index = sharding.addressable_devices_indices_map((num_runs, batch)).values()
+  def span(axis, size):
+    starts = [ix[axis].start or 0 for ix in index]
+    stops = [size if ix[axis].stop is None else ix[axis].stop for ix in index]
+    return slice(min(starts), max(stops))
+  return span(0, num_runs), span(1, batch)

@@ -8,10 +8,12 @@ host only at log steps; evaluation hooks run every ``eval_every`` steps; checkpo
 atomically every ``checkpoint_every`` steps and at the end. A non-finite loss stops the run with
 :class:`NonFiniteError` before anything bad is saved.
 
-``config.num_seeds = N > 1`` trains N independent seeds (``seed, seed+1, ...``) in one program
-over stacked parameters, optimiser states, rng and per-seed batches (`disentangle.train.seeds`:
-``vmap`` on accelerators, N unrolled copies on CPU, ``config.seed_layout``); each seed gets its own
-run directory ``<workdir>/seed_<s>`` with its config, metrics and images.
+``config.num_seeds = N > 1`` and ``config.sweep`` train R runs (sweep points x seeds,
+`disentangle.train.runs`) in one program over stacked parameters, optimiser states, rng and
+per-run batches (`disentangle.train.seeds`: ``vmap`` on accelerators, unrolled copies on CPU,
+``config.seed_layout``), laid out on a ``(runs, data)`` mesh; each run gets its own run directory
+with its own config, metrics and images. A method with phases (CascadeVAE's discrete branch from
+t_d on) gets one program per phase, switched on the host by the step number.
 
 ``eval.select`` other than ``'final'`` (`disentangle.train.selection`): after each evaluation
 the checkpoint with the best ``eval.select_metric`` (held-out validation split, or the evaluated
@@ -38,6 +40,7 @@ from disentangle.train import checkpoint as checkpoint_lib
 from disentangle.train import host
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
+from disentangle.train import runs as runs_lib
 from disentangle.train import seeds
 from disentangle.train import selection
 from disentangle.train import writers
@@ -121,28 +124,41 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   host.configure_malloc()
   workdir = pathlib.Path(workdir)
   is_main = jax.process_index() == 0
-  dirs = run_dirs(config, workdir)
-  cfgs = [config if config.num_seeds == 1 else seed_config(config, i) for i in range(len(dirs))]
+  cfgs = runs_lib.run_configs(config)  # ConfigError for a bad sweep, before anything is created
+  num_runs = len(cfgs)
+  dirs = runs_lib.run_dirs(config, workdir, cfgs)
   for d, cfg_i in zip(dirs, cfgs):  # a resumed run must have the same config (before any write)
     if (d / "config.json").exists():
       check_config_matches(d / "config.json", cfg_i)
 
-  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
-  n_dev = mesh.devices.size
-  if config.batch_size % n_dev:
-    raise config_lib.ConfigError(f"config field 'batch_size' ({config.batch_size}) must be "
-                                 f"divisible by the number of devices ({n_dev})")
+  n_dev = len(jax.devices()) if config.mesh.num_devices in (0, None) else config.mesh.num_devices
+  if n_dev > len(jax.devices()):
+    raise config_lib.ConfigError(f"config field 'mesh.num_devices' asks for {n_dev} devices but "
+                                 f"only {len(jax.devices())} exist")
+  runs_axis, data_axis = runs_lib.mesh_shape(config, num_runs, n_dev)
+  multi = num_runs > 1
+  # One run or one block of runs: the data axis alone (as ever); else a (runs, data) mesh.
+  mesh = (mesh_lib.make_mesh(n_dev) if runs_axis == 1 else
+          mesh_lib.make_runs_mesh(runs_axis, data_axis))
+  manual = runs_axis > 1 and data_axis == 1  # each device steps its own runs (shard_map)
   dataset = dataset if dataset is not None else load_training_data(config)
   method = methods.build(config, dataset.image_shape, mesh=mesh)
+  run_methods = [methods.build(c, dataset.image_shape, mesh=mesh) for c in cfgs] if multi \
+      else [method]
   # The batch the method asks for; make_source checks its names against the data (ConfigError)
   # before anything compiles.
   spec_fn = getattr(type(method), "batch_spec", None)
   spec = spec_fn(config) if spec_fn is not None else data_lib.IMAGES_ONLY
-  sources = [input_pipeline.make_source(dataset, spec, global_batch=config.batch_size,
-                                        seed=config.seed + i, process_index=jax.process_index(),
-                                        process_count=jax.process_count())
-             for i in range(config.num_seeds)]
-  source = input_pipeline.MultiSeedSource(sources) if config.num_seeds > 1 else sources[0]
+  repl = mesh_lib.replicated(mesh)
+  if runs_axis > 1:
+    state_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(
+        mesh_lib.RUNS_AXIS))
+    data_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(
+        mesh_lib.RUNS_AXIS, mesh_lib.DATA_AXIS))
+  else:
+    state_sharding = repl
+    data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)
+  source = _make_source(dataset, spec, config, cfgs, data_sharding if runs_axis > 1 else None)
   check_data = getattr(type(method), "check_data", None)  # e.g. label classes fit the variables
   if check_data is not None:
     check_data(config, dataset)
@@ -153,10 +169,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     if is_main:
       atomic.write_text(d / "config.json", config_lib.to_json(cfg_i))
 
-  multi = config.num_seeds > 1
-  repl = mesh_lib.replicated(mesh)
-  data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)
-  state = methods.init_states(method, config.seed, config.num_seeds, out_shardings=repl)
+  state = _init_states(method, [c.seed for c in cfgs], state_sharding)
 
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.keep_checkpoints)
   metric_writers = [writers.MetricWriter(d, enabled=is_main) for d in dirs]
@@ -168,15 +181,32 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       w.truncate_after(int(_first(state.step)))
   start = int(_first(state.step))
 
-  step_impl = (seeds.over_seeds(method.train_step, config.num_seeds, seeds.layout(config))
-               if multi else method.train_step)
-  train_step = host.jit(step_impl, config, donate_argnums=0,
-                        in_shardings=(repl, data_sharding), out_shardings=(repl, repl))
+  # Swept values as arrays, one per run, laid out like the states.
+  values = jax.device_put(runs_lib.values_arrays(config, cfgs), state_sharding) if multi else {}
+  layout = seeds.layout(config)
+  inner_mesh = None if manual else mesh  # inside shard_map every axis is manual already
+  build = lambda c: methods.build(c, dataset.image_shape, mesh=inner_mesh)
+  phase_of = getattr(method, "phase", None)  # e.g. CascadeVAE: the discrete branch from t_d on
+  compiled = {}
+
+  def train_step_at(step: int):
+    """The compiled step of ``step``'s phase (one program per phase, switched on the host)."""
+    phase = phase_of(step) if phase_of is not None else None
+    if phase not in compiled:
+      impl = runs_lib.make_step(build, cfgs, layout, phase=phase,
+                                concrete=not manual and layout == "unroll")
+      if manual:
+        impl = runs_lib.on_runs_axis(impl, mesh)
+      compiled[phase] = host.jit(impl, config, donate_argnums=0,
+                                 in_shardings=(state_sharding, data_sharding, state_sharding),
+                                 out_shardings=(state_sharding, repl))
+    return compiled[phase]
+
   all_finite = jax.jit(_all_finite)
 
   evaluators = []
   if evaluator_factory is not None and is_main:  # evaluation runs on process 0, on a host copy
-    evaluators = [evaluator_factory(method, d, i) for i, d in enumerate(dirs)]
+    evaluators = [evaluator_factory(m, d, i) for i, (m, d) in enumerate(zip(run_methods, dirs))]
   selectors = []  # the kept best checkpoint of each run dir (eval.select), process 0
   if evaluators and selection.rule(config) != "final":
     selectors = [selection.Selector(cfg_i, d) for d, cfg_i in zip(dirs, cfgs)]
@@ -186,9 +216,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   # The device transfer runs on the prefetch thread and is waited for there: the step is
   # dispatched on ready inputs (a pending copy cost XLA:CPU ~15% more CPU per step; benchmarks/README.md).
   to_device = lambda local: jax.block_until_ready(
-      mesh_lib.global_batch(mesh, local, 1 if multi else 0))
+      _global_batch(local, data_sharding, num_runs, config.batch_size))
   for step, batch in input_pipeline.prefetch(source, start, config.num_steps, transfer=to_device):
-    state, metrics = train_step(state, batch)
+    state, metrics = train_step_at(step)(state, batch, values)
     done = step + 1
     if bar is not None:
       bar.update(1)
@@ -243,8 +273,58 @@ def _seed_state(state, i: int, multi: bool):
 
 
 def _local_copy(tree):
-  """Host numpy copy of replicated arrays (works when they span several processes)."""
-  return jax.tree_util.tree_map(lambda a: np.asarray(a.addressable_data(0)), tree)
+  """Host numpy copy: of replicated arrays (also across processes) or of arrays this process
+  holds whole (runs spread over its devices)."""
+  def copy(a):
+    if a.is_fully_replicated:
+      return np.asarray(a.addressable_data(0))
+    if a.is_fully_addressable:
+      return np.asarray(a)
+    raise ValueError("runs spread over several processes are evaluated after training "
+                     "(python -m experiments.evaluate), not at eval steps")
+  return jax.tree_util.tree_map(copy, tree)
+
+
+def _make_source(dataset, spec, config, cfgs, runs_sharding):
+  """The batches of every run: one source per distinct seed (runs of a sweep share them).
+
+  One run: this process's share of the batch (as ever). Several runs: ``[runs, batch, ...]``
+  stacked; with runs on a mesh axis (``runs_sharding``), only the runs and rows this process's
+  devices hold.
+  """
+  if len(cfgs) == 1:
+    return input_pipeline.make_source(dataset, spec, global_batch=config.batch_size,
+                                      seed=config.seed, process_index=jax.process_index(),
+                                      process_count=jax.process_count())
+  if runs_sharding is None:
+    run_span, row_share, row_count = slice(0, len(cfgs)), jax.process_index(), jax.process_count()
+  else:
+    run_span, rows = mesh_lib.local_block(runs_sharding, len(cfgs), config.batch_size)
+    width = rows.stop - rows.start
+    row_share, row_count = rows.start // width, config.batch_size // width
+  local = cfgs[run_span]
+  distinct = sorted({c.seed for c in local})
+  sources = [input_pipeline.make_source(dataset, spec, global_batch=config.batch_size, seed=s,
+                                        process_index=row_share, process_count=row_count)
+             for s in distinct]
+  return input_pipeline.MultiSeedSource(sources, index=[distinct.index(c.seed) for c in local])
+
+
+def _global_batch(local: dict, sharding, num_runs: int, batch_size: int) -> dict:
+  """Global arrays from this process's block (``[runs, rows, ...]`` or ``[rows, ...]``)."""
+  if num_runs == 1 or sharding.spec[0] is None:
+    return mesh_lib.global_batch(sharding.mesh, local, 1 if num_runs > 1 else 0)
+  return {k: jax.make_array_from_process_local_data(
+      sharding, np.asarray(v), global_shape=(num_runs, batch_size) + np.shape(v)[2:])
+          for k, v in local.items()}
+
+
+def _init_states(method, seeds_list, state_sharding):
+  """The initial state of each run (``PRNGKey(seed)``), stacked over runs when several."""
+  keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds_list])
+  if len(seeds_list) == 1:
+    return jax.jit(lambda k: method.init(k[0]), out_shardings=state_sharding)(keys)
+  return jax.jit(jax.vmap(method.init), out_shardings=state_sharding)(keys)
 
 
 def _first(x):

@@ -1,0 +1,238 @@
+"""The runs of one program: seeds crossed with a sweep, and how they lie on a 2-D device mesh.
+
+A config trains R = P x N runs at once: the P points of ``config.sweep`` (default none: one
+point) crossed with the N seeds ``seed, ..., seed + N - 1`` of ``config.num_seeds``. Each run is
+an ordinary single-run config (:func:`run_configs`: ``num_seeds = 1``, ``sweep = ''``, its own
+seed and values), written to its own run directory (:func:`run_dirs`).
+
+**Sweeps.** ``config.sweep = "ffvae.alpha=0|50|100;ffvae.gamma=10|20"``: fields separated by
+``;``, values by ``|``, the grid is their product in the order written (the last field varying
+fastest), then the seeds. A swept field is a number that changes neither shapes nor the
+program's structure (:func:`check_sweep`): a float of the method's section or of ``optimizer``
+(loss weights, capacities, lambda', the learning rate), or an iteration count of the method's
+schedule (``methods.step_fields``). In the stacked program each run carries its values as
+arrays: ``vmap`` builds the method inside the trace from a config holding the run's values
+(:func:`traced_config`), ``unroll`` builds one method per run from its own config (the same
+constants as the run alone).
+
+**Mesh.** Runs lie on a mesh ``(runs, data)`` (:func:`mesh_shape`): each device holds R / runs
+runs and a 1 / data share of their batches. Default: runs first (the largest divisor of both R
+and the device count), the remaining devices split the batch.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import pathlib
+from typing import Callable
+
+import jax
+from jax.sharding import PartitionSpec as P
+import ml_collections
+import numpy as np
+
+from disentangle import config as config_lib
+from disentangle import methods
+from disentangle import sharding
+from disentangle.train import seeds
+
+FIELD_SEP, VALUE_SEP = ";", "|"
+# Sweepable float fields outside the method's section.
+SWEEPABLE_SECTIONS = ("optimizer",)
+# Step fields that switch programs on the host (one switch step for every run of a program).
+NOT_SWEEPABLE = {"cascade.discrete_start": "the step at which the program switches"}
+
+
+def parse_sweep(text: str) -> list[tuple[str, list[str]]]:
+  """``'a.b=1|2;c.d=3'`` -> ``[('a.b', ['1', '2']), ('c.d', ['3'])]`` (ConfigError if bad)."""
+  out = []
+  for part in (text or "").split(FIELD_SEP):
+    part = part.strip()
+    if not part:
+      continue
+    field, eq, values = part.partition("=")
+    field = field.strip()
+    values = [v.strip() for v in values.split(VALUE_SEP) if v.strip()]
+    if not eq or not field or not values:
+      raise config_lib.ConfigError(
+          f"config field 'sweep': {part!r} must read field=v1{VALUE_SEP}v2..., fields "
+          f"separated by {FIELD_SEP!r}")
+    if field in dict(out):
+      raise config_lib.ConfigError(f"config field 'sweep' names {field!r} twice")
+    out.append((field, values))
+  return out
+
+
+def sweepable(config, field: str) -> bool:
+  """Whether ``field`` may vary between the runs of one program (module docstring)."""
+  schema = methods.schema(config.method)
+  section = methods.spec(config.method).section
+  flat = dict(config_lib._flatten(schema))  # pylint: disable=protected-access
+  if field not in flat or field in NOT_SWEEPABLE:
+    return False
+  value = flat[field]
+  if field in methods.step_fields(config.method):
+    return True
+  is_float = isinstance(value, float) and not isinstance(value, bool)
+  return is_float and field.split(".")[0] in (section,) + SWEEPABLE_SECTIONS
+
+
+def check_sweep(config) -> list[tuple[str, list[str]]]:
+  """The parsed ``config.sweep``; ConfigError for an unknown or a non-sweepable field."""
+  grid = parse_sweep(config.get("sweep", ""))
+  schema = methods.schema(config.method)
+  flat = dict(config_lib._flatten(schema))  # pylint: disable=protected-access
+  for field, values in grid:
+    if field not in flat:
+      raise config_lib.unknown_field(field, schema)
+    if not sweepable(config, field):
+      why = NOT_SWEEPABLE.get(field, "it may change shapes or the program's structure")
+      raise config_lib.ConfigError(
+          f"config field 'sweep' cannot vary {field!r} ({why}; sweepable: the method's float "
+          f"fields, optimizer.*, its iteration counts): run its values {values} as separate "
+          f"programs")
+  return grid
+
+
+def run_configs(config) -> list[ml_collections.ConfigDict]:
+  """Each run's own config (grid points x seeds, in that order), validated (ConfigError)."""
+  grid = check_sweep(config)
+  fields = [f for f, _ in grid]
+  out = []
+  for point in itertools.product(*(values for _, values in grid)):
+    for i in range(config.num_seeds):
+      c = ml_collections.ConfigDict(config.to_dict())
+      c.seed, c.num_seeds, c.sweep = config.seed + i, 1, ""
+      config_lib.apply_overrides(c, dict(zip(fields, point)))
+      methods.validate(c)  # a value outside its field's rule names the field and the value
+      out.append(c)
+  return out
+
+
+def swept_values(config, cfgs) -> dict[str, list]:
+  """{field: each run's value} of the swept fields."""
+  return {f: [_get(c_i, f) for c_i in cfgs] for f, _ in check_sweep(config)}
+
+
+def run_name(config, cfg) -> str:
+  """A run's directory name: ``seed_<s>``, after its swept values (``field=value_...``)."""
+  parts = [f"{f}={_get(cfg, f):g}" for f, _ in check_sweep(config)]
+  return "_".join(parts + [f"seed_{cfg.seed}"])
+
+
+def run_dirs(config, workdir: pathlib.Path, cfgs) -> list[pathlib.Path]:
+  """One directory per run; a single run is the workdir itself."""
+  if len(cfgs) == 1:
+    return [workdir]
+  return [workdir / run_name(config, c) for c in cfgs]
+
+
+def mesh_shape(config, num_runs: int, num_devices: int) -> tuple[int, int]:
+  """(runs, data) axis sizes over ``num_devices`` devices; ConfigError naming the numbers.
+
+  ``config.mesh.runs`` / ``config.mesh.data`` (0 = chosen): runs first, i.e. the runs axis is
+  the largest divisor of both R and the devices, the data axis the rest.
+  """
+  m = config.mesh
+  runs, data = int(m.get("runs", 0)), int(m.get("data", 0))
+  if runs and data and runs * data != num_devices:
+    raise config_lib.ConfigError(
+        f"config fields 'mesh.runs' x 'mesh.data' ({runs} x {data}) must equal the {num_devices} "
+        f"devices used (mesh.num_devices = {m.num_devices})")
+  for name, size in (("mesh.runs", runs), ("mesh.data", data)):
+    if size and num_devices % size:
+      raise config_lib.ConfigError(f"config field {name!r} ({size}) must divide the "
+                                   f"{num_devices} devices used")
+  if not runs:
+    runs = num_devices // data if data else math.gcd(num_runs, num_devices)
+  data = num_devices // runs
+  if num_runs % runs:
+    raise config_lib.ConfigError(
+        f"the {num_runs} runs (num_seeds = {config.num_seeds} x sweep points) are not divisible "
+        f"by config field 'mesh.runs' ({runs})")
+  if config.batch_size % data:
+    raise config_lib.ConfigError(
+        f"config field 'batch_size' ({config.batch_size}) must be divisible by the data axis "
+        f"({data} devices: mesh.data, or the {num_devices} devices over {runs} runs)")
+  return runs, data
+
+
+def traced_config(config, values: dict):
+  """A copy of ``config`` whose fields ``values`` (dotted name -> array) hold traced values."""
+  c = ml_collections.ConfigDict(config.to_dict(), type_safe=False)
+  for field, value in values.items():
+    *parents, leaf = field.split(".")
+    node = c
+    for p in parents:
+      node = node[p]
+    node[leaf] = value
+  return c
+
+
+def _get(cfg, field: str):
+  node = cfg
+  for p in field.split("."):
+    node = node[p]
+  return node
+
+
+def values_arrays(config, cfgs) -> dict:
+  """{swept field: numpy [R] of each run's value} (float32, or int32 for iteration counts)."""
+  out = {}
+  for field, vals in swept_values(config, cfgs).items():
+    dtype = np.int32 if all(isinstance(v, int) for v in vals) else np.float32
+    out[field] = np.asarray(vals, dtype)
+  return out
+
+
+def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = True) -> Callable:
+  """``(state, batch, values) -> (state, metrics)`` of the runs in the leading axis.
+
+  Args:
+    build: ``config -> method``.
+    cfgs: the runs' configs (:func:`run_configs`); one config: the plain single-run step
+      (``values`` unused, no leading axis).
+    how: ``'vmap'`` or ``'unroll'`` (`disentangle.train.seeds`).
+    phase: the method's phase (``method.for_phase``; e.g. CascadeVAE's discrete branch on or
+      off), or None.
+    concrete: ``unroll`` with every run's own config as constants (the same program as the run
+      alone); False: every run reads its swept values from ``values`` (a program shared by
+      devices that hold different runs). ``vmap`` always reads ``values``.
+  """
+  def phased(method):
+    return method if phase is None or not hasattr(method, "for_phase") else \
+        method.for_phase(phase)
+
+  if len(cfgs) == 1:
+    method = phased(build(cfgs[0]))
+    return lambda state, batch, values: method.train_step(state, batch)
+  base = cfgs[0]
+  if how == "vmap":
+    def one(state, batch, values):
+      return phased(build(traced_config(base, values) if values else base)).train_step(
+          state, batch)
+    return jax.vmap(one)
+  if how != "unroll":
+    raise ValueError(f"run layout must be 'vmap' or 'unroll', got {how!r}")
+  if concrete:
+    steps = [phased(build(c)).train_step for c in cfgs]
+    return lambda state, batch, values: seeds.stack(
+        [s(seeds.take(state, i), seeds.take(batch, i)) for i, s in enumerate(steps)])
+  shared = phased(build(base))
+
+  def unrolled(state, batch, values):
+    n = jax.tree_util.tree_leaves(batch)[0].shape[0]
+    outs = []
+    for i in range(n):
+      method = phased(build(traced_config(base, seeds.take(values, i)))) if values else shared
+      outs.append(method.train_step(seeds.take(state, i), seeds.take(batch, i)))
+    return seeds.stack(outs)
+
+  return unrolled
+
+
+def on_runs_axis(step: Callable, mesh) -> Callable:
+  """``step`` on each device's block of runs (a mesh ``(runs, data)`` with data = 1): every
+  axis manual, so the host callbacks of each device run on its own runs."""
+  spec = P(sharding.RUNS_AXIS)
+  return jax.shard_map(step, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec)

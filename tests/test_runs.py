@@ -1,0 +1,138 @@
+"""Several runs in one program (`disentangle.train.runs`): no discrete work before t_d, sweeps
+equal to their runs alone, runs over a (runs, data) mesh, and the bad inputs."""
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from disentangle import assignment
+from disentangle import config as config_lib
+from disentangle.train import runs
+from disentangle.train import trainer
+from tests import helpers
+
+
+class CallbackCounter:
+  """Counts the host assignment callbacks run by each step (the step is waited for)."""
+
+  def __init__(self, monkeypatch):
+    self.calls = []
+    original = assignment._assign_host  # pylint: disable=protected-access
+
+    def counting(u, penalty):
+      self.calls.append(np.shape(u))
+      return original(u, penalty)
+
+    monkeypatch.setattr(assignment, "_assign_host", counting)
+    self.per_step = {}
+
+  def hook(self, state, done):
+    jax.block_until_ready(state)
+    self.per_step[done] = len(self.calls) - sum(self.per_step.values())
+
+
+def _lines(path):
+  return [json.loads(l) for l in (path / "metrics.jsonl").read_text().splitlines()]
+
+
+def _assert_same_metrics(a, b, rtol=2e-4, atol=2e-5):
+  """metrics.jsonl of two run directories, step by step (timings aside)."""
+  la, lb = _lines(a), _lines(b)
+  assert [l["step"] for l in la] == [l["step"] for l in lb]
+  for x, y in zip(la, lb):
+    for k in x:
+      if k != "steps_per_sec":
+        np.testing.assert_allclose(x[k], y[k], rtol=rtol, atol=atol, err_msg=f"{k} at {x['step']}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_seeds, layout", [(1, "auto"), (2, "vmap"), (2, "unroll")])
+def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch, num_seeds, layout):
+  """t_d = 2: steps 1 and 2 run no callback at all, step 3 one per run (unroll) or one for the
+  stacked runs (vmap: the host receives u[N, B, S])."""
+  counter = CallbackCounter(monkeypatch)
+  config = helpers.tiny_config("cascadevae", num_steps=3, num_seeds=num_seeds, seed_layout=layout,
+                               **{"mesh.num_devices": 1})
+  trainer.train(config, tmp_path, dataset=helpers.TinyImages(), hooks=[counter.hook])
+  per_run = num_seeds if layout == "unroll" else 1
+  assert counter.per_step == {1: 0, 2: 0, 3: per_run}
+  if layout == "vmap":
+    assert counter.calls[-1] == (num_seeds, config.batch_size, config.cascade.num_discrete)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, dataset, sweep, layout", [
+    ("cascadevae", helpers.TinyImages, "cascade.beta_low=0.5|2;cascade.penalty=0.5|3", "unroll"),
+    ("ffvae", helpers.TinyAttributeImages, "ffvae.alpha=0|10;optimizer.learning_rate=1e-3|3e-3",
+     "vmap"),
+])
+def test_a_sweep_equals_its_runs_alone(tmp_path, method, dataset, sweep, layout):
+  data = dataset()
+  kw = {"num_steps": 3, "log_every": 1, "mesh.num_devices": 1, "seed": 4}
+  grid = helpers.tiny_config(method, sweep=sweep, seed_layout=layout, **kw)
+  trainer.train(grid, tmp_path / "grid", dataset=data)
+  cfgs = runs.run_configs(grid)
+  assert len(cfgs) == 4
+  for point in (cfgs[1], cfgs[2]):  # off the first point: its values reach the program
+    name = runs.run_name(grid, point)
+    saved = json.loads((tmp_path / "grid" / name / "config.json").read_text())
+    assert saved["sweep"] == "" and saved["num_seeds"] == 1
+    alone = helpers.tiny_config(method, **kw)
+    for field, _ in runs.parse_sweep(sweep):
+      section, leaf = field.split(".")
+      assert saved[section][leaf] == point[section][leaf]
+      alone[section][leaf] = point[section][leaf]
+    trainer.train(alone, tmp_path / name, dataset=data)
+    _assert_same_metrics(tmp_path / "grid" / name, tmp_path / name)
+
+
+def test_run_configs_cross_the_grid_with_the_seeds_and_name_the_runs():
+  c = helpers.tiny_config("cascadevae", num_seeds=2, seed=7,
+                          sweep="cascade.beta_low=1|2|3; cascade.relieve_every=5|9")
+  cfgs = runs.run_configs(c)
+  assert len(cfgs) == 12
+  got = [(x.cascade.beta_low, x.cascade.relieve_every, x.seed) for x in cfgs]
+  assert got == [(b, r, s) for b in (1.0, 2.0, 3.0) for r in (5, 9) for s in (7, 8)]
+  assert runs.run_name(c, cfgs[3]) == "cascade.beta_low=1_cascade.relieve_every=9_seed_8"
+  values = runs.values_arrays(c, cfgs)
+  assert values["cascade.relieve_every"].dtype == np.int32
+  np.testing.assert_array_equal(values["cascade.beta_low"], [g[0] for g in got])
+
+
+@pytest.mark.parametrize("sweep, match", [
+    ("model.latent_dim=3|4", "model.latent_dim"),
+    ("cascade.num_discrete=3|4", "cascade.num_discrete"),
+    ("dataset.name=mnist|dsprites", "dataset.name"),
+    ("cascade.discrete_start=2|5", "cascade.discrete_start"),
+    ("cascade.beta_low=1|-2", r"cascade.beta_low.*-2"),
+    ("cascade.betalow=1|2", "cascade.betalow"),
+    ("cascade.beta_low", "sweep"),
+])
+def test_bad_sweeps_fail_before_anything_is_created(tmp_path, sweep, match):
+  config = helpers.tiny_config("cascadevae", sweep=sweep)
+  with pytest.raises(config_lib.ConfigError, match=match):
+    trainer.train(config, tmp_path / "run", dataset=helpers.TinyImages())
+  assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"num_seeds": 3, "mesh.runs": 2}, r"3 runs.*mesh.runs.*\(2\)"),
+    ({"num_seeds": 2, "mesh.data": 8, "batch_size": 4}, r"batch_size.*\(4\).*8"),
+    ({"mesh.num_devices": 9}, r"mesh.num_devices.*9"),
+    ({"num_seeds": 4, "mesh.runs": 4, "mesh.data": 4}, r"mesh.runs.*mesh.data.*4 x 4"),
+    ({"num_seeds": 4, "mesh.runs": 3}, r"mesh.runs.*\(3\).*8"),
+])
+def test_bad_meshes_fail_before_anything_is_created(tmp_path, overrides, match):
+  config = helpers.tiny_config("cascadevae", **overrides)
+  with pytest.raises(config_lib.ConfigError, match=match):
+    trainer.train(config, tmp_path / "run", dataset=helpers.TinyImages())
+  assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("num_runs, devices, asked, want", [
+    (8, 8, {}, (8, 1)), (16, 8, {}, (8, 1)), (1, 8, {}, (1, 8)), (10, 8, {}, (2, 4)),
+    (8, 8, {"mesh.data": 2}, (4, 2)), (8, 8, {"mesh.runs": 2}, (2, 4)),
+])
+def test_mesh_shape_puts_runs_first(num_runs, devices, asked, want):
+  assert runs.mesh_shape(helpers.tiny_config("betavae", **asked), num_runs, devices) == want
