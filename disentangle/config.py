@@ -87,6 +87,7 @@ def base_config() -> ml_collections.ConfigDict:
                                       # / 'both' (value: histogram; the sampled one beside it)
   c.eval.use_discrete = "protocol"    # discrete code in the metrics: 'protocol' (each metric's
                                       # published one: score yes, MIG no) / 'include' / 'exclude'
+  c.eval.repeats = 1                  # metrics that sample run R times from R streams: mean, std
   # Which checkpoint the results report beside the final one (train/selection.py):
   # 'final' (no selection), 'best_validation' (best eval.select_metric on the held-out
   # validation split, e.g. MNIST 'valid10k'; needs dataset.train_split = its training part,
@@ -268,6 +269,7 @@ RULES: dict[str, Rule] = {
     "eval.factor_score_votes": POSITIVE,
     "eval.mig_estimator": one_of("histogram", "sampled", "both"),
     "eval.use_discrete": one_of("protocol", "include", "exclude"),
+    "eval.repeats": POSITIVE,
     "eval.select": one_of("final", "best_validation", "best_metric"),
     "mesh.num_devices": NONNEG,
     "mesh.runs": NONNEG,

@@ -38,6 +38,7 @@ import numpy as np
 
 from disentangle import config as config_lib
 from disentangle.metrics import registry
+from disentangle.metrics import udr as udr_lib
 
 STD_DDOF = 0
 # Fields that do not change what a run computes: seeds, logging, checkpointing, evaluation, the
@@ -169,7 +170,7 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
         "comparable_with_published": data["comparable_with_published"],
         "step": res["checkpoint"]["step"], "num_steps": res["checkpoint"]["num_steps"],
         "final": res["checkpoint"]["final"], "selection_rule": rule, "runs": [], "seeds": [],
-        "per_seed": [], "_values": {}, "_selected": {}})
+        "per_seed": [], "_values": {}, "_selected": {}, "_repeat_std": {}, "_udr": []})
     group["runs"].append(rec["run_dir"])
     group["seeds"].append(res["seed"])
     seed_row = {"seed": res["seed"], "run_dir": rec["run_dir"],
@@ -178,6 +179,9 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
       if isinstance(res["metrics"].get(name), dict) and "value" in res["metrics"][name]:
         group["_values"].setdefault(name, []).append(res["metrics"][name]["value"])
         seed_row["final"][name] = res["metrics"][name]["value"]
+        if res["metrics"][name].get("value_std") is not None:  # eval.repeats > 1
+          group["_repeat_std"].setdefault(name, []).append(res["metrics"][name]["value_std"])
+    group["_udr"].append((res["seed"], res["metrics"].get("udr_sample")))
     if selected is not None:
       seed_row.update(selected={}, selected_step=selected["step"],
                       selection_label=selected["label"],
@@ -194,6 +198,10 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
     published = (group["experiment"] or {}).get("published", {})
     group["metrics"] = {name: dict(summarize(v), published=published.get(name))
                         for name, v in values.items()}
+    for name, stds in group.pop("_repeat_std").items():  # sampling error, beside the seeds'
+      if name in group["metrics"] and len(stds) == len(group["seeds"]):
+        group["metrics"][name]["repeat_std"] = 100.0 * float(np.mean(stds))
+    group["udr"] = udr_of_row(group.pop("_udr"))
     # The selected figures: only when every seed of the row has them (else not comparable).
     group["metrics_selected"] = {name: dict(summarize(v), published=published.get(name))
                                  for name, v in selected.items()
@@ -210,7 +218,25 @@ def _cell(s: Optional[dict]) -> str:
   if not s:
     return "-"
   std = "-" if s["n"] < 2 else f"{s['std']:.2f}"
-  return f"{s['mean']:.2f} ({std}) / {s['best']:.2f}"
+  repeats = f" [{s['repeat_std']:.2f}]" if s.get("repeat_std") is not None else ""
+  return f"{s['mean']:.2f} ({std}) / {s['best']:.2f}{repeats}"
+
+
+def udr_of_row(samples: Sequence[tuple]) -> Optional[dict]:
+  """UDR (`metrics.udr`, Duan et al. 2020) across the seeds of one row, from the ``udr_sample``
+  each run wrote (the same points for every seed); None with fewer than two such runs."""
+  usable = [(seed, s) for seed, s in samples if isinstance(s, dict) and s.get("means") is not None]
+  keys = {(s["num_points"], s["points_seed"], s.get("factors_checksum")) for _, s in usable}
+  if len(usable) < 2 or len(keys) != 1:
+    return None
+  out = udr_lib.udr([np.asarray(s["means"]) for _, s in usable],
+                    [None if s.get("kl_per_dim") is None else np.asarray(s["kl_per_dim"])
+                     for _, s in usable])
+  scores = out["model_scores"]
+  return {"per_seed": {str(seed): v for (seed, _), v in zip(usable, scores)},
+          "mean": float(np.mean(scores)), "std": float(np.std(scores, ddof=STD_DDOF)),
+          "correlation": out["correlation"], "num_points": out["num_points"],
+          "kl_threshold": out["kl_threshold"], "pairwise": out["pairwise"].tolist()}
 
 
 def markdown_table(table: dict) -> str:
@@ -249,6 +275,14 @@ def markdown_table(table: dict) -> str:
   if both:
     footer.append("(final): the final checkpoint; (selected): the checkpoint kept by "
                   "eval.select (rule per row below; test data never selects).")
+  if any(s.get("repeat_std") is not None for r in table["rows"] for s in r["metrics"].values()):
+    footer.append("[x]: the mean over seeds of the std across eval.repeats (sampling error).")
+  for i, row in enumerate(table["rows"], 1):
+    if row.get("udr"):
+      u = row["udr"]
+      per = ", ".join(f"seed {k} {v:.3f}" for k, v in u["per_seed"].items())
+      footer.append(f"UDR row {i} ({u['correlation']}, {u['num_points']} points): mean "
+                    f"{u['mean']:.3f} ({u['std']:.3f}); {per}")
   return "\n".join(lines + footer + notes + per_seed_lines(table, names)) + "\n"
 
 

@@ -238,7 +238,7 @@ def ground_truth_metrics(dataset, represent_fn, rng: np.random.Generator, *,
                          num_votes: int = PAPER_NUM_VOTES, vote_batch: int = PAPER_VOTE_BATCH,
                          mig_points: int = MIG_NUM_POINTS, encode_batch_size: int = 1000,
                          eval_config=None, use_discrete: Optional[str] = None,
-                         mig_estimator: Optional[str] = None) -> dict:
+                         mig_estimator: Optional[str] = None, suite: bool = False) -> dict:
   """The registered ground-truth metrics (`metrics.registry`: disentanglement score, MIG, shape
   accuracy of the discrete code) in the run stage's protocols, each with its settings.
 
@@ -246,7 +246,8 @@ def ground_truth_metrics(dataset, represent_fn, rng: np.random.Generator, *,
   sample and encode through ``represent_fn`` (global variances over a 100,000-point sample when
   the dataset cannot be enumerated, see `metrics.factor_vae_score`). ``eval_config`` (a run's
   ``config.eval``) gives ``use_discrete`` and ``mig_estimator``; the keyword arguments of the
-  same names override it (None: the config's, else the protocols' defaults).
+  same names override it (None: the config's, else the protocols' defaults). ``suite``: also
+  disentanglement_lib's suite (`metrics.suite`: SAP, DCI, ...; minutes on CPU).
   """
   eval_config = _with(eval_config, use_discrete=use_discrete, mig_estimator=mig_estimator)
   if encoded is not None:
@@ -259,7 +260,8 @@ def ground_truth_metrics(dataset, represent_fn, rng: np.random.Generator, *,
   inputs.encode_batch_size = encode_batch_size
   overrides = {"factor_score": {"num_votes": num_votes, "batch_size": vote_batch},
                "mig": {"num_points": mig_points}, "shape_accuracy": {"num_points": mig_points}}
-  names = [m.name for m in registry.ordered("run") if m.ground_truth]
+  names = [m.name for m in registry.ordered("run")
+           if m.ground_truth and (suite or m.name not in metrics.suite.NAMES)]
   out, timings = registry.run(inputs, eval_config, names=names, overrides=overrides)
   out["encodings"] = "whole_dataset_encoded_once" if encoded is not None else "sampled"
   return dict(out, timings=timings)

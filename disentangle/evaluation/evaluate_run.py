@@ -273,8 +273,12 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
   if rep_eval is None:
     rep_eval = metrics.encode_in_batches(host_fn, dataset.get_images(indices), batch)
   inputs.rep = rep_eval
-  out, metric_t = registry.run(inputs, config.eval, overrides=settings.overrides())
+  errors = {}
+  out, metric_t = registry.run(inputs, config.eval, overrides=settings.overrides(),
+                               errors=errors)
   timings.update(metric_t)
+  if errors:
+    out["not_computed"] = errors  # {metric: 'metric: cause'}
   if inputs.ground_truth is not None:
     out["encodings"] = ("whole_dataset_encoded_once" if inputs.factor_rep is not None
                         else "sampled")

@@ -30,7 +30,12 @@ def _seed_section(result: dict, base: pathlib.Path) -> list[str]:
   for name, metric in registry.METRICS.items():
     m = result["metrics"].get(name)
     if isinstance(m, dict) and "value" in m:
-      lines.append(f"| {metric.title} | {m['value']:.4f} | {metric.describe(m)} |")
+      value = "-" if m["value"] is None else f"{m['value']:.4f}"
+      if m.get("value_std") is not None:  # eval.repeats > 1: std across the repeats
+        value += f" ({m['value_std']:.4f} over {m['repeats']} repeats)"
+      lines.append(f"| {metric.title} | {value} | {metric.describe(m)} |")
+  for line in result["metrics"].get("not_computed", {}).values():
+    lines.append(f"| not computed | - | {line} |")
   info = result["metrics"].get("information")
   if info is not None:
     lines += ["", "| dim | KL_j | I(x; z_j) |", "|---|---|---|"]

@@ -22,7 +22,9 @@ from disentangle.metrics import modularity
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
 from disentangle.metrics import sap
+from disentangle.metrics import udr
 from disentangle.metrics import unsupervised
+from disentangle.metrics.information import kl_per_dim
 from disentangle.metrics.factor_vae import factor_vae_score
 
 
@@ -276,3 +278,32 @@ registry.register(registry.Metric(
     describe=lambda m: (f"{_describe_protocols(m, 'gaussian_total_correlation')}: "
                         + ", ".join(f"{k} {m[k]:.4f}" for k in _KEYS[1:])
                         + f", {m['num_points']} points ({m['points']}), {m['num_bins']} bins")))
+
+
+# -- UDR's sample: the same points for every seed; the score is `aggregate`'s, per table row ----
+
+def _udr_sample(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """The means (and mean KL per latent) of `udr.NUM_POINTS` points drawn with the fixed stream
+  `udr.POINTS_SEED`, so that every seed of a configuration encodes the same observations;
+  `disentangle.evaluation.aggregate` computes UDR (`metrics.udr`) over a row's runs from them."""
+  _require_ground_truth(inputs)
+  gen = np.random.default_rng(s["points_seed"])
+  rep, factors = sampling.sample_points(inputs.ground_truth, inputs.represent, s["num_points"],
+                                        gen, inputs.encode_batch_size)
+  kl = None if rep.logvar is None else kl_per_dim(rep.mean, rep.logvar)
+  return {"value": None, "means": rep.mean, "kl_per_dim": kl, "num_points": rep.num_examples,
+          "points_seed": s["points_seed"], "factors_checksum": int(np.sum(
+              factors * np.arange(1, factors.shape[1] + 1)) % 1_000_003),
+          "protocol": sampling.PROTOCOL}
+
+
+registry.register(registry.Metric(
+    "udr_sample", "UDR sample", _udr_sample,
+    lambda cfg, stage: {"num_points": udr.NUM_POINTS, "points_seed": udr.POINTS_SEED},
+    training_flag="", ground_truth=True, tabulated=False, logged=lambda m: {},
+    describe=lambda m: (f"{m['num_points']} points (stream {m['points_seed']}) for UDR across "
+                        f"the seeds of a configuration (aggregate)")))
+
+
+NAMES = ("factor_score_dlib", "beta_vae", "sap", "dci", "modularity", "irs", "unsupervised",
+         "udr_sample")
