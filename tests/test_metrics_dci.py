@@ -54,3 +54,13 @@ def test_registered_with_the_discrete_code_as_one_latent():
   assert out["importance_matrix"].shape == (2, 3) and both["importance_matrix"].shape == (3, 3)
   assert both["informativeness_test"] > out["informativeness_test"]
   assert out["value"] == out["disentanglement"]
+
+
+def test_threads_do_not_change_the_numbers():
+  rng = np.random.default_rng(3)
+  y = syn.identity_observations(200, rng, 3, 4)
+  x = y + 0.3 * rng.normal(size=y.shape)
+  one = dci.importance_matrix(x, y, x, y, n_jobs=1)
+  two = dci.importance_matrix(x, y, x, y, n_jobs=2)
+  np.testing.assert_array_equal(one[0], two[0])
+  assert one[1:] == two[1:]
