@@ -5,6 +5,7 @@ import pytest
 from disentangle.data.ground_truth import InMemoryGroundTruth
 from disentangle.metrics import registry
 from disentangle.metrics.representation import as_representation
+from tests import synthetic_factors as syn
 
 SIZES = (3, 4, 5)
 
@@ -53,7 +54,9 @@ def _run(names=None):
 
 
 def registry_overrides():
-  return {k: v for k, v in SMALL.items() if k in registry.METRICS}
+  """Few points for every metric (disentanglement_lib's suite included)."""
+  return {k: v for k, v in dict(syn.small_settings(udr_sample={"num_points": 100}),
+                                **SMALL).items() if k in registry.METRICS}
 
 
 @pytest.mark.parametrize("removed", ["factor_score", "mig", "information"])
@@ -109,3 +112,40 @@ def test_a_failing_metric_is_one_line_and_the_others_still_run(monkeypatch):
                         errors=errors)
   assert "mig" in out and "broken" not in out
   assert errors == {"broken": "broken: the representation has NaN"}
+
+
+def test_std_across_repeats_shrinks_when_the_points_grow():
+  stds = {}
+  for n in (100, 3000):
+    over = dict(registry_overrides(), mig={"num_points": n})
+    stds[n] = registry.run(_inputs(), {"repeats": 8}, names=["mig"],
+                           overrides=over)[0]["mig"]["value_std"]
+  assert stds[100] > 2 * stds[3000] > 0
+
+
+def test_aggregate_shows_the_repeats_std_beside_the_spread_across_seeds(tmp_path):
+  import jax  # pylint: disable=g-import-not-at-top
+  from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import aggregate, report  # pylint: disable=g-import-not-at-top
+  from tests import helpers  # pylint: disable=g-import-not-at-top
+  runs = []
+  for seed, (value, std) in enumerate(((0.2, 0.01), (0.4, 0.03))):
+    run_dir = tmp_path / f"s{seed}"
+    run_dir.mkdir()
+    cfg = helpers.tiny_config(seed=seed)
+    (run_dir / "config.json").write_text(config_lib.to_json(cfg))
+    report.write_json(run_dir / "results.json", {
+        "run_dir": str(run_dir), "workdir": str(run_dir), "seed": seed, "method": cfg.method,
+        "latent_dim": 3, "dataset": {"name": "mnist", "class": "TinyImages", "source": None,
+                                     "num_examples": 48, "comparable_with_published": False},
+        "checkpoint": {"step": 6, "num_steps": 6, "final": True, "available_steps": [6],
+                       "selection": "latest"},
+        "metrics": {"mig": {"value": value, "value_std": std, "repeats": 3}},
+        "settings": {}, "evaluated_at": "now", "timings_s": {}, "images": {},
+        "jax": {"version": jax.__version__, "backend": "cpu"}})
+    runs.append(run_dir)
+  table = aggregate.aggregate_runs(runs)
+  (row,) = table["rows"]
+  assert row["metrics"]["mig"]["repeat_std"] == pytest.approx(2.0)  # percent, mean over seeds
+  assert row["metrics"]["mig"]["std"] == pytest.approx(10.0)
+  assert "30.00 (10.00) / 40.00 [2.00]" in aggregate.markdown_table(table)
