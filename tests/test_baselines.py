@@ -66,6 +66,7 @@ def _jointvae(**kw):
   return config, method, data
 
 
+@pytest.mark.slow
 def test_jointvae_capacities_at_known_steps_and_loss_terms():
   config, method, data = _jointvae()
   # C_z: 0 -> 40 over 100 iterations; C_c: 0 -> 5 over 100 iterations, capped at log 3.
@@ -94,6 +95,7 @@ def test_jointvae_capacities_at_known_steps_and_loss_terms():
       rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_jointvae_evaluation_interface():
   _, method, data = _jointvae(**{"jointvae.discrete_sizes": (3, 2)})
   params = method.init(jax.random.PRNGKey(0)).params
@@ -343,6 +345,7 @@ def test_permute_groups_moves_blocks_together_and_decouples_groups():
     disc_lib.permute_groups(jax.random.PRNGKey(0), jnp.asarray(z), ((0, 1), (3,), (4,)))
 
 
+@pytest.mark.slow
 def test_factorvae_step_applies_both_gradients_at_the_same_parameters():
   """The VAE update does not see the discriminator's update and vice versa (one step by hand)."""
   import optax  # pylint: disable=g-import-not-at-top

@@ -1,5 +1,6 @@
 """CascadeVAE step: the d fed to the decoder is the exact assignment of the unary at the same eps."""
 import jax
+import pytest
 import jax.numpy as jnp
 import numpy as np
 
@@ -60,6 +61,7 @@ def test_before_t_d_decoder_sees_zero_code():
   np.testing.assert_allclose(float(metrics["reconstruction"]), float(rec), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_no_gradient_through_assignment_and_betas_follow_schedule():
   config, method, state, batch = _setup()
   t = 5  # r = 2: two dimensions relieved... of three: floor(5/2) = 2

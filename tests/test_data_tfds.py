@@ -147,6 +147,7 @@ def test_tfds_batches_equal_raw_file_batches(tfds_dir, raw_mnist):
   assert "tensorflow" not in sys.modules
 
 
+@pytest.mark.slow
 def test_two_training_steps_from_tfds_config(tfds_dir, tmp_path):
   config = helpers.tiny_config(**{"num_steps": 2, "log_every": 1, "checkpoint_every": 2,
                                   "mesh.num_devices": 1, "dataset.source": "tfds",

@@ -1,6 +1,7 @@
 """Two processes on loopback (jax.distributed + gloo CPU collectives): train, checkpoint, resume;
 and read a TFDS builder, each process only its share of every global batch."""
 import json
+import pytest
 import os
 import socket
 import subprocess
@@ -34,6 +35,7 @@ def _run_pair(workdir, steps, *extra):
   return results
 
 
+@pytest.mark.slow
 def test_two_processes_train_checkpoint_and_resume(tmp_path):
   first = _run_pair(tmp_path, 2)
   assert sorted(r["process"] for r in first) == [0, 1]
@@ -47,6 +49,7 @@ def test_two_processes_train_checkpoint_and_resume(tmp_path):
   assert [l["step"] for l in lines] == [1, 2, 3, 4]  # process 0 alone writes, once per step
 
 
+@pytest.mark.slow
 def test_two_processes_each_read_only_their_share_of_a_tfds_builder(tmp_path):
   """Each process asks the TFDS source for the rows of its half of each global batch (batch 8,
   4 rows a process), once per step, and for nothing else."""

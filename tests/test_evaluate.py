@@ -83,6 +83,7 @@ def _direct(method, params, images):
   return metrics.as_representation(jax.device_get(jax.jit(method.represent)(params, images)))
 
 
+@pytest.mark.slow
 def test_evaluate_run_matches_direct_computation(trained, tmp_path):
   workdir = _copy(trained, tmp_path)
   _, config, data, state = trained
@@ -114,6 +115,7 @@ def test_evaluate_run_matches_direct_computation(trained, tmp_path):
   assert {p: p.stat().st_mtime_ns for p in (workdir / "checkpoints").rglob("*")} == ckpt_files
 
 
+@pytest.mark.slow
 def test_evaluate_earlier_step_is_flagged_not_final(trained, tmp_path):
   workdir = _copy(trained, tmp_path)
   _, config, data, _ = trained
@@ -181,6 +183,7 @@ def test_enumerate_rows_of_an_indexed_dataset_and_encoded_lookup():
   np.testing.assert_array_equal(encoded.represent(found).mean[:, 0], [50.0, 10.0])
 
 
+@pytest.mark.slow
 def test_multi_seed_workdir_evaluates_every_seed(tmp_path):
   data = helpers.TinyImages(n=64)
   config = helpers.tiny_config("cascadevae", num_seeds=2, num_steps=3, seed=SEED,
@@ -254,6 +257,7 @@ def test_aggregate_mean_std_best_beside_published(tmp_path):
       "factor_score"]["n"] == 3
 
 
+@pytest.mark.slow
 def test_training_time_evaluator_on_rendered_dsprites(tmp_path):
   module = importlib.import_module("experiments.configs.dsprites_cascade")
   config = module.get_config("smoke,eval.num_points=300,eval.factor_score_votes=100,"

@@ -28,6 +28,7 @@ def _snapshot(workdir):
   return {p: p.stat().st_mtime_ns for p in (workdir / "checkpoints").rglob("*")}
 
 
+@pytest.mark.slow
 def test_audit_writes_rows_and_leaves_checkpoints_alone(run):
   workdir, data = run
   before = _snapshot(workdir)
@@ -56,6 +57,7 @@ def test_flags_override_target_and_subgroup(run):
     fair_audit.audit_run(workdir, dataset=data, subgroup=("tall",))
 
 
+@pytest.mark.slow
 def test_run_without_b_is_refused_naming_run_and_method(tmp_path):
   data = helpers.TinyImages()
   trainer.train(helpers.tiny_config("betavae", **{"num_steps": 3}), tmp_path / "beta",

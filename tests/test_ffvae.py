@@ -183,6 +183,7 @@ def test_tc_term_sign_and_alpha_gamma_zero_is_the_vae_loss():
 
 # -- the two updates ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_updates_leave_the_other_group_bitwise_unchanged_and_share_parameters():
   config = helpers.tiny_config("ffvae")
   data = helpers.TinyAttributeImages()
@@ -217,6 +218,7 @@ def test_updates_leave_the_other_group_bitwise_unchanged_and_share_parameters():
   assert all(np.all(g == 0) for g in _leaves(grads))
 
 
+@pytest.mark.slow
 def test_train_step_lowers_the_loss_and_compiles_once():
   config = helpers.tiny_config("ffvae")
   data = helpers.TinyAttributeImages()
@@ -243,6 +245,7 @@ def test_represent_is_mean_and_logvar_of_all_dims_and_sensitive_dims():
 
 # -- evaluation on balanced dSprites ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_evaluate_run_of_an_unfair_run_evaluates_on_dsprites(tmp_path, monkeypatch):
   from disentangle.evaluation import evaluate_run
   from disentangle.evaluation import evaluator as evaluator_lib
@@ -404,6 +407,7 @@ def test_celeba_config_validates_and_names_the_attributes():
     methods.validate(mod.get_config(variant))
 
 
+@pytest.mark.slow
 def test_smoke_config_runs_one_step(tmp_path):
   mod = _config_module("dsprites_unfair_ffvae")
   c = mod.get_config("smoke")

@@ -169,6 +169,7 @@ def test_registered_partedvae_score_and_labelled_cascadevae_variants():
   assert "factor_score_no_discrete" not in out
 
 
+@pytest.mark.slow
 def test_evaluator_reports_the_partedvae_metrics_and_pictures(tmp_path):
   import json  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top

@@ -61,6 +61,7 @@ def _hand_penalty(means, logvars, delta):
   return total
 
 
+@pytest.mark.slow
 def test_penalty_sums_pairs_inside_each_variable_and_the_printed_form_adds_a_constant():
   rng = np.random.default_rng(1)
   delta, gamma = 0.15, 30.0

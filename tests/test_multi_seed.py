@@ -15,6 +15,7 @@ from tests import helpers
     ("cascadevae", helpers.TinyImages, "unroll"),    # the CPU's layout, with a host callback
     ("ffvae", helpers.TinyAttributeImages, "vmap"),  # the accelerators'
 ])
+@pytest.mark.slow
 def test_two_seeds_at_once_equal_two_separate_runs(tmp_path, method, dataset, layout):
   data = dataset()
   kw = {"num_steps": 3, "mesh.num_devices": 1, "seed": 5}

@@ -1,5 +1,6 @@
 """A new method through the public surface alone: a beta-VAE with a supervised label head."""
 import json
+import pytest
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -51,6 +52,7 @@ class LabelledImages(helpers.TinyImages):  # a tiny in-memory set with one named
     return self.labels[np.asarray(indices)][:, None].astype(np.int32)
 
 
+@pytest.mark.slow
 def test_a_new_method_trains_through_the_trainer(tmp_path):
   config = helpers.tiny_config("supbeta", num_steps=30, log_every=5, batch_size=16)
   state = trainer.train(config, tmp_path, dataset=LabelledImages())

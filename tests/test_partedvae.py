@@ -58,6 +58,7 @@ def test_sharpness_schedule_and_evaluation_value():
   assert nets.eval_sharpness(start=1.0, step=0.0, maximum=1.0) == 1.0  # the paper's sigmoid
 
 
+@pytest.mark.slow
 def test_u_i_depends_on_its_own_code_only():
   sizes, u_dim, hidden = (4, 3, 2), 2, 16
   heads = nets.init_heads(jax.random.PRNGKey(0), sizes, hidden, u_dim)
@@ -89,6 +90,7 @@ def test_capacities_at_known_steps():
     np.testing.assert_allclose([float(got[0]), float(got[1])], [cz, cu], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_loss_is_the_sum_of_its_logged_terms_and_matches_numpy():
   config = tiny_config(**{"parted.discrete_sizes": (4, 3, 2), "parted.num_labelled": 0,
                           "parted.bc_threshold": 0.0, "parted.gamma_bc": 3.0,
@@ -120,6 +122,7 @@ def test_loss_is_the_sum_of_its_logged_terms_and_matches_numpy():
   np.testing.assert_allclose(float(aux["bc_term"]), 3.0 * bc, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_expected_and_sampled_u_kl_agree_for_one_hot_posteriors():
   sizes = (4, 3, 2)
   ms = {k: _method(tiny_config(**{"parted.discrete_sizes": sizes, "parted.num_labelled": 0,
@@ -142,6 +145,7 @@ def _changed(a, b):
       jax.tree_util.tree_leaves(jax.tree_util.tree_map(np.asarray, b)))}
 
 
+@pytest.mark.slow
 def test_supervised_update_changes_only_trunk_and_c_head():
   m = _method(tiny_config(**{"parted.unsupervised": False}))
   state = m.init(jax.random.PRNGKey(0))
@@ -166,6 +170,7 @@ def test_supervised_update_changes_only_trunk_and_c_head():
     assert any(v for k, v in moved.items() if part in k), part
 
 
+@pytest.mark.slow
 def test_unknown_labels_contribute_nothing():
   m = _method(tiny_config(**{"parted.discrete_sizes": (4, 3), "parted.targets": ("a", "b")}))
   params = m.init(jax.random.PRNGKey(0)).params
@@ -182,6 +187,7 @@ def test_unknown_labels_contribute_nothing():
   assert all(float(jnp.abs(x).max()) == 0.0 for x in jax.tree_util.tree_leaves(g))
 
 
+@pytest.mark.slow
 def test_train_step_lowers_the_loss_and_compiles_once():
   m = _method(tiny_config())
   data = TinyDigits()
@@ -213,6 +219,7 @@ def _torch_reduce_on_plateau(values, *, factor, patience, rtol, cooldown):
   return out
 
 
+@pytest.mark.slow
 def test_plateau_follows_pytorch_reduce_lr_on_plateau_per_epoch():
   m = _method(tiny_config(**{"parted.plateau_epoch_steps": 2, "parted.plateau_patience": 1,
                              "parted.plateau_cooldown": 2, "parted.plateau_rtol": 1e-2}))
@@ -250,6 +257,7 @@ def test_labelled_stream_of_the_spec():
   assert methods.spec("partedvae").cls.batch_spec(unsup).images_only
 
 
+@pytest.mark.slow
 def test_represent_decode_reconstruct_and_generate():
   m = _method(tiny_config(**{"parted.discrete_sizes": (4, 3), "parted.targets": ("a", "b")}))
   params = m.init(jax.random.PRNGKey(0)).params

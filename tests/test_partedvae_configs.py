@@ -94,6 +94,7 @@ def test_every_variant_validates(name):
     methods.validate(module.get_config(v))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODULES)
 def test_smoke_builds_and_runs_one_step(name, tmp_path, monkeypatch):
   monkeypatch.setenv("DISENTANGLE_SYNTHETIC_DIR", str(tmp_path / "synthetic"))

@@ -89,6 +89,7 @@ def _assert_same(a, b):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("higher, best_step", [(True, 2), (False, 6)])
 def test_kept_checkpoint_is_the_one_with_the_best_validation_metric(tmp_path, monkeypatch,
                                                                     higher, best_step):
@@ -113,6 +114,7 @@ def test_kept_checkpoint_is_the_one_with_the_best_validation_metric(tmp_path, mo
       str(best_step)]
 
 
+@pytest.mark.slow
 def test_best_slot_survives_kill_and_resume(tmp_path):
   # The best (step 2) lies before the last checkpoint (3); after resuming, steps 4-6 are worse
   # than it but better than each other: a selector that forgot the kept value would take 6.
@@ -140,6 +142,7 @@ def test_best_slot_survives_kill_and_resume(tmp_path):
   _assert_same(resumed_params, straight_params)
 
 
+@pytest.mark.slow
 def test_multi_seed_run_keeps_each_seeds_best_in_its_own_directory(tmp_path):
   values = [{1: 0.9, 2: 0.1}, {1: 0.1, 2: 0.9}]  # seed 0's best at step 1, seed 1's at step 2
   data = helpers.TinyImages(n=64)
@@ -162,6 +165,7 @@ def _direct_accuracy(method, params, data):
   return metrics.cluster_accuracy(data.labels, rep.discrete)["one_to_one"]
 
 
+@pytest.mark.slow
 def test_evaluate_run_reports_final_and_selected_labelled(tmp_path):
   values = {1: 0.3, 2: 0.7, 3: 0.4, 4: 0.5, 5: 0.6, 6: 0.2}
   data = helpers.TinyImages(n=64)
@@ -216,6 +220,7 @@ def test_aggregate_prints_final_and_selected_per_seed_and_as_mean_std_best(tmp_p
   assert "best validation accuracy at step 2 (accuracy 0.8100 on mnist valid10k" in text
 
 
+@pytest.mark.slow
 def test_training_with_best_validation_never_reads_the_test_split(tmp_path, monkeypatch):
   synth = _write_standin(tmp_path / "synth")
   monkeypatch.setenv("DISENTANGLE_SYNTHETIC_DIR", str(synth))

@@ -17,6 +17,7 @@ def _leaves(state):
     ("factorvae", {}),
     ("ffvae", {}),
 ])
+@pytest.mark.slow
 def test_sharded_training_equals_single_device(tmp_path, method, extra):
   assert jax.device_count() == 8
   data = helpers.TinyAttributeImages() if method == "ffvae" else helpers.TinyImages()
@@ -90,6 +91,7 @@ def test_permute_groups_local_scope_stays_within_shards():
       assert sorted(block[:, j]) == list(range(4 * s, 4 * s + 4))
 
 
+@pytest.mark.slow
 def test_partedvae_sharded_training_equals_single_device(tmp_path):
   """PartedVAE (qc_scope 'global', labelled stream of 8 split over 8 devices) on 8 = on 1."""
   from tests import test_partedvae

@@ -11,6 +11,7 @@ from disentangle.train import trainer
 from tests import helpers
 
 
+@pytest.mark.slow
 def test_one_step_lowers_loss_on_fixed_batch():
   config = helpers.tiny_config()
   data = helpers.TinyImages()
@@ -24,6 +25,7 @@ def test_one_step_lowers_loss_on_fixed_batch():
   assert float(after) < float(before)
 
 
+@pytest.mark.slow
 def test_step_compiles_once():
   config = helpers.tiny_config()
   data = helpers.TinyImages()
@@ -41,6 +43,7 @@ def _params(state):
   return [np.asarray(x) for x in jax.tree_util.tree_leaves(state)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["betavae", "cascadevae", "ffvae"])
 def test_resume_after_kill_is_bitwise_identical(tmp_path, method):
   data = helpers.TinyAttributeImages() if method == "ffvae" else helpers.TinyImages()
@@ -67,6 +70,7 @@ def test_resume_after_kill_is_bitwise_identical(tmp_path, method):
   assert saved["seed"] == config.seed and saved["method"] == method
 
 
+@pytest.mark.slow
 def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path):
   data = helpers.TinyImages(nan_after_calls=4)  # batches of steps 5, 6, ... are NaN
   config = helpers.tiny_config(**{"log_every": 1, "checkpoint_every": 1, "num_steps": 50})
@@ -80,6 +84,7 @@ def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path):
   assert all(np.isfinite(x).all() for x in _params(restored.params))
 
 
+@pytest.mark.slow
 def test_resume_with_other_config_is_refused(tmp_path):
   data = helpers.TinyImages()
   config = helpers.tiny_config(**{"num_steps": 2})
@@ -108,6 +113,7 @@ methods.register("betavae_plateau", PlateauBetaVAE, "betavae", betavae.default_c
                  betavae.RULES)
 
 
+@pytest.mark.slow
 def test_plateau_lowers_the_scale_and_resumes_bitwise(tmp_path):
   data = helpers.TinyImages()
   config = helpers.tiny_config("betavae_plateau", **{"mesh.num_devices": 1})
@@ -167,6 +173,7 @@ def test_missing_data_creates_nothing(tmp_path):
   assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_partedvae_resume_after_kill_is_bitwise_identical(tmp_path, monkeypatch):
   """The resume test above with PartedVAE: two optimisers, their plateau states (epochs of 2
   steps: the step-3 checkpoint holds a half-accumulated epoch), the labelled stream."""

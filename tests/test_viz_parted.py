@@ -148,6 +148,7 @@ def test_mixture_pictures_from_plain_arrays():
   assert out["samples"].shape[0] == PAD + 2 * (1 + PAD)  # one row per class of the first variable
 
 
+@pytest.mark.slow
 def test_save_pictures_writes_partedvae_pictures(tmp_path):
   try:
     config = helpers.tiny_config("partedvae")
