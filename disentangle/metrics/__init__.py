@@ -15,7 +15,8 @@ from disentangle.metrics.information import (discrete_entropy, discrete_mutual_i
                                              plugin_mutual_information, total_correlation)
 from disentangle.metrics.mig import mig
 from disentangle.metrics import registry
-from disentangle.metrics import suite  # registers disentanglement_lib's suite in the registry
+from disentangle.metrics import registered  # the papers' metrics, registered in the registry
+from disentangle.metrics import suite  # disentanglement_lib's suite, registered after them
 from disentangle.metrics.representation import (Representation, as_representation,
                                                 encode_factors, encode_in_batches)
 
@@ -37,6 +38,7 @@ __all__ = [
     "mutual_information_per_dim",
     "per_variable_accuracy",
     "plugin_mutual_information",
+    "registered",
     "registry",
     "suite",
     "total_correlation",
