@@ -4,6 +4,9 @@ The raw-file source built from the same arrays is the reference: the TFDS source
 same batches (images, targets) for the same (seed, step); the ground-truth protocol is checked
 against the factors written into each image's pixels.
 """
+import json
+import pathlib
+import subprocess
 import sys
 
 import numpy as np
@@ -256,3 +259,88 @@ def test_build_cli_prepares_the_synthetic_stand_in(tmp_path, capsys):
   assert ds.source == "render"  # procedural: scores flagged as not comparable
   assert tfds.data_source  # the data came back through TFDS's random access, without TF
   assert "tensorflow" not in sys.modules
+
+
+_NO_TF_BUILD = r"""
+import importlib.machinery, json, sys
+
+class NoTensorFlow(importlib.machinery.PathFinder):  # as where TensorFlow is not installed
+  @classmethod
+  def find_spec(cls, name, path=None, target=None):
+    if name.split(".")[0] == "tensorflow":
+      return None
+    return importlib.machinery.PathFinder.find_spec(name, path, target)
+
+sys.meta_path = [NoTensorFlow if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
+sys.path_importer_cache.clear()
+import itertools, tempfile
+import numpy as np
+from tensorflow_datasets.core import shuffle
+from disentangle.data.datasets import dsprites, synthetic
+from disentangle.data.tfds import builders
+
+shuffle.MAX_MEM_BUFFER_SIZE = 1 << 20  # 1 MB: both sets below outgrow it
+builders._SHARD_BYTES = 1 << 20  # 256 dSprites rows a shard
+spill = shuffle.Shuffler(sys.argv[1] + "/spill", "train", disable_shuffling=True)
+try:
+  for i in range(300):
+    spill.add(i, bytes(4096))
+  spilled = "no error"
+except ImportError as e:  # TFDS's own writer path needs TensorFlow here
+  spilled = type(e).__name__
+
+class RenderedHead(builders.DspritesRendered, skip_registration=True):
+  SIZE = 1000
+  def _num_examples(self, split):
+    return self.SIZE
+  def _generate_examples(self, split):
+    return itertools.islice(super()._generate_examples(split), 1000)
+
+class RenderedWrongSize(RenderedHead, skip_registration=True):
+  SIZE = 1001
+
+out = {"spilled": spilled}
+folder = builders.prepare("synthetic_dsprites", sys.argv[1])
+src = builders.SyntheticDsprites(data_dir=sys.argv[1]).as_data_source(split="train")
+with tempfile.TemporaryDirectory() as tmp, np.load(synthetic.write_dsprites_subset(tmp)) as npz:
+  imgs, classes = npz["imgs"], npz["latents_classes"]
+out["counted_rows"] = len(src)
+out["counted_shards"] = len([f for f in folder.glob("*.array_record*") if "index" not in f.name])
+out["counted_equal"] = all(
+    np.array_equal(src[i]["image"][..., 0], imgs[i])
+    and [int(src[i][f]) for f in builders._DSPRITES_FEATURES] == classes[i, 1:].tolist()
+    for i in range(len(imgs)))
+head = RenderedHead(data_dir=sys.argv[1], file_format="array_record")
+head.download_and_prepare()
+src = head.as_data_source(split="train")
+idx = np.arange(1000)
+ref = dsprites.render_factors(dsprites.index_to_factors(idx))
+rows = src.__getitems__(list(idx))
+out["declared_rows"] = len(src)
+out["declared_equal"] = bool(np.array_equal(np.stack([r["image"][..., 0] for r in rows]), ref))
+try:
+  RenderedWrongSize(data_dir=sys.argv[1], file_format="array_record").download_and_prepare()
+  out["wrong_size"] = "prepared"
+except Exception as e:  # pylint: disable=broad-except
+  out["wrong_size"] = str(e).splitlines()[-1]
+out["tensorflow_imported"] = "tensorflow" in sys.modules
+print(json.dumps(out))
+"""
+
+
+def test_builds_past_the_shuffle_buffer_without_tensorflow(tmp_path):
+  """With TensorFlow unimportable and TFDS's in-memory shuffle buffer shrunk below the sets, the
+  shuffler itself needs TensorFlow to spill; the builders still prepare, in several shards, and
+  read back by index the rows of the raw arrays (the counted stand-in) and of the renderer (a
+  split of declared size, written as generated)."""
+  proc = subprocess.run([sys.executable, "-c", _NO_TF_BUILD, str(tmp_path)], capture_output=True,
+                        text=True, cwd=pathlib.Path(__file__).resolve().parents[1], check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert out["spilled"] in ("ImportError", "ModuleNotFoundError")
+  # 4096 image bytes and five int64 factors a row: 253 rows in each 1 MB shard, 9 shards.
+  assert out["counted_rows"] == 2048 and out["counted_shards"] == 9
+  assert out["counted_equal"]
+  assert out["declared_rows"] == 1000 and out["declared_equal"]
+  assert "does not have the 1001 examples" in out["wrong_size"]
+  assert not out["tensorflow_imported"]

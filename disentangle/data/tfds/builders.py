@@ -4,7 +4,13 @@ Every builder has ``tfds.features.Tensor`` features only (``tfds.features.Image`
 TensorFlow to encode PNGs), is prepared in the ``array_record`` format (random access through
 ``tfds.data_source``), keeps its examples in generation order (``disable_shuffling``) and has the
 feature layout of the catalog set it stands for (``layouts.LAYOUTS``), so that
-``dataset.source='tfds'`` with ``dataset.tfds_name=<builder>`` reads it as that set:
+``dataset.source='tfds'`` with ``dataset.tfds_name=<builder>`` reads it as that set.
+
+The builders are ``tfds.core.ShardBasedBuilder``: each shard's examples go straight into its
+array_record file. ``GeneratorBasedBuilder`` would pass them through TFDS's shuffler, which spills
+to bucket files through ``tf.io.gfile`` (TensorFlow) once a split outgrows its 1 GB in-memory
+buffer (``tensorflow_datasets.core.shuffle.MAX_MEM_BUFFER_SIZE``), as the 737280 rendered dSprites
+(3 GB) do, even with shuffling disabled.
 
 ====================== ============ ===============================================================
 builder                read as      content
@@ -27,6 +33,7 @@ Prepare one with ``python -m disentangle.data.build --name=<builder> --data_dir=
 """
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
 import tempfile
@@ -41,6 +48,7 @@ from disentangle.data.datasets import synthetic
 from disentangle.data.tfds import layouts
 
 _CHUNK = 4096
+_SHARD_BYTES = 128 << 20  # bytes of raw features per array_record shard
 
 
 def _tensor(shape, dtype):
@@ -51,8 +59,14 @@ def _labels(names) -> dict:
   return {n: _tensor((), np.int64) for n in names}
 
 
-class _ArrayBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-  """Tensor features, array_record, examples kept in generation order."""
+class _ArrayBuilder(tfds.core.ShardBasedBuilder, skip_registration=True):
+  """Tensor features, array_record, examples kept in generation order.
+
+  A subclass writes ``_features``, ``_splits`` and ``_generate_examples(split)`` (``(key,
+  example)`` pairs in order). A split whose size ``_num_examples(split)`` declares is written
+  shard by shard as it is generated (memory bounded by one shard); any other split is held in
+  memory once to be counted (the small stand-ins).
+  """
 
   VERSION = tfds.core.Version("1.0.0")
   RELEASE_NOTES = {"1.0.0": "First version."}
@@ -73,9 +87,46 @@ class _ArrayBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
                                  features=tfds.features.FeaturesDict(self._features()),
                                  disable_shuffling=True)
 
-  def _split_generators(self, dl_manager):
+  def _shard_iterators_per_split(self, dl_manager):
     del dl_manager  # nothing is downloaded
-    return {split: self._generate_examples(split) for split in self._splits()}
+    return {split: self._shards(split) for split in self._splits()}
+
+  def _shards(self, split: str) -> list:
+    """Generators of consecutive slices of ``_generate_examples(split)``, one per shard.
+
+    They share one generator, so they must run in order (``prepare`` runs them in this process,
+    one after the other); the last one checks that the split had its declared size."""
+    num = self._num_examples(split)
+    examples = self._generate_examples(split)
+    if num is None:
+      examples = list(examples)
+      num = len(examples)
+    examples = iter(examples)
+    if num == 0:
+      raise ValueError(f"{self.name}: split {split!r} has no examples")
+    row_bytes = sum(int(np.prod(t.shape)) * np.dtype(t.np_dtype).itemsize
+                    for t in tfds.core.utils.flatten_nest_dict(
+                        self.info.features.get_tensor_info()).values())
+    per_shard = max(1, _SHARD_BYTES // max(row_bytes, 1))
+    bounds = list(range(0, num, per_shard)) + [num]
+
+    def shard(k):
+      def gen():
+        count = 0
+        for item in itertools.islice(examples, bounds[k + 1] - bounds[k]):
+          count += 1
+          yield item
+        last = k == len(bounds) - 2
+        if count < bounds[k + 1] - bounds[k] or (last and next(examples, None) is not None):
+          raise ValueError(f"{self.name}: split {split!r} does not have the {num} examples "
+                           "_num_examples declares")
+      return gen
+    return [shard(k) for k in range(len(bounds) - 1)]
+
+  def _num_examples(self, split: str) -> int | None:
+    """The size of ``split`` if known before generating it (None: count it in memory)."""
+    del split
+    return None
 
   def _splits(self) -> tuple[str, ...]:
     return ("train",)
@@ -98,6 +149,10 @@ class DspritesRendered(_ArrayBuilder):
 
   def _features(self):
     return {"image": _tensor((64, 64, 1), np.uint8), **_labels(_DSPRITES_FEATURES)}
+
+  def _num_examples(self, split):
+    del split
+    return dsprites.NUM_EXAMPLES
 
   def _generate_examples(self, split):
     del split
