@@ -151,12 +151,17 @@ def encode_in_batches(representation_fn: Callable[[np.ndarray], Any], images: np
   return concatenate(parts)
 
 
+class MetricInputError(ValueError):
+  """A metric cannot run on these inputs (no factors, too few points, NaN); one line of cause."""
+
+
 def encode_factors(dataset, representation_fn: Callable[[np.ndarray], Any], factors: np.ndarray,
                    rng: np.random.Generator, batch_size: int) -> Representation:
   """Encodes the observations of the given factor rows, fetching `batch_size` at a time.
 
   Only one batch of observations is held in memory, so the whole of dSprites (737,280 images)
-  can be encoded. The last batch is padded to `batch_size` (see `encode_in_batches`).
+  can be encoded. The last batch is padded to `batch_size` (see `encode_in_batches`). Raises
+  `MetricInputError` when a posterior mean is NaN or infinite.
   """
   factors = np.asarray(factors)
   parts = []
@@ -164,7 +169,13 @@ def encode_factors(dataset, representation_fn: Callable[[np.ndarray], Any], fact
     chunk = factors[start:start + batch_size]
     observations = dataset.sample_observations_from_factors(chunk, rng)
     parts.append(encode_in_batches(representation_fn, observations, batch_size))
-  return concatenate(parts)
+  rep = concatenate(parts)
+  bad = ~np.isfinite(rep.mean)
+  if bad.any():
+    dims = sorted({int(j) for j in np.nonzero(bad)[1]})
+    raise MetricInputError(f"the representation has NaN or inf on the sampled points "
+                           f"(dims {dims})")
+  return rep
 
 
 def dataset_size(dataset) -> Optional[int]:

@@ -20,14 +20,10 @@ from typing import Optional
 
 import numpy as np
 
-from disentangle.metrics.representation import Representation, encode_factors
+from disentangle.metrics.representation import MetricInputError, Representation, encode_factors
 
 PROTOCOL = "disentanglement_lib"
 PROTOCOL_DISCRETE = "disentanglement_lib+discrete_codes"
-
-
-class MetricInputError(ValueError):
-  """A metric cannot run on these inputs (no factors, too few points, NaN); one line of cause."""
 
 
 def check_ground_truth(dataset) -> None:

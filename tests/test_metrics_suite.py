@@ -1,0 +1,52 @@
+"""disentanglement_lib's suite in the registry: listed, described, labelled, bad input."""
+import numpy as np
+
+from disentangle.metrics import registry, suite
+from tests import synthetic_factors as syn
+
+OVER = syn.small_settings(udr_sample={"num_points": 100})
+
+
+def test_the_registry_lists_the_suite_and_each_result_has_protocol_and_settings():
+  assert set(suite.NAMES) <= set(registry.METRICS)
+  out, timings = registry.run(syn.inputs(syn.code_carries_factor0), {}, names=suite.NAMES,
+                              overrides=OVER)
+  assert set(out) == set(suite.NAMES)
+  for name in suite.NAMES:
+    m = out[name]
+    assert m["protocol"].startswith("disentanglement_lib"), name
+    assert m["stream"]["metric"] == name and f"{name}_s" in timings
+    assert isinstance(registry.METRICS[name].describe(m), str)
+    assert isinstance(registry.METRICS[name].log_values(m), dict)
+  # Headline on the means alone ('protocol'); the discrete code beside it where it extends.
+  for name in ("factor_score_dlib", "beta_vae", "sap", "dci", "modularity", "unsupervised"):
+    assert out[name]["use_discrete"] is False
+    assert "disentanglement_lib+discrete_codes" in out[name]["by_protocol"], name
+  assert "by_protocol" not in out["irs"]
+
+
+def test_bad_input_is_one_line_per_metric_and_the_others_run(monkeypatch):
+  monkeypatch.setitem(registry.METRICS, "ok", registry.Metric("ok", "ok", lambda i, s: {
+      "value": 0.5}))
+  nan_sometimes = lambda x: np.where(np.asarray(x)[:, :1] > 1, np.nan, np.asarray(x, float))
+  errors = {}
+  out, _ = registry.run(syn.inputs(nan_sometimes), {}, names=suite.NAMES + ("mig", "ok"),
+                        overrides=dict(OVER, mig={"num_points": 200}), errors=errors)
+  assert set(errors) == set(suite.NAMES) | {"mig"} and out == {"ok": {"value": 0.5, "stream": {
+      "entropy": [0, 1], "spawn_key": [], "metric": "ok", "repeat": 0}}}
+  for name, line in errors.items():
+    assert line.startswith(f"{name}: the representation has NaN") and "\n" not in line
+  # No ground truth (MNIST): every metric needing factors says so; the unsupervised scores run
+  # on the eval points.
+  errors = {}
+  rep = syn.as_rep(np.random.default_rng(0).normal(size=(100, 3)))
+  out, _ = registry.run(registry.Inputs("run", np.random.default_rng(0), rep=rep), {},
+                        names=suite.NAMES, overrides=OVER, errors=errors)
+  assert set(out) == {"unsupervised"}
+  assert all(line.endswith("needs ground-truth factors; the evaluation data has none")
+             for line in errors.values()) and len(errors) == len(suite.NAMES) - 1
+  # Fewer points than a split needs.
+  errors = {}
+  registry.run(syn.inputs(syn.identity), {}, names=["dci"],
+               overrides={"dci": {"num_train": 1, "num_test": 1}}, errors=errors)
+  assert errors == {"dci": "dci: needs at least 2 points, got 1"}
