@@ -105,6 +105,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 def _run(_):
   from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
+  from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
   absl_logging.set_verbosity(absl_logging.WARNING)
@@ -113,8 +114,9 @@ def _run(_):
   print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
   try:
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config))
-  except (config_lib.ConfigError, trainer.NonFiniteError, data_lib.DataFileError) as e:
-    fail(str(e))  # bad config, missing / corrupt data, NaN: one message, no traceback
+  except (config_lib.ConfigError, trainer.NonFiniteError, data_lib.DataFileError,
+          checkpoint.CheckpointError) as e:
+    fail(str(e))  # bad config, missing / corrupt data, NaN, no restorable checkpoint: one line
   print(f"done: {workdir}", flush=True)
 
 

@@ -110,7 +110,10 @@ def restore_params(workdir, config, method, step: Optional[int] = None) -> tuple
     abstract = jax.tree_util.tree_map(
         lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
         jax.eval_shape(methods.init_fn(method, n), methods.seed_keys(config.seed, n)))
-    state = ckpt.restore(abstract, step=chosen)
+    # Without a step: the newest checkpoint that restores completely (newer ones are named in
+    # a warning and left in place).
+    state = ckpt.restore(abstract, step=None if step is None else chosen)
+    chosen = ckpt.restored_step
   finally:
     ckpt.close()
   params = [seeds.take(state.params, i) if n > 1 else state.params for i in range(n)]

@@ -12,10 +12,17 @@ checkpoint is read.
 of model selection (`disentangle.train.selection`): each step is saved with a JSON record (the
 selection rule, the metric and its value) in the same orbax step folder, so the state and its
 record appear together, atomically, and survive a kill.
+
+A checkpoint that cannot be restored completely (a truncated or missing file, a missing item, a
+tree that does not match) is skipped: ``restore`` without a step falls back to the newest one
+that restores, warns in one line naming the skipped ones and, when writable, moves them aside to
+``<subdir>_skipped/<step>`` (never deleted; the resumed run then saves those steps afresh). When
+none restores, `CheckpointError` names the folder and nothing is moved.
 """
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import jax
 import orbax.checkpoint as ocp
@@ -23,6 +30,16 @@ import orbax.checkpoint as ocp
 
 class ReadOnlyError(RuntimeError):
   """A read-only `Checkpointer` was asked to write."""
+
+
+class CheckpointError(ValueError):
+  """No checkpoint of a folder (or not the one asked for) can be restored completely."""
+
+
+def _cause(e: BaseException) -> str:
+  """The first line of an exception, cut to a readable length."""
+  text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+  return f"{type(e).__name__}: {text[:200]}"
 
 
 class Checkpointer:
@@ -57,6 +74,7 @@ class Checkpointer:
       options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
                                              enable_async_checkpointing=False, **extra)
     self._manager = ocp.CheckpointManager(self.directory, options=options)
+    self.restored_step: int | None = None
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
@@ -84,22 +102,91 @@ class Checkpointer:
     self._manager.wait_until_finished()
 
   def restore(self, target, step: int | None = None):
-    """Restore ``step`` (default latest) into arrays shaped and sharded like ``target`` (arrays
-    or `jax.ShapeDtypeStruct` leaves)."""
-    step = self._manager.latest_step() if step is None else step
+    """Restore ``step`` into arrays shaped and sharded like ``target`` (arrays or
+    `jax.ShapeDtypeStruct` leaves); `restored_step` says which step came back.
+
+    Without ``step``: the newest checkpoint that restores completely; newer ones that do not
+    are skipped with a one-line warning (and moved aside unless read-only). `CheckpointError`
+    when ``step`` (or, without it, every checkpoint) cannot be restored."""
     abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, target)
+    if step is not None:
+      try:
+        state = self._restore_step(abstract, step)
+      except Exception as e:  # pylint: disable=broad-except
+        raise CheckpointError(f"checkpoint {step} in {self.directory} cannot be restored "
+                              f"({_cause(e)})") from e
+      self.restored_step = int(step)
+      return state
+    skipped = []
+    for s in reversed(self.all_steps()):
+      try:
+        state = self._restore_step(abstract, s)
+      except Exception as e:  # pylint: disable=broad-except  (truncated, missing, wrong tree)
+        skipped.append((s, _cause(e)))
+        continue
+      if skipped:
+        self._skip(skipped, s)
+      self.restored_step = s
+      return state
+    if not skipped:
+      raise CheckpointError(f"{self.directory} holds no complete checkpoint")
+    raise CheckpointError(
+        f"no checkpoint in {self.directory} can be restored (steps "
+        f"{', '.join(str(s) for s, _ in skipped)}; step {skipped[0][0]}: {skipped[0][1]}); "
+        "nothing was changed")
+
+  def _restore_step(self, abstract, step: int):
     if self.with_record:
       return self._manager.restore(
           step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))).state
     return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
 
+  def _skip(self, skipped: list[tuple[int, str]], used: int) -> None:
+    """Warn about the checkpoints that did not restore; move them aside unless read-only."""
+    aside = self.directory.parent / f"{self.directory.name}_skipped"
+    moved = not self.read_only
+    if moved:
+      if jax.process_count() > 1:  # every process has tried them before one is moved
+        ocp.multihost.sync_global_processes(f"skip_checkpoints_{used}")
+      if jax.process_index() == 0:
+        aside.mkdir(exist_ok=True)
+        for s, _ in skipped:
+          dest, k = aside / str(s), 1
+          while dest.exists():
+            dest, k = aside / f"{s}-{k}", k + 1
+          (self.directory / str(s)).rename(dest)
+      if jax.process_count() > 1:
+        ocp.multihost.sync_global_processes(f"skipped_checkpoints_{used}")
+      self._manager.reload()
+    if jax.process_index() == 0:
+      where = f"moved to {aside}" if moved else "left in place (read-only)"
+      print(f"warning: checkpoint {', '.join(str(s) for s, _ in skipped)} in {self.directory} "
+            f"cannot be restored ({skipped[0][1]}); {where}; using step {used}",
+            file=sys.stderr, flush=True)
+
   def record(self, step: int | None = None) -> dict | None:
-    """The JSON record saved with ``step`` (default latest); None when there is no step."""
-    step = self._manager.latest_step() if step is None else step
-    if step is None:
-      return None
-    return dict(self._manager.restore(
-        step, args=ocp.args.Composite(record=ocp.args.JsonRestore())).record)
+    """The JSON record saved with ``step`` (default: of the newest step whose record reads,
+    skipping the others as `restore` does); None when there is no step."""
+    read = lambda s: dict(self._manager.restore(  # noqa: E731
+        s, args=ocp.args.Composite(record=ocp.args.JsonRestore())).record)
+    if step is not None:
+      return read(step)
+    skipped = []
+    for s in reversed(self.all_steps()):
+      try:
+        record = read(s)
+      except Exception as e:  # pylint: disable=broad-except
+        skipped.append((s, _cause(e)))
+        continue
+      if skipped:
+        self._skip(skipped, s)
+      return record
+    if skipped:
+      raise CheckpointError(
+          f"no record in {self.directory} can be read (steps "
+          f"{', '.join(str(s) for s, _ in skipped)}; step {skipped[0][0]}: {skipped[0][1]}); "
+          "nothing was changed")
+    return None
 
   def close(self) -> None:
     self._manager.close()

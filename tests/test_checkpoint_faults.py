@@ -1,0 +1,219 @@
+"""Corrupt checkpoints: the newest one that restores completely is used, the skipped ones are
+named in one line and kept aside; when none restores, one line and nothing changes."""
+import hashlib
+import json
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from disentangle.train import checkpoint
+from tests import helpers
+
+TREE = {"a": np.arange(100_000, dtype=np.float32), "b": {"c": np.ones((3, 4), np.float32)}}
+
+
+def _tree(step):
+  return jax.tree_util.tree_map(lambda x: x + step, TREE)
+
+
+def _saved(root, steps=(200, 300), **kwargs):
+  ckpt = checkpoint.Checkpointer(root, **kwargs)
+  for s in steps:
+    if kwargs.get("with_record"):
+      ckpt.save(s, _tree(s), {"step": s})
+    else:
+      ckpt.save(s, _tree(s))
+  ckpt.close()
+  return root / kwargs.get("subdir", "checkpoints")
+
+
+def _largest(folder):
+  return max((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+
+
+def truncate(folder):
+  """The largest data file of a step cut to 1,000 bytes (as a kill mid-copy or a full disk)."""
+  path = _largest(folder)
+  path.write_bytes(path.read_bytes()[:1000])
+
+
+def drop_item(folder):
+  """A data file of a step removed."""
+  _largest(folder).unlink()
+
+
+def other_tree(root):
+  """Step 300 rewritten with another tree (a leaf renamed)."""
+  ckpt = checkpoint.Checkpointer(root / "other")
+  ckpt.save(300, {"a": TREE["a"], "b": {"d": TREE["b"]["c"]}})
+  ckpt.close()
+  target = root / "checkpoints" / "300"
+  for p in sorted(target.rglob("*"), reverse=True):
+    p.unlink() if p.is_file() else p.rmdir()
+  (root / "other" / "checkpoints" / "300").rename(target)
+
+
+def _digest(folder):
+  return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+          for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("corrupt", ["truncate", "drop_item", "other_tree"])
+def test_newest_restorable_is_used_and_the_skipped_one_kept_aside(tmp_path, capsys, corrupt):
+  folder = _saved(tmp_path)
+  if corrupt == "other_tree":
+    other_tree(tmp_path)
+  else:
+    {"truncate": truncate, "drop_item": drop_item}[corrupt](folder / "300")
+  broken = _digest(folder / "300")
+  ckpt = checkpoint.Checkpointer(tmp_path)
+  state = ckpt.restore(TREE)
+  assert ckpt.restored_step == 200
+  jax.tree_util.tree_map(np.testing.assert_array_equal, state, _tree(200))
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "checkpoint 300" in err[0] and str(folder) in err[0], err
+  assert "using step 200" in err[0]
+  aside = tmp_path / "checkpoints_skipped" / "300"
+  assert _digest(aside) == broken  # kept, byte for byte
+  assert ckpt.all_steps() == [200]
+  ckpt.save(300, _tree(300))  # the resumed run writes the step again
+  assert ckpt.all_steps() == [200, 300]
+  jax.tree_util.tree_map(np.testing.assert_array_equal, ckpt.restore(TREE), _tree(300))
+  ckpt.close()
+
+
+def test_a_step_skipped_twice_is_kept_twice(tmp_path, capsys):
+  folder = _saved(tmp_path)
+  for _ in range(2):
+    truncate(folder / "300")
+    ckpt = checkpoint.Checkpointer(tmp_path)
+    ckpt.restore(TREE)
+    ckpt.save(300, _tree(300))
+    ckpt.close()
+  capsys.readouterr()
+  assert sorted(p.name for p in (tmp_path / "checkpoints_skipped").iterdir()) == ["300", "300-1"]
+
+
+def test_none_restorable_is_one_line_and_nothing_changes(tmp_path):
+  folder = _saved(tmp_path)
+  truncate(folder / "300")
+  drop_item(folder / "200")
+  before = _digest(tmp_path)
+  ckpt = checkpoint.Checkpointer(tmp_path)
+  with pytest.raises(checkpoint.CheckpointError) as e:
+    ckpt.restore(TREE)
+  ckpt.close()
+  message = str(e.value)
+  assert "\n" not in message and str(folder) in message and "300, 200" in message
+  assert "nothing was changed" in message
+  assert _digest(tmp_path) == before and not (tmp_path / "checkpoints_skipped").exists()
+
+
+def test_read_only_skips_without_moving(tmp_path, capsys):
+  folder = _saved(tmp_path)
+  truncate(folder / "300")
+  before = _digest(tmp_path)
+  ckpt = checkpoint.Checkpointer(tmp_path, read_only=True)
+  jax.tree_util.tree_map(np.testing.assert_array_equal, ckpt.restore(TREE), _tree(200))
+  ckpt.close()
+  err = capsys.readouterr().err
+  assert "left in place (read-only)" in err and "checkpoint 300" in err
+  assert _digest(tmp_path) == before
+
+
+def test_an_asked_step_that_does_not_restore_is_one_line(tmp_path):
+  folder = _saved(tmp_path)
+  truncate(folder / "300")
+  ckpt = checkpoint.Checkpointer(tmp_path, read_only=True)
+  with pytest.raises(checkpoint.CheckpointError, match=r"checkpoint 300 in .* cannot be restored"):
+    ckpt.restore(TREE, step=300)
+  jax.tree_util.tree_map(np.testing.assert_array_equal, ckpt.restore(TREE, step=200), _tree(200))
+  ckpt.close()
+
+
+def test_kept_slot_record_and_state(tmp_path, capsys):
+  """The selected slot (`checkpoints_best`): a record that does not read is skipped like a state;
+  with no readable record, one line."""
+  folder = _saved(tmp_path, subdir="checkpoints_best", with_record=True, keep=2)
+  record = next((folder / "300").rglob("*record*/*")) if list((folder / "300").rglob(
+      "*record*/*")) else None
+  assert record is not None, sorted((folder / "300").rglob("*"))
+  for p in (folder / "300").rglob("*"):
+    if "record" in str(p.relative_to(folder / "300")) and p.is_file():
+      p.write_bytes(b"{not json")
+  ckpt = checkpoint.Checkpointer(tmp_path, subdir="checkpoints_best", with_record=True, keep=1)
+  assert ckpt.record() == {"step": 200}
+  assert "checkpoint 300" in capsys.readouterr().err
+  assert (tmp_path / "checkpoints_best_skipped" / "300").is_dir()
+  ckpt.close()
+  truncate(folder / "200")
+  ckpt = checkpoint.Checkpointer(tmp_path, subdir="checkpoints_best", with_record=True,
+                                 read_only=True)
+  with pytest.raises(checkpoint.CheckpointError, match="checkpoints_best"):
+    ckpt.restore(TREE, step=200)
+  ckpt.close()
+
+
+@pytest.mark.slow
+def test_training_resumes_from_the_newest_intact_checkpoint(tmp_path, capsys):
+  """A run with checkpoints at 3 and 6 whose step-6 checkpoint is truncated, continued to 9,
+  resumes from 3 and ends bitwise where a straight run to 9 ends."""
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  data = helpers.TinyImages()
+  config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
+  straight = trainer.train(config, tmp_path / "a", dataset=data)
+  short = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 6})
+  trainer.train(short, tmp_path / "b", dataset=data)
+  truncate(tmp_path / "b" / "checkpoints" / "6")
+  capsys.readouterr()
+  resumed = trainer.train(config, tmp_path / "b", dataset=data)
+  captured = capsys.readouterr()
+  assert "checkpoint 6" in captured.err and "using step 3" in captured.err
+  assert "at step 3" in captured.out
+  for a, b in zip(jax.tree_util.tree_leaves(straight.params),
+                  jax.tree_util.tree_leaves(resumed.params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  assert (tmp_path / "b" / "checkpoints_skipped" / "6").is_dir()
+  lines = lambda run: [  # noqa: E731
+      {k: v for k, v in json.loads(l).items() if k != "steps_per_sec"}
+      for l in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+  assert lines("b") == lines("a")  # the lines after step 3 were dropped and logged again
+
+  # experiments.evaluate's restore (read-only): step 9 truncated, step 6 evaluated, nothing moved.
+  from disentangle import methods  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
+  truncate(tmp_path / "b" / "checkpoints" / "9")
+  before = _digest(tmp_path / "b")
+  saved, _ = evaluate_run.locate_run(tmp_path / "b")
+  params, facts = evaluate_run.restore_params(
+      tmp_path / "b", saved, methods.build(saved, data.image_shape))
+  assert facts["step"] == 6 and facts["latest_step"] == 9
+  assert "checkpoint 9" in capsys.readouterr().err
+  assert _digest(tmp_path / "b") == before
+  with pytest.raises(checkpoint.CheckpointError, match="checkpoint 9 in"):
+    evaluate_run.restore_params(tmp_path / "b", saved, methods.build(saved, data.image_shape), 9)
+  assert len(jax.tree_util.tree_leaves(params[0])) == len(jax.tree_util.tree_leaves(
+      resumed.params))
+
+
+def test_launch_prints_one_line_when_no_checkpoint_restores(tmp_path):
+  """The command line: exit status 2, one line naming the folder, nothing changed."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  folder = _saved(tmp_path / "run")
+  truncate(folder / "300")
+  truncate(folder / "200")
+  before = _digest(tmp_path)
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  proc = subprocess.run(
+      [sys.executable, "-m", "experiments.dsprites_betavae", f"--workdir={tmp_path / 'run'}",
+       "--config=experiments/configs/dsprites_betavae.py:smoke"],
+      capture_output=True, text=True, cwd=repo, check=False, timeout=300)
+  err = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr
+  assert len(err) == 1 and str(folder) in err[0] and "nothing was changed" in err[0], err
+  after = _digest(tmp_path)
+  assert {k: after.get(k) for k in before} == before  # no file changed or removed
