@@ -20,6 +20,7 @@ from absl import flags
 from absl import logging as absl_logging
 from ml_collections import config_flags
 
+from disentangle import atomic
 from disentangle import config as config_lib
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, with :variant.",
@@ -115,9 +116,18 @@ def _run(_):
   try:
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config))
   except (config_lib.ConfigError, trainer.NonFiniteError, data_lib.DataFileError,
-          checkpoint.CheckpointError) as e:
-    fail(str(e))  # bad config, missing / corrupt data, NaN, no restorable checkpoint: one line
+          checkpoint.CheckpointError, atomic.WriteError) as e:
+    _close_progress_bars()  # the message starts its own line
+    fail(str(e))  # bad config, missing / corrupt data, NaN, no restorable checkpoint, a failed
+    # write (full disk): one line, no traceback
   print(f"done: {workdir}", flush=True)
+
+
+def _close_progress_bars() -> None:
+  """Close the trainer's progress bar left open by an error (tqdm ends its line on close)."""
+  tqdm = sys.modules.get("tqdm")
+  for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ()) or ()):
+    bar.close()
 
 
 def _joined(argv: list[str], name: str) -> list[str]:

@@ -19,6 +19,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from disentangle import atomic
+
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (or multi-seed workdir).",
                                required=True)
 _STEP = flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).")
@@ -53,7 +55,7 @@ def main(_):
         vote_batch=_VOTE_BATCH.value, mig_points=_MIG_POINTS.value,
         encode_batch_size=_BATCH.value, conv_impl=_CONV.value, eval_overrides=overrides,
         selected_too=_SELECTED.value)
-  except (FileNotFoundError, ValueError) as e:
+  except (FileNotFoundError, ValueError, atomic.WriteError) as e:  # WriteError: a full disk
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
   for run in results.get("seeds", [results]):

@@ -27,6 +27,8 @@ import sys
 import jax
 import orbax.checkpoint as ocp
 
+from disentangle import atomic
+
 
 class ReadOnlyError(RuntimeError):
   """A read-only `Checkpointer` was asked to write."""
@@ -98,8 +100,13 @@ class Checkpointer:
                                 record=ocp.args.JsonSave(record))
     else:
       args = ocp.args.StandardSave(state)
-    self._manager.save(step, args=args)
-    self._manager.wait_until_finished()
+    try:  # orbax writes into a temporary folder: a failed save leaves the older steps intact
+      self._manager.save(step, args=args)
+      self._manager.wait_until_finished()
+    except ocp.checkpoint_manager.StepAlreadyExistsError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except  (ENOSPC and other write failures)
+      raise atomic.write_error(f"checkpoint {step} in {self.directory}", e) from e
 
   def restore(self, target, step: int | None = None):
     """Restore ``step`` into arrays shaped and sharded like ``target`` (arrays or

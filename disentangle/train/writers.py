@@ -54,8 +54,11 @@ class MetricWriter:
       return
     record = {"step": int(step)}
     record.update({k: _jsonable(v) for k, v in metrics.items()})
-    with open(self.path, "a") as f:
-      f.write(json.dumps(record) + "\n")
+    try:  # a line cut by a full disk is dropped on resume (`truncate_after`)
+      with open(self.path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+    except OSError as e:
+      raise atomic.write_error(self.path, e) from e
     if self._tb is not None:
       for k, v in metrics.items():
         a = np.asarray(v, dtype=np.float64) if np.asarray(v).dtype != object else None

@@ -1,0 +1,161 @@
+"""A full disk: ENOSPC injected at the write layer (atomic writes, metrics lines, checkpoints)
+stops with one line naming the path and the cause, keeps what was written before, and the same
+run resumes once the space is back."""
+import errno
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from orbax.checkpoint._src.path import atomicity
+
+from disentangle import atomic
+from disentangle.train import checkpoint
+from disentangle.train import writers
+from tests import helpers
+
+ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _full(*args, **kwargs):
+  raise ENOSPC
+
+
+def test_atomic_write_on_a_full_disk_keeps_the_old_file(tmp_path, monkeypatch):
+  path = tmp_path / "eval" / "step_10.json"
+  atomic.write_text(path, "old")
+  monkeypatch.setattr(os, "replace", _full)
+  with pytest.raises(atomic.WriteError) as e:
+    atomic.write_text(path, "new")
+  assert str(e.value).startswith(f"cannot write {path}: No space left on device (ENOSPC)")
+  assert "\n" not in str(e.value) and e.value.errno == errno.ENOSPC
+  monkeypatch.undo()
+  assert path.read_text() == "old" and [p.name for p in path.parent.iterdir()] == ["step_10.json"]
+
+
+def test_writer_failing_inside_replacing_is_named(tmp_path):
+  def png_writer(tmp):
+    tmp.write_bytes(b"\x89PNG half")
+    raise OSError(errno.EIO, os.strerror(errno.EIO))
+  with pytest.raises(atomic.WriteError, match=r"cannot write .*x\.png: .* \(EIO\)"):
+    with atomic.replacing(tmp_path / "x.png") as tmp:
+      png_writer(tmp)
+  assert list(tmp_path.iterdir()) == []
+
+
+def test_metrics_line_on_a_full_disk(tmp_path, monkeypatch):
+  w = writers.MetricWriter(tmp_path, tensorboard=False)
+  w.write(1, {"loss": 1.0})
+  monkeypatch.setattr(writers, "open", _full, raising=False)
+  with pytest.raises(atomic.WriteError, match=r"metrics\.jsonl: No space left on device"):
+    w.write(2, {"loss": 2.0})
+  monkeypatch.undo()
+  assert [json.loads(l)["step"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()] \
+      == [1]
+
+
+def test_checkpoint_on_a_full_disk_keeps_the_previous_one(tmp_path, monkeypatch):
+  tree = {"a": np.arange(1000, dtype=np.float32)}
+  ckpt = checkpoint.Checkpointer(tmp_path)
+  ckpt.save(3, tree)
+  monkeypatch.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", _full)
+  with pytest.raises(atomic.WriteError, match=r"checkpoint 6 in .*checkpoints: No space left"):
+    ckpt.save(6, jax.tree_util.tree_map(lambda x: x + 1, tree))
+  monkeypatch.undo()
+  ckpt.close()
+  ckpt = checkpoint.Checkpointer(tmp_path)  # the next start: step 3 intact, 6 saved afresh
+  assert ckpt.all_steps() == [3]
+  np.testing.assert_array_equal(ckpt.restore(tree)["a"], tree["a"])
+  ckpt.save(6, jax.tree_util.tree_map(lambda x: x + 1, tree))
+  assert ckpt.all_steps() == [3, 6]
+  ckpt.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["checkpoint", "metrics", "config"])
+def test_run_stops_on_a_full_disk_and_resumes_bitwise(tmp_path, monkeypatch, where):
+  """Training to 9 steps (checkpoints at 3, 6, 9): the disk fills at the step-6 checkpoint, at the
+  step-4 metrics line or at the first write (config.json); the run stops there with the error,
+  step 3 (or nothing) stays, and the same call once the space is back ends where a straight run
+  ends, with the same metrics lines."""
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  data = helpers.TinyImages()
+  config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
+  straight = trainer.train(config, tmp_path / "a", dataset=data)
+  if where == "checkpoint":
+    real = atomicity.AtomicRenameTemporaryPath.finalize
+
+    async def finalize(self, *args, **kwargs):
+      if "6" in str(self.get_final()).rsplit("/", 1)[-1]:
+        raise ENOSPC
+      return await real(self, *args, **kwargs)
+    monkeypatch.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", finalize)
+  elif where == "metrics":
+    real_open = open
+
+    def opener(path, mode="r", *args, **kwargs):
+      if "a" in mode and _lines(path) >= 2:  # steps 2 and 3 are written, step 4 is not
+        raise ENOSPC
+      return real_open(path, mode, *args, **kwargs)
+    monkeypatch.setattr(writers, "open", opener, raising=False)
+  else:
+    monkeypatch.setattr(os, "replace", _full)
+  with pytest.raises(atomic.WriteError, match="No space left on device"):
+    trainer.train(config, tmp_path / "b", dataset=data)
+  monkeypatch.undo()
+  steps = sorted(int(p.name) for p in (tmp_path / "b" / "checkpoints").iterdir()
+                 if p.name.isdigit()) if (tmp_path / "b" / "checkpoints").exists() else []
+  assert steps == ([] if where == "config" else [3]), steps
+  resumed = trainer.train(config, tmp_path / "b", dataset=data)
+  for a, b in zip(jax.tree_util.tree_leaves(straight.params),
+                  jax.tree_util.tree_leaves(resumed.params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  lines = lambda run: [  # noqa: E731
+      {k: v for k, v in json.loads(l).items() if k != "steps_per_sec"}
+      for l in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+  assert lines("b") == lines("a")
+
+
+def _lines(path) -> int:
+  """Lines of ``path`` so far (0 when absent)."""
+  p = pathlib.Path(path)
+  return len(p.read_text().splitlines()) if p.exists() else 0
+
+
+_CLI = r"""
+import errno, os, runpy, sys
+real, target = os.replace, sys.argv.pop()  # the last argument: what part of a path fails
+def replace(src, dst, *a, **k):
+  if target in os.fspath(dst):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+  return real(src, dst, *a, **k)
+if target != "none":
+  os.replace = replace
+runpy.run_module("experiments.dsprites_betavae", run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["eval/", ".png"])
+def test_command_line_full_disk_at_an_evaluation_or_image_write(tmp_path, target):
+  """The smoke command: the evaluation JSON or a picture cannot be written; exit status 2, one
+  line naming the file and the cause, no traceback; the same command then completes."""
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  args = [sys.executable, "-c", _CLI, "--config=experiments/configs/dsprites_betavae.py:smoke",
+          "--config.num_steps=40", "--config.eval_every=20", "--config.checkpoint_every=10",
+          f"--workdir={tmp_path / 'run'}"]
+  proc = subprocess.run(args + [target], capture_output=True, text=True, cwd=repo, timeout=600,
+                        check=False)
+  errors = [l for l in re.split(r"[\r\n]", proc.stderr) if l.startswith("error:")]  # after the bar
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr
+  assert len(errors) == 1 and target in errors[0] and "(ENOSPC)" in errors[0], errors
+  proc = subprocess.run(args + ["none"], capture_output=True, text=True, cwd=repo, timeout=600,
+                        check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "resumed from" in proc.stdout and "done:" in proc.stdout
