@@ -5,6 +5,7 @@ Iterations are counted as in CascadeVAE's Algorithm 1: ``t = 1, ..., MAXITER``; 
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from disentangle import config as config_lib
@@ -45,7 +46,8 @@ def cascade_betas(t, *, num_dims: int, beta_high: float, beta_low: float, reliev
 
 def linear_capacity(t, *, c_min: float, c_max: float, num_steps: int):
   """JointVAE's capacity C(t): linear from c_min to c_max over ``num_steps``, then constant."""
-  frac = jnp.clip(jnp.asarray(t, jnp.float32) / max(num_steps, 1), 0.0, 1.0)
+  steps = jnp.maximum(num_steps, 1) if isinstance(num_steps, jax.Array) else max(num_steps, 1)
+  frac = jnp.clip(jnp.asarray(t, jnp.float32) / steps, 0.0, 1.0)  # num_steps traced in sweeps
   return c_min + (c_max - c_min) * frac
 
 

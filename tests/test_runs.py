@@ -136,3 +136,30 @@ def test_bad_meshes_fail_before_anything_is_created(tmp_path, overrides, match):
 ])
 def test_mesh_shape_puts_runs_first(num_runs, devices, asked, want):
   assert runs.mesh_shape(helpers.tiny_config("betavae", **asked), num_runs, devices) == want
+
+
+@pytest.mark.slow
+def test_runs_over_eight_devices_equal_their_runs_alone(tmp_path):
+  """8 runs (one per device) and 16 (two per device) on the 8 forced CPU devices, runs axis 8:
+  every run of the 8 equals its run among the 16, and sampled runs of both equal the same
+  settings trained alone on one device (the assignment on from step 2)."""
+  data = helpers.TinyImages()
+  kw = {"num_steps": 3, "log_every": 1, "num_seeds": 8, "cascade.discrete_start": 1}
+  eight = helpers.tiny_config("cascadevae", sweep="cascade.beta_low=0.5", **kw)
+  sixteen = helpers.tiny_config("cascadevae", sweep="cascade.beta_low=0.5|2", **kw)
+  for name, config in (("eight", eight), ("sixteen", sixteen)):
+    state = trainer.train(config, tmp_path / name, dataset=data)
+    assert state.step.sharding.mesh.shape == {"runs": 8, "data": 1}
+    assert state.step.sharding.spec == jax.sharding.PartitionSpec("runs")
+  cfgs = runs.run_configs(sixteen)
+  for cfg in cfgs[:8]:
+    run = runs.run_name(sixteen, cfg)
+    _assert_same_metrics(tmp_path / "eight" / run, tmp_path / "sixteen" / run, rtol=1e-6, atol=0)
+  for cfg in (cfgs[0], cfgs[7], cfgs[12]):
+    run = runs.run_name(sixteen, cfg)
+    alone = helpers.tiny_config("cascadevae", **{"num_steps": 3, "log_every": 1,
+                                                 "cascade.discrete_start": 1,
+                                                 "mesh.num_devices": 1, "seed": cfg.seed,
+                                                 "cascade.beta_low": cfg.cascade.beta_low})
+    trainer.train(alone, tmp_path / run, dataset=data)
+    _assert_same_metrics(tmp_path / "sixteen" / run, tmp_path / run)

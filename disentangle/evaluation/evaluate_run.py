@@ -85,7 +85,11 @@ def locate_run(workdir) -> tuple[ml_collections.ConfigDict, list[pathlib.Path]]:
       raise FileNotFoundError(f"{workdir} is one seed of a multi-seed run: evaluate its parent "
                               f"{workdir.parent}, which holds the checkpoints")
     return config, [workdir]
-  seeds = sorted(workdir.glob("seed_*/config.json"), key=lambda p: int(p.parent.name[5:]))
+  if (workdir / "runs.json").is_file():  # the runs of a sweep, in the checkpoint's order
+    names = json.loads((workdir / "runs.json").read_text())["runs"]
+    seeds = [workdir / name / "config.json" for name in names]
+  else:
+    seeds = sorted(workdir.glob("seed_*/config.json"), key=lambda p: int(p.parent.name[5:]))
   if not seeds:
     raise FileNotFoundError(f"{workdir} has no config.json (nor seed_*/config.json): not a run "
                             f"directory")
@@ -366,6 +370,10 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   for i, run_dir in enumerate(run_dirs):
     config_i = ml_collections.ConfigDict(config.to_dict())
     config_i.seed, config_i.num_seeds = config.seed + i, 1
+    if config.get("sweep", "") or (workdir / "runs.json").is_file():  # each run's own values
+      config_i = load_config(run_dir / "config.json")
+      config_i.model.conv_impl, config_i.eval, config_i.dataset = (
+          config.model.conv_impl, config.eval, config.dataset)
     t0 = time.perf_counter()
     result = {"run_dir": str(run_dir), "workdir": str(workdir), "seed": int(config_i.seed),
               "seed_index": i, "num_seeds": int(config.num_seeds), "method": config.method,

@@ -34,6 +34,8 @@ import numpy as np
 from disentangle import config as config_lib
 from disentangle import methods
 from disentangle import sharding
+from disentangle.train import host
+from disentangle.train import mesh as mesh_lib
 from disentangle.train import seeds
 
 FIELD_SEP, VALUE_SEP = ";", "|"
@@ -229,6 +231,72 @@ def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = T
     return seeds.stack(outs)
 
   return unrolled
+
+
+class Program:
+  """The runs of ``config`` on their mesh: shardings and the compiled step of each phase.
+
+  Args:
+    config: the whole config (validated); ``cfgs``: its runs (:func:`run_configs`).
+
+  Raises:
+    ConfigError: a mesh that does not fit (:func:`mesh_shape`), before anything compiles.
+  """
+
+  def __init__(self, config, cfgs):
+    self.config, self.cfgs = config, cfgs
+    available = len(jax.devices())
+    n = available if config.mesh.num_devices in (0, None) else config.mesh.num_devices
+    if n > available:
+      raise config_lib.ConfigError(f"config field 'mesh.num_devices' asks for {n} devices but "
+                                   f"only {available} exist")
+    self.runs_axis, self.data_axis = mesh_shape(config, len(cfgs), n)
+    multi = len(cfgs) > 1
+    # One block of runs: the data axis alone (as ever); else a (runs, data) mesh.
+    self.mesh = (mesh_lib.make_mesh(n) if self.runs_axis == 1 else
+                 mesh_lib.make_runs_mesh(self.runs_axis, self.data_axis))
+    self.manual = self.runs_axis > 1 and self.data_axis == 1  # each device steps its own runs
+    self.repl = mesh_lib.replicated(self.mesh)
+    if self.runs_axis > 1:
+      self.states = jax.sharding.NamedSharding(self.mesh, P(sharding.RUNS_AXIS))
+      self.batches = jax.sharding.NamedSharding(self.mesh,
+                                                P(sharding.RUNS_AXIS, sharding.DATA_AXIS))
+    else:
+      self.states = self.repl
+      self.batches = mesh_lib.batch_sharding(self.mesh, 1 if multi else 0)
+
+  def values(self) -> dict:
+    """The swept values, one per run, laid out like the states (empty for one run)."""
+    if len(self.cfgs) == 1:
+      return {}
+    return jax.device_put(values_arrays(self.config, self.cfgs), self.states)
+
+  def stepper(self, method, image_shape) -> Callable:
+    """``step -> jitted (state, batch, values) -> (state, metrics)`` of that step's phase.
+
+    ``method`` (built from the whole config) tells the phases (``method.phase(step)``, e.g.
+    CascadeVAE's discrete branch from t_d on): one program per phase, compiled on first use
+    and switched on the host, so no predicate is read back.
+    """
+    layout = seeds.layout(self.config)
+    inner_mesh = None if self.manual else self.mesh  # inside shard_map every axis is manual
+    build = lambda c: methods.build(c, image_shape, mesh=inner_mesh)
+    phase_of = getattr(method, "phase", None)
+    compiled = {}
+
+    def at(step: int):
+      phase = phase_of(step) if phase_of is not None else None
+      if phase not in compiled:
+        impl = make_step(build, self.cfgs, layout, phase=phase,
+                         concrete=not self.manual and layout == "unroll")
+        if self.manual:
+          impl = on_runs_axis(impl, self.mesh)
+        compiled[phase] = host.jit(impl, self.config, donate_argnums=0,
+                                   in_shardings=(self.states, self.batches, self.states),
+                                   out_shardings=(self.states, self.repl))
+      return compiled[phase]
+
+    return at
 
 
 def on_runs_axis(step: Callable, mesh) -> Callable:

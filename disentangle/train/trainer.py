@@ -48,6 +48,7 @@ from disentangle.train import writers
 # Fields that may change between a run and its resumption.
 RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                     "progress_bar", "dataset.data_dir", "dataset.allow_download", "mesh.num_devices",
+                    "mesh.runs", "mesh.data", "model.conv_impl", "cascade.unary_batching",
                     "distributed.initialize", "distributed.coordinator_address",
                     "distributed.num_processes", "distributed.process_id")
 
@@ -131,16 +132,8 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     if (d / "config.json").exists():
       check_config_matches(d / "config.json", cfg_i)
 
-  n_dev = len(jax.devices()) if config.mesh.num_devices in (0, None) else config.mesh.num_devices
-  if n_dev > len(jax.devices()):
-    raise config_lib.ConfigError(f"config field 'mesh.num_devices' asks for {n_dev} devices but "
-                                 f"only {len(jax.devices())} exist")
-  runs_axis, data_axis = runs_lib.mesh_shape(config, num_runs, n_dev)
-  multi = num_runs > 1
-  # One run or one block of runs: the data axis alone (as ever); else a (runs, data) mesh.
-  mesh = (mesh_lib.make_mesh(n_dev) if runs_axis == 1 else
-          mesh_lib.make_runs_mesh(runs_axis, data_axis))
-  manual = runs_axis > 1 and data_axis == 1  # each device steps its own runs (shard_map)
+  program = runs_lib.Program(config, cfgs)  # the mesh; ConfigError for an impossible one
+  mesh, multi = program.mesh, num_runs > 1
   dataset = dataset if dataset is not None else load_training_data(config)
   method = methods.build(config, dataset.image_shape, mesh=mesh)
   run_methods = [methods.build(c, dataset.image_shape, mesh=mesh) for c in cfgs] if multi \
@@ -149,16 +142,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   # before anything compiles.
   spec_fn = getattr(type(method), "batch_spec", None)
   spec = spec_fn(config) if spec_fn is not None else data_lib.IMAGES_ONLY
-  repl = mesh_lib.replicated(mesh)
-  if runs_axis > 1:
-    state_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(
-        mesh_lib.RUNS_AXIS))
-    data_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(
-        mesh_lib.RUNS_AXIS, mesh_lib.DATA_AXIS))
-  else:
-    state_sharding = repl
-    data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)
-  source = _make_source(dataset, spec, config, cfgs, data_sharding if runs_axis > 1 else None)
+  repl, state_sharding, data_sharding = program.repl, program.states, program.batches
+  source = _make_source(dataset, spec, config, cfgs,
+                        data_sharding if program.runs_axis > 1 else None)
   check_data = getattr(type(method), "check_data", None)  # e.g. label classes fit the variables
   if check_data is not None:
     check_data(config, dataset)
@@ -168,6 +154,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     d.mkdir(parents=True, exist_ok=True)
     if is_main:
       atomic.write_text(d / "config.json", config_lib.to_json(cfg_i))
+  if is_main and config.get("sweep", ""):  # the runs in the checkpoint's order (evaluation)
+    atomic.write_text(workdir / "runs.json", json.dumps(
+        {"runs": [d.name for d in dirs], "sweep": config.sweep}, indent=1))
 
   state = _init_states(method, [c.seed for c in cfgs], state_sharding)
 
@@ -181,28 +170,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       w.truncate_after(int(_first(state.step)))
   start = int(_first(state.step))
 
-  # Swept values as arrays, one per run, laid out like the states.
-  values = jax.device_put(runs_lib.values_arrays(config, cfgs), state_sharding) if multi else {}
-  layout = seeds.layout(config)
-  inner_mesh = None if manual else mesh  # inside shard_map every axis is manual already
-  build = lambda c: methods.build(c, dataset.image_shape, mesh=inner_mesh)
-  phase_of = getattr(method, "phase", None)  # e.g. CascadeVAE: the discrete branch from t_d on
-  compiled = {}
-
-  def train_step_at(step: int):
-    """The compiled step of ``step``'s phase (one program per phase, switched on the host)."""
-    phase = phase_of(step) if phase_of is not None else None
-    if phase not in compiled:
-      impl = runs_lib.make_step(build, cfgs, layout, phase=phase,
-                                concrete=not manual and layout == "unroll")
-      if manual:
-        impl = runs_lib.on_runs_axis(impl, mesh)
-      compiled[phase] = host.jit(impl, config, donate_argnums=0,
-                                 in_shardings=(state_sharding, data_sharding, state_sharding),
-                                 out_shardings=(state_sharding, repl))
-    return compiled[phase]
-
-  all_finite = jax.jit(_all_finite)
+  values = program.values()
+  train_step_at = program.stepper(method, dataset.image_shape)
+  all_finite = jax.jit(_all_finite, out_shardings=repl)
 
   evaluators = []
   if evaluator_factory is not None and is_main:  # evaluation runs on process 0, on a host copy
@@ -328,6 +298,9 @@ def _init_states(method, seeds_list, state_sharding):
 
 
 def _first(x):
+  """The first element of ``x`` (of this process's first shard when runs span processes)."""
+  if isinstance(x, jax.Array) and not x.is_fully_addressable:
+    x = x.addressable_data(0)
   return np.asarray(jax.device_get(x)).reshape(-1)[0]
 
 

@@ -20,7 +20,10 @@ Variants:
   be 4-9 h per run; 1e4 steps are 0.7-1.6 h, ``ffvae`` and ``factorvae`` both within an afternoon.
 - ``smoke``: 300 steps on rendered dSprites (not comparable).
 
-Sweeps (Figs. 6-7) run as overrides, e.g. ``:ffvae,ffvae.alpha=400,ffvae.gamma=20``: ``SWEEPS``.
+Sweeps (Figs. 6-7): the variants ``fig6a``, ``fig6b``, ``fig7a``, ``fig7b`` train a grid of
+``SWEEPS`` as one program (``config.sweep``, `disentangle.train.runs`: one run directory per
+(alpha, gamma) and seed, e.g. ``:fig7a,cpu,num_seeds=3``); one point alone is an override, e.g.
+``:ffvae,ffvae.alpha=400,ffvae.gamma=20``.
 ``PUBLISHED`` is empty: the appendix has figures only.
 
 Run: python -m experiments.dsprites_unfair_ffvae \
@@ -31,7 +34,7 @@ import fractions
 from experiments.configs import common
 
 PUBLISHED = {}
-VARIANTS = ("ffvae", "factorvae", "cpu", "smoke")
+VARIANTS = ("ffvae", "factorvae", "cpu", "smoke", "fig6a", "fig6b", "fig7a", "fig7b")
 ALPHA, GAMMA = 300.0, 40.0
 CPU_FRACTION = fractions.Fraction(1, 30)  # of App. D's 3e5 iterations: 1e4
 GAMMAS = (10, 20, 30, 40, 50, 70, 100)
@@ -50,6 +53,12 @@ def sweep_overrides(name: str) -> list[str]:
   return [f"ffvae,ffvae.alpha={a},ffvae.gamma={g}" for a in grid["alpha"] for g in grid["gamma"]]
 
 
+def sweep_spec(name: str) -> str:
+  """``config.sweep`` of one grid, e.g. ``'ffvae.alpha=300|400|1000;ffvae.gamma=10|...|100'``."""
+  grid = SWEEPS[name]
+  return ";".join(f"ffvae.{k}=" + "|".join(str(v) for v in grid[k]) for k in ("alpha", "gamma"))
+
+
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
   c = common.long_run_config("ffvae", "dsprites_unfair", latent_dim=10, learning_rate=1e-3,
@@ -65,6 +74,11 @@ def get_config(arg=None):
     if "ffvae" in names:
       raise common.config_lib.ConfigError(f"{__name__}: choose 'ffvae' or 'factorvae', not both")
     c.ffvae.alpha = 0.0
+  sweeps = [n for n in names if n in SWEEPS]
+  if len(sweeps) > 1:
+    raise common.config_lib.ConfigError(f"{__name__}: choose one sweep of {sorted(SWEEPS)}")
+  if sweeps:
+    c.sweep = sweep_spec(sweeps[0])
   if "smoke" in names:
     c.dataset.source = "render"  # the base dSprites of both sets: rendered (finish renders only
                                  # dataset.name == 'dsprites')
