@@ -241,6 +241,19 @@ def test_vmap_host_receives_whole_batch(monkeypatch):
   np.testing.assert_array_equal(np.asarray(got), expected)
 
 
+def test_threaded_host_batch_is_optimal_for_every_problem(monkeypatch):
+  """The host solves a batch of problems (the runs of a program) in threads; each label set is
+  optimal for its own problem (brute force), with its own penalty, for every distribution."""
+  monkeypatch.setattr(assignment, "HOST_THREADS", 4)
+  rng = np.random.default_rng(11)
+  u = np.stack([_sample(d, rng, (6, 3)) for d in DISTS for _ in range(2)])
+  penalty = np.linspace(0.0, 3.0, len(u))
+  labels = assignment.assign(u, penalty)
+  for b in range(len(u)):
+    assert assignment.assignment_objective(u[b], labels[b], penalty[b]) == pytest.approx(
+        _brute_force(u[b], penalty[b]), abs=1e-9)
+
+
 def test_vmap_device_solver():
   rng = np.random.default_rng(13)
   u = _sample("normal", rng, (4, 12, 3)).astype(np.float32)
