@@ -54,7 +54,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.model.latent_dim = 10
   c.model.init = "reference"
   c.model.posterior_head = "logvar"
-  c.model.conv_impl = "fast"
+  c.model.conv_impl = "auto"         # 'fast' / 'flax' (same numbers); 'auto': BACKEND_DEFAULTS
   c.model.hidden_units = 256          # dense layer of encoder and decoder (FFVAE App. C: 128)
   c.model.encoder_widths = "cascade"  # 32 px convs: 'cascade' (32, 32, 64) / 'dupont' (32, 64, 64)
   c.model.activation = "relu"         # encoder trunk: 'relu' or 'leaky_relu' (slope leaky_slope)
@@ -183,6 +183,29 @@ def variant_error(config_name: str, unknown: list[str], known: list[str]) -> Con
   return ConfigError(f"{config_name}: unknown variant(s) {unknown}; known variants: {sorted(known)}")
 
 
+# Implementation choices with identical numbers whose 'auto' resolves per backend. CPU: measured
+# (benchmarks/README.md: 'fast' convolutions, one decoder call per class). Other backends: the
+# program with fewer operations (a 5-seed MNIST CascadeVAE step compiles to 228 top-level
+# operations with 'flax' + 'stacked', 423 with the CPU's choice; GPU steps were bound by kernel
+# launches); not yet timed there.
+BACKEND_DEFAULTS = {
+    "model.conv_impl": {"cpu": "fast", "other": "flax"},
+    "cascade.unary_batching": {"cpu": "per_class", "other": "stacked"},
+}
+
+
+def resolve(field: str, value: str, backend: str | None = None) -> str:
+  """``value`` of ``field``, with ``'auto'`` replaced by ``BACKEND_DEFAULTS`` for ``backend``
+  (default: JAX's)."""
+  if value != "auto":
+    return value
+  if backend is None:
+    import jax  # pylint: disable=g-import-not-at-top
+    backend = jax.default_backend()
+  table = BACKEND_DEFAULTS[field]
+  return table.get(backend, table["other"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Validation.
 
@@ -249,7 +272,7 @@ RULES: dict[str, Rule] = {
     "model.latent_dim": POSITIVE,
     "model.init": one_of("reference", "reference_flax_fan", "flax"),
     "model.posterior_head": one_of("logvar", "softplus_sigma"),
-    "model.conv_impl": one_of("flax", "fast"),
+    "model.conv_impl": one_of("auto", "flax", "fast"),
     "model.hidden_units": POSITIVE,
     "model.encoder_widths": one_of("cascade", "dupont"),
     "model.activation": one_of("relu", "leaky_relu"),

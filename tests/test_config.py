@@ -142,3 +142,13 @@ def test_missing_data_is_one_message_and_creates_nothing(tmp_path):
   assert "Traceback" not in r.stderr
   assert r.stderr.startswith("error: ") and "chairs" in r.stderr, r.stderr
   assert not workdir.exists()
+
+
+def test_auto_implementation_choices_resolve_per_backend():
+  """'auto' keeps the CPU's measured choices and takes the fewer-operation ones elsewhere."""
+  from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
+  assert config_lib.resolve("model.conv_impl", "auto", "cpu") == "fast"
+  assert config_lib.resolve("model.conv_impl", "auto", "gpu") == "flax"
+  assert config_lib.resolve("cascade.unary_batching", "auto", "cpu") == "per_class"
+  assert config_lib.resolve("cascade.unary_batching", "auto", "tpu") == "stacked"
+  assert config_lib.resolve("model.conv_impl", "flax", "cpu") == "flax"

@@ -55,7 +55,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.solver = "scipy"          # 'scipy' (host, exact) or 'hungarian' (on device, exact)
   c.assignment_scope = "global"  # 'global': one assignment over the global batch; 'local': per shard
   c.eval_discrete = "argmax"  # or 'assignment'
-  c.unary_batching = "per_class"  # S decoder calls of B rows; 'stacked': one call of S*B rows
+  c.unary_batching = "auto"   # 'per_class': S decoder calls of B rows; 'stacked': one call of
+                              # S*B rows; 'auto': per backend (config.BACKEND_DEFAULTS)
   return c
 
 
@@ -71,7 +72,7 @@ RULES = {
     "cascade.solver": config_lib.one_of(*assignment.SOLVERS),
     "cascade.assignment_scope": config_lib.one_of("global", "local"),
     "cascade.eval_discrete": config_lib.one_of("argmax", "assignment"),
-    "cascade.unary_batching": config_lib.one_of("per_class", "stacked"),
+    "cascade.unary_batching": config_lib.one_of("auto", "per_class", "stacked"),
 }
 STEP_FIELDS = ("cascade.relieve_every", "cascade.discrete_start")  # fields counting iterations
 NEVER = 2**31 - 1  # a t_d no run reaches: the CascadeVAE-C ablation (no discrete code)
@@ -127,12 +128,14 @@ class CascadeVAE(base.VAEMethod):
   def unary(self, vae_params, z, x):
     """u[i, k] = log p(x_i | z_i, e_k) for every k; [B, S].
 
-    One decoder call of B rows per k (``cascade.unary_batching='per_class'``, default) or one
-    call of S*B rows (``'stacked'``); the same numbers. Per class was faster on CPU, where the
-    stacked activations outgrow the caches (dSprites S=3, batch 64 train step, quiet 2-core CPU).
+    One decoder call of B rows per k (``cascade.unary_batching='per_class'``, the CPU's
+    ``'auto'``) or one call of S*B rows (``'stacked'``, other backends' ``'auto'``); the same
+    numbers. Per class was faster on CPU, where the stacked activations outgrow the caches
+    (dSprites S=3, batch 64 train step, quiet 2-core CPU).
     """
     S, B = self.num_discrete, z.shape[0]
-    if self.config.cascade.unary_batching == "per_class":
+    if config_lib.resolve("cascade.unary_batching",
+                          self.config.cascade.unary_batching) == "per_class":
       cols = [self.log_likelihood(
           self.decode_logits(vae_params, self.decoder_input(z, jnp.full((B,), k))), x)
               for k in range(S)]

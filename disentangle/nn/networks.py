@@ -26,7 +26,8 @@ Options from the authors' code (``../shared/notes/reference-facts.md``), set by 
 - ``posterior_head='logvar'``: the dense head outputs (mean, log sigma^2) (Dupont's code);
   ``'softplus_sigma'``: (mean, raw) with sigma = softplus(raw) (the CascadeVAE code).
 - ``conv_impl='flax'`` uses ``nn.Conv`` / ``nn.ConvTranspose``; ``'fast'`` uses the exact rewrites in
-  :mod:`disentangle.nn.layers` (same parameters, same outputs, much faster backward on XLA:CPU).
+  :mod:`disentangle.nn.layers` (same parameters, same outputs, much faster backward on XLA:CPU);
+  ``'auto'`` resolves per backend (:data:`disentangle.config.BACKEND_DEFAULTS`: 'fast' on CPU).
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ from typing import Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from disentangle import config as config_lib
 
 
 # Encoder conv widths per image size; at 32x32 the two papers differ (``model.encoder_widths``).
@@ -67,6 +70,7 @@ def initializers(init: str):
 
 
 def _conv(impl: str, features: int, name: str, kernel_init):
+  impl = config_lib.resolve("model.conv_impl", impl)
   if impl == "flax":
     return nn.Conv(features, (4, 4), strides=(2, 2), padding="SAME", kernel_init=kernel_init,
                    name=name)
@@ -75,6 +79,7 @@ def _conv(impl: str, features: int, name: str, kernel_init):
 
 
 def _conv_transpose(impl: str, features: int, name: str, kernel_init):
+  impl = config_lib.resolve("model.conv_impl", impl)
   if impl == "flax":
     return nn.ConvTranspose(features, (4, 4), strides=(2, 2), padding="SAME",
                             kernel_init=kernel_init, name=name)
