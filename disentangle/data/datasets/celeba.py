@@ -137,11 +137,15 @@ def read_attributes(path: str | os.PathLike) -> tuple[list[str], tuple[str, ...]
 
 
 def _read_partition(path: pathlib.Path) -> dict[str, int]:
+  """``<image> <0|1|2>`` per line (train / validation / test); a malformed line is an error."""
   out = {}
-  for line in path.read_text().splitlines():
+  for i, line in enumerate(path.read_text().splitlines(), 1):
     parts = line.split()
-    if len(parts) == 2:
-      out[parts[0]] = int(parts[1])
+    if not parts:
+      continue
+    if len(parts) != 2 or parts[1] not in ("0", "1", "2"):
+      raise files.DataFileError(f"{path}: line {i} must be '<image> <0|1|2>', got {line[:80]!r}")
+    out[parts[0]] = int(parts[1])
   return out
 
 
