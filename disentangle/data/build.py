@@ -2,6 +2,9 @@
 
   python -m disentangle.data.build --name=dsprites_rendered --data_dir=/path/to/tfds
 
+Each shard is written straight to its array_record file, so a set of any size (the 737280
+rendered dSprites: 3 GB, past TFDS's 1 GB in-memory shuffle buffer) prepares without TensorFlow.
+
 Then train with ``--config.dataset.source=tfds --config.dataset.tfds_data_dir=<data_dir>
 --config.dataset.tfds_name=<name>``. Nothing is downloaded. The official catalog sets are prepared
 with TFDS's own CLI instead: ``tfds build <name> --data_dir=... --file_format=array_record``
