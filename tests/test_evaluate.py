@@ -161,6 +161,12 @@ def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_pat
   assert saved["metrics"]["shape_accuracy"]["value"] == \
       metrics.cluster_accuracy(grid.factors[:, 0], rep.discrete)["one_to_one"]
   assert saved["metrics"]["shape_accuracy"]["num_examples"] == 64
+  # disentanglement_lib's suite: every metric written with its protocol, settings and stream.
+  for name in metrics.suite.NAMES:
+    m = saved["metrics"][name]
+    assert m["protocol"].startswith("disentanglement_lib") and m["stream"]["metric"] == name
+  assert saved["metrics"]["dci"]["num_train"] == 10_000
+  assert "not_computed" not in saved["metrics"]
 
 
 def test_enumerate_rows_of_an_indexed_dataset_and_encoded_lookup():

@@ -65,7 +65,8 @@ def selection_lines(result: dict) -> list[str]:
            "|---|---|---|"]
   for name, metric in registry.METRICS.items():
     a, b = final["metrics"].get(name), selected.get("metrics", {}).get(name)
-    if isinstance(a, dict) and "value" in a and isinstance(b, dict) and "value" in b:
+    if (isinstance(a, dict) and a.get("value") is not None and isinstance(b, dict)
+        and b.get("value") is not None):
       lines.append(f"| {metric.title} | {a['value']:.4f} | {b['value']:.4f} |")
   return lines + [""]
 
