@@ -165,7 +165,9 @@ def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_pat
   for name in metrics.suite.NAMES:
     m = saved["metrics"][name]
     assert m["protocol"].startswith("disentanglement_lib") and m["stream"]["metric"] == name
-  assert saved["metrics"]["dci"]["num_train"] == 10_000
+  # eval.suite_points = 200 (tests.helpers): 200 training and 100 test points per metric.
+  assert (saved["metrics"]["dci"]["num_train"], saved["metrics"]["dci"]["num_test"]) == (200, 100)
+  assert saved["metrics"]["beta_vae"]["num_train"] == 200
   assert "not_computed" not in saved["metrics"]
 
 

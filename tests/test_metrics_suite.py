@@ -50,3 +50,34 @@ def test_bad_input_is_one_line_per_metric_and_the_others_run(monkeypatch):
   registry.run(syn.inputs(syn.identity), {}, names=["dci"],
                overrides={"dci": {"num_train": 1, "num_test": 1}}, errors=errors)
   assert errors == {"dci": "dci: needs at least 2 points, got 1"}
+
+
+def test_suite_points_scale_every_sampling_metric_and_zero_keeps_disentanglement_libs():
+  own = registry.settings_of({"suite_points": 0}, "run")
+  assert (own["dci"]["num_train"], own["dci"]["num_test"]) == (10_000, 5_000)
+  assert (own["beta_vae"]["num_train"], own["beta_vae"]["num_eval"]) == (10_000, 5_000)
+  assert own["irs"]["num_train"] == own["unsupervised"]["num_train"] == 10_000
+  assert "num_votes" not in own["factor_score_dlib"]  # the function's own defaults
+  small = registry.settings_of({"suite_points": 300}, "run")
+  for name in ("sap", "dci", "modularity"):
+    assert (small[name]["num_train"], small[name]["num_test"]) == (300, 150), name
+  assert (small["beta_vae"]["num_train"], small["beta_vae"]["num_eval"]) == (300, 150)
+  assert small["irs"]["num_train"] == small["unsupervised"]["num_train"] == 300
+  assert (small["factor_score_dlib"]["num_votes"], small["factor_score_dlib"]["num_eval_votes"],
+          small["factor_score_dlib"]["num_variance_points"]) == (300, 150, 300)
+
+
+def test_a_set_without_every_factor_combination_is_one_line_per_metric(monkeypatch):
+  data = syn.dataset()
+
+  def missing(factors, rng):
+    raise KeyError(f"no encoded example has factors {np.asarray(factors)[0].tolist()}")
+
+  monkeypatch.setattr(data, "sample_observations_from_factors", missing)
+  errors = {}
+  out, _ = registry.run(syn.inputs(syn.identity, data), {}, names=suite.NAMES, overrides=OVER,
+                        errors=errors)
+  assert out == {} and set(errors) == set(suite.NAMES)
+  for name, line in errors.items():
+    assert line.startswith(f"{name}: the evaluated set does not hold every factor combination")
+    assert "no encoded example has factors" in line and "\n" not in line

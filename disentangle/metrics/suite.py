@@ -11,6 +11,7 @@ and, for an encoder with a discrete code where the definition extends, with the 
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -30,6 +31,13 @@ from disentangle.metrics.factor_vae import factor_vae_score
 
 def _use_discrete(cfg) -> bool:
   return registry.resolve_use_discrete(cfg, False)
+
+
+def _points(cfg, default: int, half: bool = False) -> int:
+  """``eval.suite_points`` (0: disentanglement_lib's own number ``default``); a test or eval
+  split (``half``) takes half of it."""
+  n = int(registry.setting(cfg, "suite_points", 0))
+  return default if n <= 0 else max(1, n // 2) if half else n
 
 
 def _headline(by_protocol: dict, key: str, use_discrete: bool, **extra) -> dict:
@@ -55,6 +63,22 @@ def _describe_protocols(m: dict, key: str) -> str:
 
 # -- FactorVAE score, disentanglement_lib's protocol --------------------------------------------
 
+def _sampled_from_the_grid(compute):
+  """``compute`` with a missing factor combination as `MetricInputError`: the suite's protocols
+  draw factors from the whole grid, so a set that is not one (a subset of dSprites, say) cannot
+  serve them; the other metrics of the evaluation still run."""
+  @functools.wraps(compute)
+  def wrapped(inputs, s):
+    try:
+      return compute(inputs, s)
+    except KeyError as e:
+      raise sampling.MetricInputError(
+          f"the evaluated set does not hold every factor combination the protocol draws "
+          f"({e.args[0] if e.args else e}); evaluate on the whole grid") from e
+  return wrapped
+
+
+@_sampled_from_the_grid
 def _factor_score_dlib(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Kim & Mnih's score as disentanglement_lib (`metrics.factor_vae_score`,
   ``protocol='disentanglement_lib'``: 10,000 variance points, std pruning 0.05, 10,000 training
@@ -73,8 +97,17 @@ def _factor_score_dlib(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   return _headline(by, "eval_accuracy", s["use_discrete"])
 
 
+def _votes(cfg) -> dict:
+  """The score's own numbers (`factor_vae_score`'s defaults) unless ``eval.suite_points`` is set."""
+  if not _points(cfg, 0):
+    return {}
+  return {"num_votes": _points(cfg, 0), "num_eval_votes": _points(cfg, 0, half=True),
+          "num_variance_points": _points(cfg, 0)}
+
+
 # -- β-VAE score ----------------------------------------------------------------------------------
 
+@_sampled_from_the_grid
 def _beta_vae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Higgins et al.'s score as disentanglement_lib (`metrics.beta_vae.beta_vae_score`)."""
   _require_ground_truth(inputs)
@@ -87,16 +120,18 @@ def _beta_vae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
 
 registry.register(registry.Metric(
     "factor_score_dlib", "FactorVAE score (dlib)", _factor_score_dlib,
-    lambda cfg, stage: {"use_discrete": _use_discrete(cfg)}, training_flag="",
-    ground_truth=True, sampled=True,
+    lambda cfg, stage: dict(_votes(cfg), use_discrete=_use_discrete(cfg)),
+    training_flag="", ground_truth=True, sampled=True,
     describe=lambda m: (f"{_describe_protocols(m, 'eval_accuracy')}: {m['num_votes']} train / "
                         f"{m['num_eval_votes']} eval votes x {m['batch_size']}, variances over "
                         f"{m['num_variance_points']} points, std pruning {m['prune_std']}, "
                         f"train accuracy {m['train_accuracy']:.4f}")))
 registry.register(registry.Metric(
     "beta_vae", "β-VAE score", _beta_vae,
-    lambda cfg, stage: {"batch_size": beta_vae.BATCH_SIZE, "num_train": beta_vae.NUM_TRAIN,
-                        "num_eval": beta_vae.NUM_EVAL, "use_discrete": _use_discrete(cfg)},
+    lambda cfg, stage: {"batch_size": beta_vae.BATCH_SIZE,
+                        "num_train": _points(cfg, beta_vae.NUM_TRAIN),
+                        "num_eval": _points(cfg, beta_vae.NUM_EVAL, half=True),
+                        "use_discrete": _use_discrete(cfg)},
     training_flag="", ground_truth=True, sampled=True,
     describe=lambda m: (f"{_describe_protocols(m, 'eval_accuracy')}: {m['num_train']} train / "
                         f"{m['num_eval']} eval points, pairs of {m['batch_size']}, logistic "
@@ -136,11 +171,14 @@ def _by_protocol(sets, code_sizes, extends: bool, fn) -> dict:
 def _split_settings(module, **extra):
   def settings(cfg, stage):
     del stage
-    return dict(num_train=module.NUM_TRAIN, num_test=getattr(module, "NUM_TEST", None),
+    num_test = getattr(module, "NUM_TEST", None)
+    return dict(num_train=_points(cfg, module.NUM_TRAIN),
+                num_test=None if num_test is None else _points(cfg, num_test, half=True),
                 use_discrete=_use_discrete(cfg), **extra)
   return settings
 
 
+@_sampled_from_the_grid
 def _sap(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Kumar et al.'s SAP as disentanglement_lib (`metrics.sap`)."""
   sets, used, code_sizes = _sets(inputs, s)
@@ -154,6 +192,7 @@ def _sap(inputs: registry.Inputs, s: dict) -> Optional[dict]:
                    classifier=f"sklearn LinearSVC(C={sap.SVC_C}, class_weight='balanced')")
 
 
+@_sampled_from_the_grid
 def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Eastwood & Williams' DCI as disentanglement_lib (`metrics.dci`); value: disentanglement."""
   sets, used, code_sizes = _sets(inputs, s)
@@ -170,6 +209,7 @@ def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
                    classifier="sklearn GradientBoostingClassifier() per factor")
 
 
+@_sampled_from_the_grid
 def _modularity(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Ridgeway & Zemel's modularity and explicitness as disentanglement_lib
   (`metrics.modularity`); value: modularity."""
@@ -196,6 +236,7 @@ def _explicitness_logged(m: dict) -> dict:
   return {"modularity": m["value"], "explicitness": m["explicitness_test"]}
 
 
+@_sampled_from_the_grid
 def _irs(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Suter et al.'s IRS as disentanglement_lib (`metrics.irs`); the means alone."""
   sets, used, _ = _sets(inputs, s, names=("train",))
@@ -210,6 +251,7 @@ def _irs(inputs: registry.Inputs, s: dict) -> Optional[dict]:
               diff_quantile=s["diff_quantile"])
 
 
+@_sampled_from_the_grid
 def _unsupervised(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """disentanglement_lib's unsupervised scores (`metrics.unsupervised`) on ``num_train`` points
   of the ground truth, else on the eval points; value: the Gaussian total correlation."""
@@ -263,7 +305,7 @@ registry.register(registry.Metric(
                         f"{m['num_test']} points")))
 registry.register(registry.Metric(
     "irs", "IRS", _irs,
-    lambda cfg, stage: {"num_train": irs.NUM_TRAIN, "num_bins": irs.NUM_BINS,
+    lambda cfg, stage: {"num_train": _points(cfg, irs.NUM_TRAIN), "num_bins": irs.NUM_BINS,
                         "diff_quantile": irs.DIFF_QUANTILE},
     training_flag="", ground_truth=True, sampled=True,
     describe=lambda m: (f"{m['protocol']}: {m['num_train']} points, factors in {m['num_bins']} "
@@ -271,7 +313,8 @@ registry.register(registry.Metric(
                         f"dims")))
 registry.register(registry.Metric(
     "unsupervised", "Gaussian total correlation (nats)", _unsupervised,
-    lambda cfg, stage: {"num_train": unsupervised.NUM_TRAIN, "num_bins": unsupervised.NUM_BINS,
+    lambda cfg, stage: {"num_train": _points(cfg, unsupervised.NUM_TRAIN),
+                        "num_bins": unsupervised.NUM_BINS,
                         "use_discrete": _use_discrete(cfg)},
     training_flag="", sampled=True, tabulated=False,
     logged=lambda m: {k: m[k] for k in _KEYS},
@@ -282,6 +325,7 @@ registry.register(registry.Metric(
 
 # -- UDR's sample: the same points for every seed; the score is `aggregate`'s, per table row ----
 
+@_sampled_from_the_grid
 def _udr_sample(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """The means (and mean KL per latent) of `udr.NUM_POINTS` points drawn with the fixed stream
   `udr.POINTS_SEED`, so that every seed of a configuration encodes the same observations;
