@@ -2,7 +2,8 @@
 ``slow`` marker and a persistent compilation cache.
 
 ``python -m pytest -q -m "not slow"`` is the development loop (unit tests of pure pieces);
-``python -m pytest -q`` runs everything, the whole-run integration tests marked ``slow`` too.
+``python -m pytest -q`` runs everything, the whole-run integration tests marked ``slow`` too, in
+worker processes (``pytest.ini``).
 Compiled XLA programs are kept under the pytest cache (``.pytest_cache/d/jax_cache``), so a second
 run compiles less; the first run of a fresh checkout compiles everything (``-p no:cacheprovider``
 or ``--cache-clear`` start cold).
@@ -28,8 +29,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 def pytest_configure(config):
   config.addinivalue_line(
-      "markers", "slow: a whole training run, several processes or an end-to-end command "
-      "(deselect with -m 'not slow')")
+      "markers", "slow: a whole training run, several processes, an end-to-end command or a "
+      "test that compiles for more than a second or so (deselect with -m 'not slow')")
   cache = getattr(config, "cache", None)
   if cache is None:  # -p no:cacheprovider: compile from scratch
     return

@@ -10,10 +10,8 @@ import sys
 
 import jax
 
-jax.config.update("jax_num_cpu_devices", 4)
-
-from disentangle.train import trainer  # noqa: E402
-from tests import helpers  # noqa: E402
+from disentangle.train import trainer
+from tests import helpers
 
 
 def config(**overrides):
@@ -38,4 +36,7 @@ def main():
 
 
 if __name__ == "__main__":
+  # Here, not at import: the test imports `config` from this module, and a device count set at
+  # import would become the whole test session's.
+  jax.config.update("jax_num_cpu_devices", 4)
   main()

@@ -36,6 +36,7 @@ def _read_idx_labels(path):
     return np.frombuffer(f.read(n), np.uint8).astype(np.int64)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LABELS.exists(), reason="needs the real MNIST files in ../shared/data")
 def test_one_to_one_accuracy_recomputed_independently_from_the_checkpoint(tmp_path):
   config = helpers.tiny_config("cascadevae", **{

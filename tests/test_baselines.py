@@ -155,6 +155,7 @@ def _brute_force(z, mean, logvar, weight):
   return log_qzx, log_qz, log_prod
 
 
+@pytest.mark.slow
 def test_mws_estimator_matches_brute_force():
   z, mean, logvar = _tiny_posteriors()
   n, b = 1000, z.shape[0]
@@ -165,6 +166,7 @@ def test_mws_estimator_matches_brute_force():
     np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_mss_estimator_matches_brute_force_and_weights_sum_to_one():
   z, mean, logvar = _tiny_posteriors(b=6, seed=1)
   n, b = 500, z.shape[0]
@@ -197,6 +199,7 @@ def test_mws_is_the_mixture_density_minus_log_batch_when_the_batch_is_the_datase
   np.testing.assert_allclose(np.asarray(log_qz), exact - np.log(4), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_betatcvae_with_unit_weights_is_the_sampled_elbo():
   config = helpers.tiny_config("betatcvae", **{"betatcvae.beta": 1.0})
   data = helpers.TinyImages()
@@ -248,6 +251,7 @@ TINY = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_train_step_lowers_loss_and_compiles_once(name):
   chex.clear_trace_counter()  # the parametrised cases share the nested function's hash

@@ -19,6 +19,7 @@ def _setup(**kw):
   return config, method, state, batch
 
 
+@pytest.mark.slow
 def test_decoder_sees_assignment_of_unary_at_same_eps():
   config, method, state, batch = _setup(**{"cascade.penalty": 2.0})
   vae = state.params["vae"]

@@ -198,6 +198,7 @@ def test_training_resumes_from_the_newest_intact_checkpoint(tmp_path, capsys):
       resumed.params))
 
 
+@pytest.mark.slow
 def test_launch_prints_one_line_when_no_checkpoint_restores(tmp_path):
   """The command line: exit status 2, one line naming the folder, nothing changed."""
   import subprocess  # pylint: disable=g-import-not-at-top

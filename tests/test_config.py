@@ -118,6 +118,7 @@ BETAVAE = "--config=experiments/configs/dsprites_betavae.py:smoke"
     ([BETAVAE + "x"], "unknown variant(s) ['smokex']"),
     ([BETAVAE, "--config.batch_size=0"], "'batch_size' must be > 0"),  # found by the trainer
 ])
+@pytest.mark.slow
 def test_bad_command_line_is_one_line_and_creates_nothing(tmp_path, args, expect):
   """A new user's typo: one line on stderr naming the field, no traceback, no run directory."""
   workdir = tmp_path / "run"
@@ -131,6 +132,7 @@ def test_bad_command_line_is_one_line_and_creates_nothing(tmp_path, args, expect
   assert not workdir.exists()
 
 
+@pytest.mark.slow
 def test_missing_data_is_one_message_and_creates_nothing(tmp_path):
   """A set that is not on disk: the error names the file, no traceback, no run directory."""
   workdir = tmp_path / "run"

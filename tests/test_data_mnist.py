@@ -85,6 +85,7 @@ def test_loader_on_synthetic_files(tmp_path):
     mnist.load_mnist(tmp_path, "valid", verify=False)
 
 
+@pytest.mark.slow
 def test_real_mnist(shared_data_dir):
   train = mnist.load_mnist(shared_data_dir, "train", allow_download=False)
   test = mnist.load_mnist(shared_data_dir, "test", allow_download=False)

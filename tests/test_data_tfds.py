@@ -247,6 +247,7 @@ def test_wrong_features_are_config_errors_naming_the_field(tfds_dir):
     data.load_dataset("shapes3d", data_dir=None, source="file")
 
 
+@pytest.mark.slow
 def test_build_cli_prepares_the_synthetic_stand_in(tmp_path, capsys):
   assert build.main(["--name=synthetic_mnist", f"--data_dir={tmp_path / 'tfds'}"]) == 0
   assert "prepared synthetic_mnist" in capsys.readouterr().out
@@ -328,6 +329,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_builds_past_the_shuffle_buffer_without_tensorflow(tmp_path):
   """With TensorFlow unimportable and TFDS's in-memory shuffle buffer shrunk below the sets, the
   shuffler itself needs TensorFlow to spill; the builders still prepare, in several shards, and

@@ -134,6 +134,7 @@ def test_evaluate_earlier_step_is_flagged_not_final(trained, tmp_path):
     evaluate_run.evaluate_run(workdir, step=5, dataset=data, write=False)
 
 
+@pytest.mark.slow
 def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_path):
   workdir = _copy(trained, tmp_path)
   _, config, _, state = trained
@@ -230,6 +231,7 @@ def _fake_run(path, config, score, shape_acc, *, step=None):
   return path
 
 
+@pytest.mark.slow
 def test_aggregate_mean_std_best_beside_published(tmp_path):
   module = importlib.import_module("experiments.configs.dsprites_cascade")
   runs = [_fake_run(tmp_path / f"s{s}", module.get_config(f"m4,seed={s}"), score, acc)

@@ -1,5 +1,6 @@
 """A method's own evaluation pictures: the evaluator writes what the method's hook returns."""
 import jax
+import pytest
 import jax.numpy as jnp
 import numpy as np
 from PIL import Image
@@ -36,6 +37,7 @@ def _evaluate(method_cls, tmp_path):
   return method, params, data, evaluator
 
 
+@pytest.mark.slow
 def test_the_evaluator_writes_a_new_methods_picture(tmp_path):
   method, params, data, evaluator = _evaluate(PicturedBetaVAE, tmp_path)
   assert len(method.calls) == 1

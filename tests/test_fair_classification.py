@@ -135,6 +135,7 @@ def _planted(n=9000, seed=0):
   return rep, np.stack([a, y], axis=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("remove", fc.REMOVE_MODES)
 def test_removing_the_planted_a_dimension_lowers_parity_gap(remove):
   rep, attrs = _planted()

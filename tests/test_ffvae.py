@@ -89,6 +89,7 @@ def _mi(rho):
   return -0.5 * np.log(1 - rho ** 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rho,tol", [(0.8, 0.1), (0.0, 0.05)])
 def test_density_ratio_estimates_the_correlation_of_z_and_b(rho, tol):
   """[z, b] with z 2-d (independent parts) and b correlated with z_0 by rho: TC = -1/2 log(1-rho^2)."""
@@ -98,6 +99,7 @@ def test_density_ratio_estimates_the_correlation_of_z_and_b(rho, tol):
   assert abs(estimate - _mi(rho)) < tol
 
 
+@pytest.mark.slow
 def test_ffvae_grouping_ignores_correlation_inside_z():
   """z_0, z_1 correlated (rho = 0.8), b independent: FFVAE's grouping sees no dependence, per-
   dimension permutation (FactorVAE) sees the z-internal total correlation."""

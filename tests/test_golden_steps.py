@@ -15,6 +15,7 @@ from tests import golden_steps
 RECORD = json.loads(golden_steps.PATH.read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", golden_steps.METHODS)
 def test_five_steps_equal_the_record(method):
   want, got = RECORD[method], golden_steps.run(method)

@@ -21,6 +21,7 @@ def _decoder_params(init, size):
   return dec.init(jax.random.PRNGKey(1), jnp.zeros((1, 10)))["params"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [64, 32])
 @pytest.mark.parametrize("init", ["reference", "reference_flax_fan"])
 def test_decoder_initial_stds(init, size):

@@ -30,6 +30,7 @@ def _dci(latents_fn, n=300, seed=0):
   return dci.disentanglement(r), dci.completeness(r), test_acc
 
 
+@pytest.mark.slow
 def test_disentanglement_lib_metric_cases():
   # dci_test.py: identity in [0.9, 1]; factors shuffled within each point in [0, 0.2]; duplicated:
   # disentanglement in [0.9, 1], completeness near 1 - log 2 / log(#codes).
@@ -46,6 +47,7 @@ def test_mixed_factors_in_between():
   assert 0.3 < d < 0.9
 
 
+@pytest.mark.slow
 def test_registered_with_the_discrete_code_as_one_latent():
   out = registry.run(syn.inputs(syn.code_carries_factor0), {}, names=["dci"],
                      overrides=syn.small_settings())[0]["dci"]
@@ -56,6 +58,7 @@ def test_registered_with_the_discrete_code_as_one_latent():
   assert out["value"] == out["disentanglement"]
 
 
+@pytest.mark.slow
 def test_threads_do_not_change_the_numbers():
   rng = np.random.default_rng(3)
   y = syn.identity_observations(200, rng, 3, 4)

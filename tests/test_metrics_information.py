@@ -18,6 +18,7 @@ def test_kl_per_dim_against_quadrature():
   np.testing.assert_allclose(kl_per_dim(np.zeros((3, 2)), np.zeros((3, 2))), 0.0)
 
 
+@pytest.mark.slow
 def test_mutual_information_of_gaussian_channel():
   # x ~ N(0, 1), q(z|x) = N(x, s^2): I(x; z) = 1/2 log(1 + 1/s^2) per dimension.
   rng = np.random.default_rng(0)
@@ -38,6 +39,7 @@ def test_marginal_and_joint_entropies_of_gaussian_aggregate():
   assert joint == pytest.approx(2 * h1, abs=0.08)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rho", [0.0, 0.8])
 def test_total_correlation_of_correlated_gaussian(rho):
   # Aggregate q(z) = N(0, [[1, rho], [rho, 1]]) with q(z|x) = N(x, s^2 I):

@@ -50,6 +50,7 @@ def test_identity_scores_one(estimator):
     np.testing.assert_allclose(out["factor_entropy"], np.log(SIZES))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["histogram", "sampled"])
 def test_duplicated_latent_has_no_gap(estimator):
   def rep(x):

@@ -59,6 +59,7 @@ def registry_overrides():
                                 **SMALL).items() if k in registry.METRICS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("removed", ["factor_score", "mig", "information"])
 def test_removing_a_metric_leaves_every_other_result_bitwise_equal(monkeypatch, removed):
   full = _run()
@@ -70,6 +71,7 @@ def test_removing_a_metric_leaves_every_other_result_bitwise_equal(monkeypatch, 
     assert _equal(fewer[name], full[name]), name
 
 
+@pytest.mark.slow
 def test_reordering_metrics_leaves_results_equal(monkeypatch):
   full = _run()
   reordered = dict(reversed(list(registry.METRICS.items())))

@@ -1,5 +1,6 @@
 """disentanglement_lib's suite in the registry: listed, described, labelled, bad input."""
 import numpy as np
+import pytest
 
 from disentangle.metrics import registry, suite
 from tests import synthetic_factors as syn
@@ -7,6 +8,7 @@ from tests import synthetic_factors as syn
 OVER = syn.small_settings(udr_sample={"num_points": 100})
 
 
+@pytest.mark.slow
 def test_the_registry_lists_the_suite_and_each_result_has_protocol_and_settings():
   assert set(suite.NAMES) <= set(registry.METRICS)
   out, timings = registry.run(syn.inputs(syn.code_carries_factor0), {}, names=suite.NAMES,
