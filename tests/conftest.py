@@ -53,3 +53,13 @@ def shared_data_dir() -> pathlib.Path:
   if not path.is_dir():
     pytest.skip(f"offline data folder {path} not found (set DISENTANGLE_SHARED_DIR)")
   return path
+
+
+def pytest_collection_modifyitems(config, items):
+  """The files with whole-run tests first, the longest (the fuzz test) at the head, so that the
+  worker processes (``pytest.ini``) start the long tests early and finish together."""
+  del config
+  slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+  longest = {item.path for item in items if item.path.name == "test_fuzz_inputs.py"}
+  rank = lambda item: 0 if item.path in longest else 1 if item.path in slow_files else 2
+  items[:] = sorted(items, key=rank)  # stable: a file's tests keep their order
