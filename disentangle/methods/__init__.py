@@ -127,5 +127,11 @@ def init_fn(method, num_seeds: int) -> Callable:
 
 def init_states(method, seed: int, num_seeds: int, *, out_shardings=None) -> TrainState:
   """The initial state of seeds ``seed, ..., seed + N - 1`` (stacked when N > 1), jit-built."""
-  return jax.jit(init_fn(method, num_seeds), out_shardings=out_shardings)(
-      seed_keys(seed, num_seeds))
+  return init_states_of(method, range(seed, seed + num_seeds), out_shardings=out_shardings)
+
+
+def init_states_of(method, seeds, *, out_shardings=None) -> TrainState:
+  """The initial state of each run of ``seeds`` (``PRNGKey(seed)``; a sweep repeats seeds),
+  stacked when there are several, jit-built."""
+  keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+  return jax.jit(init_fn(method, len(keys)), out_shardings=out_shardings)(keys)

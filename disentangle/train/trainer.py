@@ -158,7 +158,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     atomic.write_text(workdir / "runs.json", json.dumps(
         {"runs": [d.name for d in dirs], "sweep": config.sweep}, indent=1))
 
-  state = _init_states(method, [c.seed for c in cfgs], state_sharding)
+  state = methods.init_states_of(method, [c.seed for c in cfgs], out_shardings=state_sharding)
 
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.keep_checkpoints)
   metric_writers = [writers.MetricWriter(d, enabled=is_main) for d in dirs]
@@ -287,14 +287,6 @@ def _global_batch(local: dict, sharding, num_runs: int, batch_size: int) -> dict
   return {k: jax.make_array_from_process_local_data(
       sharding, np.asarray(v), global_shape=(num_runs, batch_size) + np.shape(v)[2:])
           for k, v in local.items()}
-
-
-def _init_states(method, seeds_list, state_sharding):
-  """The initial state of each run (``PRNGKey(seed)``), stacked over runs when several."""
-  keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds_list])
-  if len(seeds_list) == 1:
-    return jax.jit(lambda k: method.init(k[0]), out_shardings=state_sharding)(keys)
-  return jax.jit(jax.vmap(method.init), out_shardings=state_sharding)(keys)
 
 
 def _first(x):
