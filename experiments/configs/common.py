@@ -14,7 +14,9 @@ NEVER = 2**31 - 1  # a t_d no run reaches: the CascadeVAE-C ablation (no discret
 # The ``cpu`` variants: a fifth of the paper's schedule (MNIST CascadeVAE: 2.4e4 of 1.2e5
 # iterations, r = 2e3 of 1e4), every schedule scaled alike by scale_schedule.
 CPU_FRACTION = fractions.Fraction(1, 5)
-PERIODS = ("eval_every", "checkpoint_every")  # scaled too, rounded to whole steps
+# Periods scaled too, rounded to whole steps (a field the config lacks is skipped): evaluation,
+# checkpoints and PartedVAE's plateau epoch (the steps one ReduceLROnPlateau decision averages).
+PERIODS = ("eval_every", "checkpoint_every", "parted.plateau_epoch_steps")
 
 
 def _config_name(module_name: str) -> str:
@@ -125,34 +127,58 @@ def _get(c, path: str):
   return node, path.split(".")[-1]
 
 
-def scale_schedule(c, fraction) -> None:
+def scale_schedule(c, fraction, *, round_steps: bool = False) -> dict:
   """Shorten ``c`` to ``fraction`` of its run with every schedule scaled alike.
 
   ``num_steps`` and every iteration-counting field of the method (``methods.step_fields``:
   CascadeVAE's r and t_d, JointVAE's capacity steps, ...) are multiplied by ``fraction``, so that
   each event (a dimension relieved, the discrete step starting, a capacity reaching its maximum)
   falls at the same fraction of the run as in the full config. Those products must be whole
-  numbers (a :class:`ConfigError` names the field otherwise: choose a fraction that divides it);
-  :data:`NEVER` stays never. The evaluation and checkpoint periods are scaled too, rounded to
+  numbers (a :class:`ConfigError` names the field otherwise: choose a fraction that divides it),
+  unless ``round_steps``: then each is rounded to the nearest whole step, at least 1 (0 stays 0),
+  and the events fall within half a step of their place. :data:`NEVER` stays never. The
+  :data:`PERIODS` (evaluation, checkpoints, PartedVAE's plateau epoch) are scaled too, rounded to
   whole steps.
+
+  Returns:
+    ``{field: [before, after]}`` of every field that changed.
   """
   f = fractions.Fraction(fraction).limit_denominator(1_000_000)
   if not 0 < f <= 1:
     raise config_lib.ConfigError(f"scale_schedule: fraction must be in (0, 1], got {fraction}")
+  changed = {}
   with c.unlocked():
     for path in schedule_fields(c):
       parent, leaf = _get(c, path)
-      if parent[leaf] == NEVER:
+      before = parent[leaf]
+      if before == NEVER:
         continue
-      scaled = parent[leaf] * f
-      if scaled.denominator != 1:
+      scaled = before * f
+      if scaled.denominator != 1 and not round_steps:
         raise config_lib.ConfigError(
-            f"config field {path!r} ({parent[leaf]}) times {f} is not a whole number of steps: "
+            f"config field {path!r} ({before}) times {f} is not a whole number of steps: "
             f"choose a fraction that divides it")
-      parent[leaf] = int(scaled)
+      parent[leaf] = int(scaled) if scaled.denominator == 1 else max(1, round(scaled))
+      if parent[leaf] != before:
+        changed[path] = [before, parent[leaf]]
     for path in PERIODS:
+      if not _has(c, path):
+        continue
       parent, leaf = _get(c, path)
-      parent[leaf] = max(1, round(parent[leaf] * f))
+      before = parent[leaf]
+      parent[leaf] = max(1, round(before * f))
+      if parent[leaf] != before:
+        changed[path] = [before, parent[leaf]]
+  return changed
+
+
+def _has(c, path: str) -> bool:
+  node = c
+  for part in path.split("."):
+    if part not in node:
+      return False
+    node = node[part]
+  return True
 
 
 def cascade_config(dataset: str, *, num_discrete: int, penalty: float, relieve_every: int,

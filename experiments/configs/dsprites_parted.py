@@ -78,7 +78,6 @@ def get_config(arg=None):
   c.eval.num_points = 10_000
   c.eval_every = 5 * EPOCH_STEPS
   c.checkpoint_every = EPOCH_STEPS
-  mnist_parted.cpu_epoch(c, names, CPU_FRACTION)
   if "cpu" in names:
     c.eval_every = c.num_steps  # scaled with the schedule: one evaluation, at the end
   return common.finish(c, names, overrides, cpu_fraction=CPU_FRACTION)

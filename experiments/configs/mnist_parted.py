@@ -75,12 +75,6 @@ def parted_config(dataset: str, *, latent_dim: int, learning_rate: float, num_st
   return c
 
 
-def cpu_epoch(c, names, fraction=common.CPU_FRACTION) -> None:
-  """``cpu``: the plateau epoch shortened by ``fraction`` too (rounded to steps)."""
-  if "cpu" in names:
-    c.parted.plateau_epoch_steps = max(1, round(c.parted.plateau_epoch_steps * fraction))
-
-
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
   c = parted_config("mnist", latent_dim=6, learning_rate=1.5e-3, num_steps=NUM_STEPS,
@@ -96,5 +90,4 @@ def get_config(arg=None):
   c.eval.num_points = 0  # the whole test set
   c.eval_every = 10 * EPOCH_STEPS
   c.checkpoint_every = 3 * EPOCH_STEPS
-  cpu_epoch(c, names)
   return common.finish(c, names, overrides)
