@@ -85,6 +85,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.mig = False              # MIG at eval steps too (evaluate_run always computes it)
   c.eval.mig_estimator = "histogram"  # 'histogram' (disentanglement_lib) / 'sampled' (Chen et al.)
                                       # / 'both' (value: histogram; the sampled one beside it)
+  c.eval.mig_factors = "protocol"     # factors MIG averages over: 'all' / 'chen_et_al' (dSprites
+                                      # without shape, their code) / 'protocol' (sampled: Chen et
+                                      # al.'s, histogram: all; metrics/mig.py)
   c.eval.use_discrete = "protocol"    # discrete code in the metrics: 'protocol' (each metric's
                                       # published one: score yes, MIG no) / 'include' / 'exclude'
   c.eval.repeats = 1                  # metrics that sample run R times from R streams: mean, std
@@ -293,6 +296,7 @@ RULES: dict[str, Rule] = {
     "eval.num_points": NONNEG,
     "eval.factor_score_votes": POSITIVE,
     "eval.mig_estimator": one_of("histogram", "sampled", "both"),
+    "eval.mig_factors": one_of("protocol", "all", "chen_et_al"),
     "eval.use_discrete": one_of("protocol", "include", "exclude"),
     "eval.repeats": POSITIVE,
     "eval.suite_points": NONNEG,

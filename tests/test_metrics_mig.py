@@ -4,7 +4,9 @@ import pytest
 
 from disentangle.data.ground_truth import InMemoryGroundTruth
 from disentangle.metrics import Representation, mig, plugin_mutual_information
-from disentangle.metrics.mig import histogram_discretize, mig_from_matrix
+from disentangle.metrics.mig import (DSPRITES_FACTORS, factor_set_of, histogram_discretize,
+                                    mig_from_matrix)
+from disentangle.metrics.sampling import MetricInputError
 
 SIZES = (3, 4, 5, 6)
 
@@ -72,3 +74,97 @@ def test_discrete_code_enters_as_a_dimension():
   assert out["protocol"] == "disentanglement_lib+discrete_codes"
   assert out["mutual_information"].shape == (4, 4)
   assert out["per_factor"][0] > 0.95
+
+
+# -- the factor set (eval.mig_factors) ---------------------------------------------------------
+
+DSPRITES_LIKE = (3, 2, 4, 3, 2)  # a small grid named as dSprites' factors
+
+
+def dsprites_named():
+  factors = np.indices(DSPRITES_LIKE).reshape(5, -1).T
+  return InMemoryGroundTruth(np.tile(factors, (4, 1)), np.tile(factors, (4, 1)).astype(np.float32),
+                             factor_names=DSPRITES_FACTORS)
+
+
+def test_dsprites_factor_names_are_the_datasets():
+  from disentangle.data.datasets import dsprites
+  assert DSPRITES_FACTORS == dsprites.FACTOR_NAMES
+
+
+def test_factor_sets_resolve_per_estimator_and_data():
+  sizes = (3, 6, 40, 32, 32)
+  # Chen et al.'s code conditions on scale, orientation, pos x, pos y of dSprites: not shape.
+  assert factor_set_of("chen_et_al", "histogram", DSPRITES_FACTORS, sizes) == (
+      "chen_et_al", [1, 2, 3, 4])
+  assert factor_set_of("protocol", "sampled", DSPRITES_FACTORS, sizes) == (
+      "chen_et_al", [1, 2, 3, 4])
+  assert factor_set_of("protocol", "histogram", DSPRITES_FACTORS, sizes) == (
+      "all", [0, 1, 2, 3, 4])
+  assert factor_set_of("all", "sampled", DSPRITES_FACTORS, sizes) == ("all", [0, 1, 2, 3, 4])
+  # A factor with one value is never scored.
+  assert factor_set_of("all", "sampled", DSPRITES_FACTORS, (1, 6, 40, 32, 32))[1] == [1, 2, 3, 4]
+  # Data Chen et al. did not score: the protocol falls back to every factor, recorded as such;
+  # asking for their set explicitly is refused, naming the field.
+  other = ("shape", "row", "col")
+  assert factor_set_of("protocol", "sampled", other, (4, 4, 4)) == ("all", [0, 1, 2])
+  with pytest.raises(MetricInputError, match="eval.mig_factors"):
+    factor_set_of("chen_et_al", "sampled", other, (4, 4, 4))
+  with pytest.raises(ValueError, match="eval.mig_factors"):
+    factor_set_of("no_shape", "sampled", DSPRITES_FACTORS, sizes)
+
+
+def test_chen_et_al_set_is_the_all_set_without_shape():
+  # Histogram estimator, same stream: the points (and so every I(z_j; v_k)) are the same, and
+  # Chen et al.'s set is the gaps of scale..pos_y alone. The code carries every factor but
+  # shape (gap ~0), so leaving shape out raises MIG from ~4/5 to ~1.
+  def rep(x):
+    return gaussian(x[:, 1:].astype(np.float64))
+  data = dsprites_named()
+  every = mig(data, rep, np.random.default_rng(5), num_points=1500, factor_set="all")
+  chen = mig(data, rep, np.random.default_rng(5), num_points=1500, factor_set="chen_et_al")
+  assert every["factor_set"] == "all" and every["factor_names"] == list(DSPRITES_FACTORS)
+  assert chen["factor_set"] == "chen_et_al" and chen["factors_used"] == [1, 2, 3, 4]
+  assert chen["factor_names"] == ["scale", "orientation", "pos_x", "pos_y"]
+  np.testing.assert_array_equal(chen["mutual_information"], every["mutual_information"][:, 1:])
+  np.testing.assert_allclose(chen["per_factor"], every["per_factor"][1:], rtol=1e-12)
+  assert chen["score"] == pytest.approx(np.mean(every["per_factor"][1:]), rel=1e-12)
+  assert chen["score"] > 0.95 and every["score"] < 0.81
+  # The default ('protocol'): Chen et al.'s set for their estimator, every factor for the other.
+  sampled = mig(data, rep, np.random.default_rng(5), num_points=600, num_samples=300,
+                estimator="sampled")
+  assert sampled["factor_set"] == "chen_et_al" and sampled["factors_used"] == [1, 2, 3, 4]
+  assert mig(data, rep, np.random.default_rng(5), num_points=600)["factor_set"] == "all"
+  # Explicit indices are recorded as such.
+  assert mig(data, rep, np.random.default_rng(5), num_points=600,
+             factor_indices=[2])["factor_set"] == "explicit"
+
+
+def test_registered_mig_reads_eval_mig_factors_and_refuses_a_bad_value():
+  from disentangle import config as config_lib
+  from disentangle.metrics import registry
+  data = dsprites_named()
+  rep = lambda x: gaussian(x.astype(np.float64) + 0.0)
+  inputs = registry.Inputs("run", np.random.default_rng(0), ground_truth=data, represent=rep,
+                           factor_names=DSPRITES_FACTORS)
+  overrides = {"mig": {"num_points": 500}}
+  both, _ = registry.run(inputs, {"mig_estimator": "both"}, names=["mig"], overrides=overrides)
+  by = both["mig"]["by_estimator"]
+  assert by["histogram"]["factor_set"] == "all" and by["sampled"]["factor_set"] == "chen_et_al"
+  assert "factors chen_et_al: scale, orientation, pos_x, pos_y" in registry.METRICS[
+      "mig"].describe(both["mig"])
+  forced, _ = registry.run(inputs, {"mig_estimator": "sampled", "mig_factors": "all"},
+                           names=["mig"], overrides=overrides)
+  assert forced["mig"]["factor_set"] == "all" and forced["mig"]["factors_used"] == [0, 1, 2, 3, 4]
+  # 'chen_et_al' on data without a published set: not computed, one line naming the field.
+  other = registry.Inputs("run", np.random.default_rng(0), ground_truth=grid_dataset(),
+                          represent=lambda x: gaussian(x.astype(np.float64)),
+                          factor_names=("a", "b", "c", "d"))
+  errors = {}
+  out, _ = registry.run(other, {"mig_factors": "chen_et_al"}, names=["mig"],
+                        overrides=overrides, errors=errors)
+  assert "mig" not in out and "eval.mig_factors" in errors["mig"]
+  bad = config_lib.base_config()
+  bad.eval.mig_factors = "no_shape"
+  with pytest.raises(config_lib.ConfigError, match="eval.mig_factors"):
+    config_lib.validate(bad, config_lib.base_config())

@@ -20,10 +20,25 @@ factorised Gaussian posterior): with one sample z_n ~ q(z|x_n) per point,
 At most `num_samples` = 10,000 samples enter each entropy (their `randperm(...)[:10000]`).
 Departure: Chen et al. use every image of dSprites (N = 737,280, on a GPU); we use `num_points`
 sampled points, so the mixture q(z) is over those points, and p(v_k = v) is the empirical
-frequency (1 / size on their full grid). They exclude shape on dSprites: pass
-`factor_indices` to do the same. Cost: N x samples x m log-densities for H(z_j) plus about
+frequency (1 / size on their full grid). Cost: N x samples x m log-densities for H(z_j) plus about
 N^2 / size per factor for the conditionals; 10,000 points and 10,000 samples with m = 10 take
 about 20 s on two CPU cores (the histogram estimator: a few hundredths of a second).
+
+The factors scored (``factor_set``, ``eval.mig_factors``; the result's ``factor_set`` and
+``factor_names`` say which were used):
+- ``'all'``: every factor with more than one value (disentanglement_lib's MIG averages over all
+  factors of the data);
+- ``'chen_et_al'``: the factors Chen et al.'s `disentanglement_metrics.py` conditions on
+  (`CHEN_ET_AL_FACTORS`): on dSprites scale, orientation, pos x and pos y, not shape
+  (`mutual_info_metric_shapes` estimates H(z_j | v_k) for those four only and
+  `mi_metric.compute_metric_shapes` averages their four gaps); on 3D faces they leave out the
+  face identity (not a dataset of this project). On data they did not score the set is not
+  defined: `MetricInputError` naming ``eval.mig_factors``;
+- ``'protocol'`` (default): the set of the published protocol of the estimator, ``'chen_et_al'``
+  for ``'sampled'`` where they define one (on other data every factor, recorded as ``'all'``),
+  ``'all'`` for ``'histogram'``.
+The two sets give different numbers on dSprites (shape is the factor VAEs disentangle worst,
+so leaving it out usually raises MIG): a MIG is comparable only with one on the same set.
 
 Factors with a single value (zero entropy) are skipped.
 
@@ -45,11 +60,47 @@ import numpy as np
 from disentangle.metrics.information import (discrete_entropy, mixture_neg_log_density,
                                              plugin_mutual_information, sample_posterior)
 from disentangle.metrics.representation import Representation, encode_factors
+from disentangle.metrics.sampling import MetricInputError
 
 
 ESTIMATORS = ("histogram", "sampled")
 # The published protocol each estimator reproduces (without discrete rows).
 PROTOCOL_OF = {"histogram": "disentanglement_lib", "sampled": "chen_et_al_2018"}
+# ``eval.mig_factors``: which factors MIG averages over (module doc).
+FACTOR_SETS = ("protocol", "all", "chen_et_al")
+# The factor set of each estimator's published protocol (``factor_set='protocol'``).
+PROTOCOL_FACTOR_SET = {"histogram": "all", "sampled": "chen_et_al"}
+DSPRITES_FACTORS = ("shape", "scale", "orientation", "pos_x", "pos_y")
+# Chen et al.'s factors per dataset (by its factor names): `disentanglement_metrics.py`
+# `mutual_info_metric_shapes` conditions on scale, orientation, pos x, pos y of dSprites.
+CHEN_ET_AL_FACTORS = {DSPRITES_FACTORS: ("scale", "orientation", "pos_x", "pos_y")}
+
+
+def factor_set_of(factor_set: str, estimator: str, factor_names: Sequence[str],
+                  factor_sizes: Sequence[int]) -> tuple[str, list[int]]:
+  """(the set used, factor indices) of ``factor_set`` for ``estimator`` (module doc).
+
+  Factors with one value are never scored. Raises ValueError for an unknown set and
+  `MetricInputError` for ``'chen_et_al'`` on data Chen et al. did not score.
+  """
+  if factor_set not in FACTOR_SETS:
+    raise ValueError(f"eval.mig_factors must be one of {list(FACTOR_SETS)}, got {factor_set!r}")
+  names = tuple(str(n) for n in factor_names)
+  sizes = tuple(int(s) for s in factor_sizes)
+  varying = [k for k, s in enumerate(sizes) if s > 1]
+  chosen = factor_set
+  if factor_set == "protocol":
+    chosen = PROTOCOL_FACTOR_SET[estimator]
+    if chosen == "chen_et_al" and names not in CHEN_ET_AL_FACTORS:
+      chosen = "all"  # no published set for this data: every factor, recorded as 'all'
+  if chosen == "all":
+    return "all", varying
+  if names not in CHEN_ET_AL_FACTORS:
+    raise MetricInputError(f"eval.mig_factors='chen_et_al' is defined on dSprites only (factors "
+                           f"{list(DSPRITES_FACTORS)}); this data's factors are {list(names)}: "
+                           f"use 'all' or 'protocol'")
+  kept = CHEN_ET_AL_FACTORS[names]
+  return "chen_et_al", [k for k in varying if names[k] in kept]
 
 
 def histogram_discretize(values: np.ndarray, num_bins: int) -> np.ndarray:
@@ -113,8 +164,10 @@ def mig_from_matrix(mi: np.ndarray, entropies: np.ndarray) -> tuple[float, np.nd
 
 def mig(dataset, representation_fn: Callable[[np.ndarray], Any], rng: np.random.Generator, *,
         num_points: int = 10_000, num_bins: int = 20, estimator: str = "histogram",
-        num_samples: Optional[int] = 10_000, factor_indices: Optional[Sequence[int]] = None,
-        use_discrete: bool = False, encode_batch_size: int = 1000) -> dict:
+        num_samples: Optional[int] = 10_000, factor_set: str = "protocol",
+        factor_names: Optional[Sequence[str]] = None,
+        factor_indices: Optional[Sequence[int]] = None, use_discrete: bool = False,
+        encode_batch_size: int = 1000) -> dict:
   """Mutual Information Gap of `representation_fn` on `dataset` (see module doc).
 
   Args:
@@ -125,25 +178,33 @@ def mig(dataset, representation_fn: Callable[[np.ndarray], Any], rng: np.random.
     num_bins: histogram bins per dimension ('histogram').
     estimator: 'histogram' (disentanglement_lib) or 'sampled' (Chen et al. 2018).
     num_samples: z samples per entropy estimate ('sampled'; None: all points).
-    factor_indices: factors to score (default: all with more than one value).
+    factor_set: 'protocol', 'all' or 'chen_et_al' (module doc).
+    factor_names: names of the dataset's factors (default: ``dataset.factor_names``, else
+      ``factor_0``, ...); they identify the data for ``'chen_et_al'``.
+    factor_indices: explicit factors to score (then ``factor_set`` is recorded as 'explicit').
     use_discrete: add every discrete code as one more row (not the published protocols).
     encode_batch_size: rows per `representation_fn` call.
 
   Returns:
     dict with 'score' (the MIG), 'per_factor' gaps, 'mutual_information' [dims, K'],
-    'factor_entropy', 'factors_used', 'estimator', 'protocol', 'use_discrete' and the
-    settings.
+    'factor_entropy', 'factors_used' (indices), 'factor_names' (their names), 'factor_set',
+    'estimator', 'protocol', 'use_discrete' and the settings.
   """
   if estimator not in ESTIMATORS:
     raise ValueError(f"unknown estimator {estimator!r}; choose from {list(ESTIMATORS)}")
   sizes = tuple(int(s) for s in dataset.factor_sizes)
+  names = tuple(factor_names if factor_names is not None else
+                getattr(dataset, "factor_names", None) or
+                (f"factor_{k}" for k in range(len(sizes))))
+  if factor_indices is None:
+    factor_set, factor_indices = factor_set_of(factor_set, estimator, names, sizes)
+  else:
+    factor_set = "explicit"
   factors = np.asarray(dataset.sample_factors(num_points, rng))
   rep = encode_factors(dataset, representation_fn, factors, rng, encode_batch_size)
   if not use_discrete:
     rep = rep.without_discrete()
   use_discrete = rep.codes is not None
-  if factor_indices is None:
-    factor_indices = [k for k, s in enumerate(sizes) if s > 1]
   if estimator == "histogram":
     entropies = np.array([discrete_entropy(factors[:, k]) for k in factor_indices])
   else:
@@ -162,6 +223,8 @@ def mig(dataset, representation_fn: Callable[[np.ndarray], Any], rng: np.random.
       "mutual_information": mi,
       "factor_entropy": entropies,
       "factors_used": used,
+      "factor_names": [names[k] for k in used],
+      "factor_set": factor_set,
       "estimator": estimator,
       "protocol": PROTOCOL_OF[estimator] + ("+discrete_codes" if use_discrete else ""),
       "use_discrete": use_discrete,

@@ -50,11 +50,14 @@ def _factor_score(inputs: registry.Inputs, s: dict) -> Optional[dict]:
 def _mig_settings(cfg, stage):
   del stage
   return {"estimator": registry.setting(cfg, "mig_estimator", "histogram"), "num_points": registry.MIG_NUM_POINTS,
-          "num_bins": registry.MIG_NUM_BINS, "use_discrete": registry.resolve_use_discrete(cfg, False)}
+          "num_bins": registry.MIG_NUM_BINS, "use_discrete": registry.resolve_use_discrete(cfg, False),
+          "factor_set": registry.setting(cfg, "mig_factors", "protocol")}
 
 
 def _mig(inputs: registry.Inputs, s: dict) -> Optional[dict]:
-  """Chen et al.'s MIG; `metrics.mig` with ``eval.mig_estimator`` and ``eval.use_discrete``.
+  """Chen et al.'s MIG; `metrics.mig` with ``eval.mig_estimator``, ``eval.mig_factors`` (the
+  factor set: 'protocol' = Chen et al.'s, without dSprites' shape, for the sampled estimator and
+  every factor for the histogram one) and ``eval.use_discrete``.
 
   ``estimator='both'`` (FFVAE App. E names Eq. 8, not the estimator): the histogram result is
   the headline (``value``), the sampled one sits beside it under ``by_estimator`` (both labelled,
@@ -68,6 +71,8 @@ def _mig(inputs: registry.Inputs, s: dict) -> Optional[dict]:
                      f"got {s['estimator']!r}")
   outs = {e: mig(inputs.ground_truth, inputs.represent, inputs.rng, num_points=s["num_points"],
                  num_bins=s["num_bins"], estimator=e, use_discrete=s["use_discrete"],
+                 factor_set=s.get("factor_set", "protocol"),
+                 factor_names=inputs.factor_names or None,
                  encode_batch_size=inputs.encode_batch_size) for e in estimators}
   out = outs[estimators[0]]
   if len(estimators) == 1:
@@ -222,10 +227,17 @@ def _describe_score(m):
           f"discrete code {'in' if m['use_discrete'] else 'out'}")
 
 
+def _factors_of(m):
+  """``set: names`` of a MIG result (its factor indices when it names no set)."""
+  if "factor_set" not in m:
+    return str(m["factors_used"])
+  return f"{m['factor_set']}: {', '.join(m['factor_names'])}"
+
+
 def _describe_mig(m):
   text = (f"{m['protocol']}: {m['estimator']}, {m['num_points']} points, {m['num_bins']} bins, "
-          f"factors {m['factors_used']}, discrete code {'in' if m['use_discrete'] else 'out'}")
-  others = [f"{e} {o['value']:.4f} ({o['protocol']})"
+          f"factors {_factors_of(m)}, discrete code {'in' if m['use_discrete'] else 'out'}")
+  others = [f"{e} {o['value']:.4f} ({o['protocol']}, factors {_factors_of(o)})"
             for e, o in m.get("by_estimator", {}).items() if e != m["estimator"]]
   return text + (f"; also {', '.join(others)}" if others else "")
 
