@@ -1,0 +1,331 @@
+"""A paper table as programs: its rows' configs at a budget fraction, grouped, with their runs.
+
+Pure: configs are built and checked, nothing is trained or written. A row names a config module
+and variant (``experiments/configs/<module>.py:<variant>``) and the published numbers it
+reproduces; `plan_table` builds every row's config with ``num_seeds`` seeds, scales its schedule
+by the budget fraction (the caller's ``scale``, ``common.scale_schedule`` with rounding), and
+groups the rows into programs (`group_rows`): rows whose configs differ only in fields that may
+vary between the runs of one program (`disentangle.train.runs.sweepable`: loss weights, learning
+rates, schedule lengths), and whose values form a full grid, train as one program with those
+fields as its sweep; every other row is its own program. A row whose config already sweeps (the
+FFVAE figures' (alpha, gamma) grids) is one program whose table lines are its grid points.
+
+Every run of every program is mapped back to its row, grid point and seed (`RunSpec`): the table
+is read from the runs, never from guessing which config a run belongs to.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fractions
+import itertools
+import json
+import pathlib
+from typing import Callable, Mapping, Optional, Sequence
+
+import ml_collections
+
+from disentangle import config as config_lib
+from disentangle import methods
+from disentangle.train import runs as runs_lib
+
+RUNS_DIR = "runs"  # programs live in <workdir>/runs/<program name>
+
+
+class BadInput(ValueError):
+  """A bad argument of the command: its message is one line naming the argument."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """One line of a paper table.
+
+  Attributes:
+    label: the method as the paper prints it, e.g. ``"CascadeVAE (beta_l = 1.0)"``.
+    m: the paper's latent size column, as printed (``"5 (20)"``); empty if the table has none.
+    config: the config module (``experiments/configs/<config>.py``) that reproduces the row;
+      None: no config reproduces it (the table prints "no config" beside the published cell).
+    variant: the ``get_config`` argument, e.g. ``"m10,best_validation"``.
+    published_key: the config's ``PUBLISHED`` entry of the row (default: the first name of the
+      variant that has one).
+    published: the published cells of a row without a config, ``{metric: {"mean": ..}}``, or
+      words for a figure (``"Fig. 6a (plotted, no table value)"``).
+  """
+  label: str
+  m: str = ""
+  config: Optional[str] = None
+  variant: str = ""
+  published_key: Optional[str] = None
+  published: object = None
+
+  @property
+  def arg(self) -> Optional[str]:
+    if self.config is None:
+      return None
+    return f"{self.config}:{self.variant}" if self.variant else self.config
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+  """A paper table: its rows, the metrics of its cells and how they are read.
+
+  Attributes:
+    name: the command's ``--table`` name.
+    title, paper: what the table shows and where it is printed.
+    metrics: registered metric names (`disentangle.metrics.registry`) of its cells.
+    rows: the rows, in the paper's order.
+    protocol: words on how the cells are computed (checkpoint, data, mapping, seeds).
+    seeds: the paper's number of seeds (the default of ``--seeds``).
+    selected: the protocol keeps a selected checkpoint (``eval.select``): cells at the final and
+      at the selected checkpoint.
+  """
+  name: str
+  title: str
+  paper: str
+  metrics: tuple
+  rows: tuple
+  protocol: str
+  seeds: int = 10
+  selected: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+  """One run of a program: its row, its grid point (a figure's own sweep) and its seed."""
+  row: int
+  point: tuple  # ((field, value), ...); () for a row that is one table line
+  seed: int
+  run_dir: str  # relative to the workdir
+
+
+@dataclasses.dataclass
+class Program:
+  """The rows trained as one ``trainer.train`` call, in ``<workdir>/runs/<name>``."""
+  name: str
+  rows: tuple
+  args: tuple            # ``module:variant`` of each row
+  config: ml_collections.ConfigDict
+  scaled: dict           # {field: [full schedule, scaled]} (first row's; rows share schedules)
+  runs: list
+
+  @property
+  def directory(self) -> str:
+    return f"{RUNS_DIR}/{self.name}"
+
+  @property
+  def num_steps(self) -> int:
+    return int(self.config.num_steps)
+
+  @property
+  def run_steps(self) -> int:
+    return self.num_steps * len(self.runs)
+
+
+def parse_fraction(text) -> fractions.Fraction:
+  """``--fraction``: a number in (0, 1], as a decimal (``0.02``) or a ratio (``1/50``)."""
+  try:
+    f = fractions.Fraction(str(text).strip()).limit_denominator(1_000_000)
+  except (ValueError, ZeroDivisionError):
+    raise BadInput(f"--fraction: expected a number in (0, 1], e.g. 0.02 or 1/50, got {text!r}") \
+        from None
+  if not 0 < f <= 1:
+    raise BadInput(f"--fraction: must be in (0, 1] (a share of the paper's schedule), got {text}")
+  return f
+
+
+def parse_seeds(text) -> int:
+  """``--seeds``: a whole number of seeds, at least 1."""
+  try:
+    n = int(str(text).strip())
+  except ValueError:
+    raise BadInput(f"--seeds: expected a whole number of seeds (at least 1), got {text!r}") \
+        from None
+  if n < 1:
+    raise BadInput(f"--seeds: must be at least 1, got {n}")
+  return n
+
+
+def table_named(tables: Mapping[str, Table], name) -> Table:
+  """The table called ``name``; BadInput listing the known names otherwise."""
+  if name not in tables:
+    raise BadInput(f"--table: unknown table {name!r}; known tables: {', '.join(tables)}")
+  return tables[name]
+
+
+def published_of(row: Row, modules: Mapping) -> object:
+  """The row's published cells: its config's ``PUBLISHED`` entry, or the row's own."""
+  if row.config is None or row.published is not None:
+    return row.published
+  table = getattr(modules[row.config], "PUBLISHED", {})
+  key = row.published_key or next((n for n in row.variant.split(",") if n in table), None)
+  return table.get(key) if key else None
+
+
+def _text(value) -> str:
+  """A swept value as ``config.sweep`` spells it (``repr`` keeps floats exact)."""
+  return repr(value) if isinstance(value, float) else str(value)
+
+
+def _flat(config) -> dict:
+  return {k: (list(v) if isinstance(v, tuple) else v)
+          for k, v in config_lib._flatten(config)}  # pylint: disable=protected-access
+
+
+def _sweepable_fields(config) -> set:
+  schema = methods.schema(config.method)
+  return {k for k, _ in config_lib._flatten(schema)  # pylint: disable=protected-access
+          if runs_lib.sweepable(config, k)}
+
+
+def group_rows(configs: Mapping[int, ml_collections.ConfigDict]) -> list[tuple[tuple, dict]]:
+  """Rows trained together: ``[(row indices, {swept field: values in order}), ...]``.
+
+  Rows whose configs agree on every field that cannot vary within a program (shapes, the
+  method, data, the schedule's switch steps, bookkeeping) form a bucket; a bucket whose varying
+  fields take values that form a full grid, one row per grid point, is one program sweeping
+  those fields. Any other row, and every row whose config sweeps already, is a program alone.
+  Groups come in the order of their first row.
+  """
+  sweepable, buckets = {}, {}
+  for i, c in configs.items():
+    if c.get("sweep", ""):
+      buckets[("alone", i)] = [i]
+      continue
+    if c.method not in sweepable:
+      sweepable[c.method] = _sweepable_fields(c)
+    fixed = {k: v for k, v in _flat(c).items() if k not in sweepable[c.method]}
+    buckets.setdefault(json.dumps(fixed, sort_keys=True, default=str), []).append(i)
+  groups = []
+  for members in buckets.values():
+    flats = [_flat(configs[i]) for i in members]
+    varying = [k for k in sorted(flats[0]) if len({json.dumps(f[k]) for f in flats}) > 1]
+    values = {k: list(dict.fromkeys(f[k] for f in flats)) for k in varying}
+    points = [tuple(f[k] for k in varying) for f in flats]
+    grid = list(itertools.product(*values.values()))
+    if len(members) > 1 and varying and len(set(points)) == len(points) == len(grid):
+      groups.append((tuple(members), values))
+    else:
+      groups.extend(((i,), {}) for i in members)
+  return sorted(groups, key=lambda g: g[0][0])
+
+
+def sweep_spec(values: Mapping[str, Sequence]) -> str:
+  """``config.sweep`` of ``{field: values}``: ``'a.b=1.0|2.0;c=3'``."""
+  return runs_lib.FIELD_SEP.join(
+      f"{k}=" + runs_lib.VALUE_SEP.join(_text(v) for v in vs) for k, vs in values.items())
+
+
+def program_name(rows: Sequence[Row]) -> str:
+  """``<module>_<variant>[+<variant>...]`` with characters safe in a folder name."""
+  tag = "+".join(r.variant for r in rows if r.variant)
+  text = f"{rows[0].config}_{tag}" if tag else rows[0].config
+  return "".join(ch if ch.isalnum() or ch in "-_=.+" else "_" for ch in text)
+
+
+def row_configs(table: Table, modules: Mapping, *, seeds: int, fraction,
+                scale: Callable) -> dict[int, tuple]:
+  """{row index: (config with ``num_seeds = seeds``, scaled fields)} of the rows with a config."""
+  out = {}
+  for i, row in enumerate(table.rows):
+    if row.config is None:
+      continue
+    if row.config not in modules:
+      raise config_lib.ConfigError(f"table {table.name!r}: row {row.label!r} names config "
+                                   f"{row.config!r}, which is not a config module")
+    c = modules[row.config].get_config(row.variant or None)
+    c = ml_collections.ConfigDict(c.to_dict())
+    scaled = scale(c, fraction) if fraction != 1 else {}
+    c.num_seeds = seeds
+    out[i] = (c, scaled)
+  return out
+
+
+def plan_table(table: Table, modules: Mapping, *, seeds: int, fraction=1,
+               scale: Callable) -> list[Program]:
+  """The programs of ``table`` with ``seeds`` seeds each at ``fraction`` of the schedule.
+
+  Args:
+    table: the table.
+    modules: ``{config module name: module}`` (``get_config(variant)``, ``PUBLISHED``).
+    seeds: seeds per row (``seed, ..., seed + seeds - 1`` of each row's config).
+    fraction: the share of every schedule (1: the paper's).
+    scale: ``(config, fraction) -> {field: [before, after]}``, shortening the config in place.
+
+  Raises:
+    ConfigError: a row's config cannot be built or its runs are invalid.
+  """
+  built = row_configs(table, modules, seeds=seeds, fraction=fraction, scale=scale)
+  programs, names = [], set()
+  for rows, values in group_rows({i: c for i, (c, _) in built.items()}):
+    config = ml_collections.ConfigDict(built[rows[0]][0].to_dict())
+    if values:
+      config.sweep = sweep_spec(values)
+    name = program_name([table.rows[r] for r in rows])
+    while name in names:
+      name += "+"
+    names.add(name)
+    cfgs = runs_lib.run_configs(config)
+    own = [f for f, _ in runs_lib.check_sweep(config)] if not values else []
+    runs = []
+    for cfg, d in zip(cfgs, runs_lib.run_dirs(config, pathlib.PurePosixPath(RUNS_DIR, name),
+                                               cfgs)):
+      flat = _flat(cfg)
+      row = rows[0] if not values else next(
+          r for r in rows if all(_flat(built[r][0])[k] == flat[k] for k in values))
+      runs.append(RunSpec(row=row, point=tuple((f, flat[f]) for f in own), seed=int(cfg.seed),
+                          run_dir=str(d)))
+    programs.append(Program(name=name, rows=rows, args=tuple(table.rows[r].arg for r in rows),
+                            config=config, scaled=built[rows[0]][1], runs=runs))
+  return programs
+
+
+def run_steps(programs: Sequence[Program]) -> int:
+  """The estimated run-steps: every program's ``num_steps`` times its runs."""
+  return sum(p.run_steps for p in programs)
+
+
+def _seed_words(seeds: Sequence[int]) -> str:
+  seeds = sorted(set(seeds))
+  if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+    return f"{seeds[0]}-{seeds[-1]}"
+  return ", ".join(map(str, seeds))
+
+
+def describe(table: Table, programs: Sequence[Program], *, seeds: int, fraction,
+             workdir: Optional[str] = None) -> str:
+  """The dry run: every program (config, variants, seeds, steps, sweep values) and the total."""
+  f = fractions.Fraction(fraction)
+  lines = [f"{table.name}: {table.title} ({table.paper})",
+           f"seeds: {seeds} per row; budget: {f} of every schedule"
+           + (" (the paper's)" if f == 1 else "") + f"; protocol: {table.protocol}"]
+  for i, row in enumerate(table.rows):
+    if row.config is None:
+      lines.append(f"  row {row.label!r}: no config (published cell only)")
+  for k, p in enumerate(programs, 1):
+    where = f"{workdir}/{p.directory}" if workdir else p.directory
+    labels = "; ".join(table.rows[r].label + (f" (m = {table.rows[r].m})" if table.rows[r].m
+                                              else "") for r in p.rows)
+    points = len(p.runs) // max(1, seeds)
+    lines += [f"program {k}: {', '.join(p.args)} -> {where}", f"  rows: {labels}",
+              f"  runs: {len(p.runs)} = {points} point(s) x {seeds} seed(s) "
+              f"({_seed_words([r.seed for r in p.runs])}); method {p.config.method}, "
+              f"dataset {p.config.dataset.name}"]
+    if p.config.get("sweep", ""):
+      for field, vals in runs_lib.parse_sweep(p.config.sweep):
+        lines.append(f"  sweep {field}: {', '.join(vals)}")
+    scaled = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in p.scaled.items())
+    lines.append(f"  steps: {p.num_steps}" + (f" (scaled: {scaled})" if scaled else "")
+                 + f"; run-steps {p.run_steps:,}")
+  lines.append(f"estimated run-steps: {run_steps(programs):,} in {len(programs)} program(s)")
+  return "\n".join(lines)
+
+
+def listing(tables: Mapping[str, Table]) -> str:
+  """``--list``: every table with its rows (config and variant, or "no config")."""
+  lines = []
+  for t in tables.values():
+    lines.append(f"{t.name}: {t.title} ({t.paper}); {t.seeds} seeds; metrics "
+                 f"{', '.join(t.metrics)}")
+    for row in t.rows:
+      m = f", m = {row.m}" if row.m else ""
+      lines.append(f"  - {row.label}{m}: {row.arg or 'no config'}")
+  return "\n".join(lines)

@@ -1,0 +1,215 @@
+"""A reproduced table from its evaluated runs: ``table.json`` (`tabulate`) and ``table.md``
+(`markdown`), both pure.
+
+Each table line is a row of the paper (or one grid point of a figure's sweep); its cells give,
+per metric, mean (std) and best over the seeds, in percent, at the final checkpoint and, where
+the protocol selects one, at the selected checkpoint, beside the published cell. The statistics
+are `aggregate.summarize`'s: the population standard deviation (ddof 0; ddof 1 in the JSON) and
+the best = max over seeds. A line is "not comparable" when its runs' data are (rendered dSprites,
+a data override; ``results.json``'s ``dataset.comparable_with_published``).
+"""
+from __future__ import annotations
+
+import fractions
+from typing import Mapping, Optional, Sequence
+
+from disentangle.evaluation import aggregate
+from disentangle.reproduce import plan as plan_lib
+
+KNOWN_SUMMARY = ("n", "values", "mean", "std", "std_ddof1", "best", "worst")
+
+
+def comparable_words(flags: Sequence, sources: Sequence) -> tuple[object, str]:
+  """(True / False / None, words) over a line's runs' ``comparable_with_published``."""
+  if not flags:
+    return None, "-"
+  if any(f is False for f in flags):
+    if any(s == "render" for s in sources):
+      return False, "not comparable (rendered images)"
+    return False, "not comparable (data override)"
+  if any(f is None for f in flags):
+    return None, "unknown (generated stand-ins possible)"
+  return True, "yes"
+
+
+def _value(result: Optional[dict], metric: str) -> Optional[float]:
+  m = (result or {}).get(metric)
+  return m["value"] if isinstance(m, dict) and m.get("value") is not None else None
+
+
+def _line_key(spec: plan_lib.RunSpec) -> tuple:
+  return (spec.row, spec.point)
+
+
+def tabulate(table: plan_lib.Table, programs: Sequence[plan_lib.Program],
+             records: Mapping[str, dict], published: Mapping[int, object], meta: dict) -> dict:
+  """The table as JSON-serialisable data.
+
+  Args:
+    table: the table; ``programs``: its plan (`plan.plan_table`).
+    records: ``{run_dir relative to the workdir: record}`` of the evaluated runs, each record as
+      `aggregate.load_runs` gives it (``{"run_dir", "config", "results"}``).
+    published: ``{row index: published cells}`` (`plan.published_of`).
+    meta: command, seeds, fraction, device, wall time, workdir: copied to the top level.
+  """
+  specs = {}  # line key -> [RunSpec]
+  program_of = {}
+  for p in programs:
+    for spec in p.runs:
+      specs.setdefault(_line_key(spec), []).append(spec)
+      program_of[_line_key(spec)] = p
+  lines = []
+  for i, row in enumerate(table.rows):
+    keys = [k for k in specs if k[0] == i] or [(i, ())]
+    for key in keys:
+      lines.append(_line(table, row, key, specs.get(key, []), program_of.get(key), records,
+                         published.get(i)))
+  f = fractions.Fraction(meta.get("fraction", 1))
+  return dict(meta, table=table.name, title=table.title, paper=table.paper,
+              protocol=table.protocol, metrics=list(table.metrics),
+              titles={m: aggregate.metric_titles().get(m, m) for m in table.metrics},
+              selected=table.selected, fraction=str(f), fraction_value=float(f),
+              units="percent", std_ddof=aggregate.STD_DDOF, best="max over seeds",
+              programs=[{"name": p.name, "directory": p.directory, "configs": list(p.args),
+                         "sweep": p.config.get("sweep", ""), "num_steps": p.num_steps,
+                         "runs": len(p.runs), "scaled": p.scaled} for p in programs],
+              run_steps=plan_lib.run_steps(programs), lines=lines)
+
+
+def _line(table, row, key, specs, program, records, published) -> dict:
+  point = dict(key[1])
+  line = {"row": key[0], "label": row.label, "m": row.m, "config": row.arg, "point": point,
+          "program": program.name if program else None, "published": published,
+          "seeds": [], "per_seed": [], "metrics": {}}
+  if row.config is None:
+    line.update(status="no config", comparable=None, comparable_words="no config")
+    return line
+  found = [(s, records[s.run_dir]) for s in specs if s.run_dir in records]
+  line["status"] = ("pending" if not found else
+                    "evaluated" if len(found) == len(specs) else "partial")
+  flags = [r["results"]["dataset"].get("comparable_with_published") for _, r in found]
+  sources = [r["results"]["dataset"].get("source") for _, r in found]
+  line["comparable"], line["comparable_words"] = comparable_words(flags, sources)
+  finals, selecteds = {}, {}
+  for spec, rec in sorted(found, key=lambda x: x[0].seed):
+    res = rec["results"]
+    sel = res.get("selected")
+    seed = {"seed": spec.seed, "run_dir": spec.run_dir, "step": res["checkpoint"]["step"],
+            "final_checkpoint": res["checkpoint"].get("final"), "final": {}, "selected": None}
+    for m in table.metrics:
+      v = _value(res.get("metrics"), m)
+      if v is not None:
+        finals.setdefault(m, []).append(v)
+        seed["final"][m] = 100.0 * v
+      by = (res.get("metrics", {}).get(m) or {}).get("by_estimator")
+      if by:
+        seed.setdefault("by_estimator", {})[m] = {e: 100.0 * o["value"] for e, o in by.items()
+                                                  if o.get("value") is not None}
+    if table.selected and sel is not None:
+      seed.update(selected={}, selected_step=sel.get("step"), selection=sel.get("label"))
+      for m in table.metrics:
+        v = _value(sel.get("metrics"), m)
+        if v is not None:
+          selecteds.setdefault(m, []).append(v)
+          seed["selected"][m] = 100.0 * v
+    line["seeds"].append(spec.seed)
+    line["per_seed"].append(seed)
+  n = len(line["seeds"])
+  for m in table.metrics:
+    cell = {"final": aggregate.summarize(finals[m]) if finals.get(m) else None,
+            "published": (published or {}).get(m) if isinstance(published, dict) else None}
+    if table.selected:  # only when every seed has it
+      cell["selected"] = (aggregate.summarize(selecteds[m])
+                          if len(selecteds.get(m, ())) == n and n else None)
+    estimators = {}
+    for s in line["per_seed"]:
+      for e, v in s.get("by_estimator", {}).get(m, {}).items():
+        estimators.setdefault(e, []).append(v / 100.0)
+    if estimators:
+      cell["by_estimator"] = {e: aggregate.summarize(v) for e, v in estimators.items()}
+    line["metrics"][m] = cell
+  return line
+
+
+def cell_text(s: Optional[dict]) -> str:
+  """``mean (std) / best`` of a summary (std '-' for one seed), with any further statistic the
+  summary carries (e.g. a mean with outliers excluded) after it."""
+  if not s:
+    return "-"
+  std = "-" if s["n"] < 2 else f"{s['std']:.2f}"
+  text = f"{s['mean']:.2f} ({std}) / {s['best']:.2f}"
+  extra = [f"{k} {v:.2f}" for k, v in s.items()
+           if k not in KNOWN_SUMMARY and isinstance(v, (int, float)) and not isinstance(v, bool)]
+  return text + (f" [{'; '.join(extra)}]" if extra else "")
+
+
+def published_text(p, metric: str) -> str:
+  """The published cell: ``mean (std) / best`` ('-' where not published) or the row's words."""
+  if isinstance(p, str):
+    return p
+  p = (p or {}).get(metric)
+  if not p:
+    return "-"
+  fmt = lambda k: "-" if p.get(k) is None else f"{p[k]:.2f}"
+  return f"{fmt('mean')} ({fmt('std')}) / {fmt('best')}"
+
+
+def _label(line: dict) -> str:
+  point = ", ".join(f"{k.rpartition('.')[2]} = {v:g}" for k, v in line["point"].items())
+  return line["label"] + (f" ({point})" if point else "")
+
+
+def markdown(data: dict) -> str:
+  """``table.md``: the heading facts, one line per row (or grid point), the per-seed values."""
+  titles, selected = data["titles"], data["selected"]
+  f = fractions.Fraction(data["fraction"])
+  budget = "the paper's whole schedule" if f == 1 else \
+      f"{data['fraction']} of every schedule (--fraction)"
+  seeds = data.get("seeds")
+  out = [f"# {data['paper']}: {data['title']}", "",
+         f"- protocol: {data['protocol']}",
+         f"- budget: {budget}; estimated run-steps {data['run_steps']:,}",
+         f"- seeds: {seeds} per row" if seeds is not None else "- seeds: -"]
+  if data.get("device"):
+    out.append(f"- device: {data['device'].get('backend')} ({data['device'].get('kind')}); "
+               f"wall time {data.get('wall_s', 0.0) / 3600:.2f} h over every invocation")
+  if data.get("command"):
+    out.append(f"- command: `{data['command']}`")
+  head = ["method", "m"]
+  for m in data["metrics"]:
+    head += ([f"{titles[m]}, final", f"{titles[m]}, selected"] if selected else [titles[m]])
+    head.append(f"{titles[m]}, paper")
+  head += ["seeds", "comparable"]
+  out += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for line in data["lines"]:
+    cells = [_label(line), line["m"] or "-"]
+    for m in data["metrics"]:
+      cell = line["metrics"].get(m, {})
+      if line["status"] == "no config":
+        ours = ["no config"] * (2 if selected else 1)
+      elif line["status"] == "pending":
+        ours = ["pending"] * (2 if selected else 1)
+      else:
+        ours = [cell_text(cell.get("final"))] + ([cell_text(cell.get("selected"))]
+                                                 if selected else [])
+      cells += ours + [published_text(line["published"], m)]
+    cells += [str(len(line["seeds"])) if line["seeds"] else "-", line["comparable_words"]]
+    out.append("| " + " | ".join(cells) + " |")
+  out += ["", f"Percent: mean (std) / best over seeds; std with ddof={data['std_ddof']} "
+          "(population), best = max. The paper's cell: mean (std) / best as published ('-': not "
+          "published)." + (" Selected: the checkpoint kept by eval.select (validation data; "
+                           "the test set never selects)." if selected else "")]
+  per_seed = [(line, s) for line in data["lines"] for s in line["per_seed"]]
+  if per_seed:
+    out += ["", "Per seed (percent):"]
+    for line, s in per_seed:
+      vals = ", ".join(f"{titles[m]} {v:.2f}" for m, v in s["final"].items())
+      text = f"- {_label(line)}, m = {line['m'] or '-'}, seed {s['seed']}: final (step " \
+             f"{s['step']}) {vals or '-'}"
+      if s.get("selected") is not None:
+        sel = ", ".join(f"{titles[m]} {v:.2f}" for m, v in s["selected"].items())
+        text += f" | selected (step {s['selected_step']}) {sel or '-'}"
+      for m, by in s.get("by_estimator", {}).items():
+        text += " | " + ", ".join(f"{titles[m]} ({e}) {v:.2f}" for e, v in by.items())
+      out.append(text)
+  return "\n".join(out) + "\n"

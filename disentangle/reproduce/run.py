@@ -1,0 +1,180 @@
+"""Train, evaluate and tabulate a table's programs in one workdir, resuming what is unfinished.
+
+``<workdir>/reproduce.json`` records the table, the seeds, the budget fraction, the commands and
+the wall time (written atomically); a workdir holding another table's runs, another fraction's
+or another seed count's is refused in one line before anything starts (`check_workdir`). Each
+program trains in ``<workdir>/runs/<name>`` through `trainer.train` with the entry points'
+evaluator (`evaluator.factory`), unless its checkpoint is already at ``num_steps``; it is then
+evaluated by `evaluate_run` (final checkpoint and, where ``eval.select`` keeps one, the selected
+checkpoint), unless its ``results.json`` is current. After each program ``table.json`` and
+``table.md`` are rewritten (`render`), so an interrupted run leaves the rows it finished.
+"""
+from __future__ import annotations
+
+import datetime
+import fractions
+import json
+import pathlib
+import time
+from typing import Callable, Mapping, Optional
+
+from disentangle import atomic
+from disentangle.reproduce import plan as plan_lib
+from disentangle.reproduce import render
+
+RECORD = "reproduce.json"
+
+
+def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction) -> Optional[dict]:
+  """The workdir's record (None for a new or empty workdir); `plan.BadInput` if it holds
+  another table's, fraction's or seed count's runs, or is a non-empty folder without a record."""
+  workdir = pathlib.Path(workdir)
+  path = workdir / RECORD
+  if path.is_file():
+    try:
+      record = json.loads(path.read_text())
+      their = (record["table"], fractions.Fraction(record["fraction"]), int(record["seeds"]))
+    except (ValueError, KeyError, TypeError):
+      raise plan_lib.BadInput(f"--workdir: {path} is not a readable record of this command") \
+          from None
+    if their[0] != table.name:
+      raise plan_lib.BadInput(f"--workdir: {workdir} holds the runs of table {their[0]!r}, not "
+                              f"{table.name!r}: choose another --workdir")
+    if their[1] != fractions.Fraction(fraction):
+      raise plan_lib.BadInput(f"--fraction: {workdir} holds runs at fraction {their[1]}, not "
+                              f"{fractions.Fraction(fraction)}: use --fraction={their[1]} to "
+                              f"resume, or another --workdir")
+    if their[2] != seeds:
+      raise plan_lib.BadInput(f"--seeds: {workdir} holds runs of {their[2]} seed(s), not {seeds}:"
+                              f" use --seeds={their[2]} to resume, or another --workdir")
+    return record
+  if workdir.exists() and (not workdir.is_dir() or any(workdir.iterdir())):
+    raise plan_lib.BadInput(f"--workdir: {workdir} is not empty and holds no {RECORD}: not a "
+                            f"workdir of this command; choose a new or empty folder")
+  return None
+
+
+def device() -> dict:
+  import jax  # pylint: disable=g-import-not-at-top
+  d = jax.devices()[0]
+  return {"backend": jax.default_backend(), "kind": getattr(d, "device_kind", str(d)),
+          "count": jax.device_count()}
+
+
+def finished(directory: pathlib.Path, program: plan_lib.Program) -> bool:
+  """The program's latest checkpoint is at ``num_steps`` (nothing left to train)."""
+  from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
+  try:
+    ckpt = checkpoint.Checkpointer(directory, read_only=True)
+  except FileNotFoundError:
+    return False
+  try:
+    return ckpt.latest_step() == program.num_steps
+  finally:
+    ckpt.close()
+
+
+def evaluated(directory: pathlib.Path, program: plan_lib.Program, table: plan_lib.Table) -> bool:
+  """``results.json`` is of the final checkpoint, for every run, with the selected checkpoint
+  where the table's protocol keeps one."""
+  path = directory / "results.json"
+  if not path.is_file():
+    return False
+  try:
+    results = json.loads(path.read_text())
+  except ValueError:
+    return False
+  per_run = results.get("seeds", [results])
+  if results.get("checkpoint", {}).get("step") != program.num_steps or \
+      len(per_run) != len(program.runs):
+    return False
+  return not table.selected or all(r.get("selected") is not None for r in per_run)
+
+
+def load_records(workdir: pathlib.Path, programs) -> dict:
+  """``{run_dir relative to the workdir: record}`` of the evaluated programs' runs."""
+  from disentangle.evaluation import aggregate  # pylint: disable=g-import-not-at-top
+  out = {}
+  for p in programs:
+    directory = workdir / p.directory
+    if not (directory / "results.json").is_file():
+      continue
+    by_name = {pathlib.PurePosixPath(s.run_dir).name: s.run_dir for s in p.runs}
+    for rec in aggregate.load_runs([directory]):
+      run_dir = pathlib.Path(rec["run_dir"])
+      name = p.name if run_dir.resolve() == directory.resolve() else run_dir.name
+      if name in by_name:
+        out[by_name[name]] = rec
+  return out
+
+
+def write_table(workdir: pathlib.Path, table, programs, published, meta) -> dict:
+  data = render.tabulate(table, programs, load_records(workdir, programs), published, meta)
+  atomic.write_text(workdir / "table.json", json.dumps(data, indent=1, default=str))
+  atomic.write_text(workdir / "table.md", render.markdown(data))
+  return data
+
+
+def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callable,
+              seeds: Optional[int] = None, fraction=1, command: str = "", dataset=None,
+              evaluate_kwargs: Optional[dict] = None, log: Callable = print) -> dict:
+  """Every program of ``table`` trained, evaluated and tabulated in ``workdir``; the table data.
+
+  Args:
+    table, modules, scale: as `plan.plan_table`.
+    workdir: the command's folder (created; resumed when it holds this table's record).
+    seeds: seeds per row (default: the table's, the paper's number).
+    fraction: the share of every schedule.
+    command: the command line, recorded.
+    dataset: training and evaluation data instead of the configs' (tests; recorded by
+      `evaluate_run` as an override, so the table says "not comparable").
+    evaluate_kwargs: further arguments of `evaluate_run` (e.g. fewer votes in tests).
+    log: progress lines.
+
+  Raises:
+    plan.BadInput: a bad seed count, fraction or workdir (nothing created).
+    ConfigError, DataFileError, ...: as `trainer.train` (the finished programs stay).
+  """
+  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  seeds = table.seeds if seeds is None else plan_lib.parse_seeds(seeds)
+  fraction = plan_lib.parse_fraction(fraction)
+  workdir = pathlib.Path(workdir)
+  record = check_workdir(workdir, table, seeds=seeds, fraction=fraction)
+  programs = plan_lib.plan_table(table, modules, seeds=seeds, fraction=fraction, scale=scale)
+  published = {i: plan_lib.published_of(r, modules) for i, r in enumerate(table.rows)}
+  started = time.perf_counter()
+  workdir.mkdir(parents=True, exist_ok=True)
+  record = record or {"table": table.name, "seeds": seeds, "fraction": str(fraction),
+                      "created": datetime.datetime.now().isoformat(), "commands": [],
+                      "wall_s": 0.0}
+  record["commands"].append(command)
+  base_wall = float(record.get("wall_s", 0.0))
+  meta = {"command": command, "seeds": seeds, "fraction": str(fraction), "device": device(),
+          "workdir": str(workdir), "seed_values": sorted({s.seed for p in programs
+                                                          for s in p.runs})}
+
+  def save():
+    record["wall_s"] = base_wall + time.perf_counter() - started
+    atomic.write_text(workdir / RECORD, json.dumps(record, indent=1))
+    meta["wall_s"] = record["wall_s"]
+    return write_table(workdir, table, programs, published, meta)
+
+  save()
+  for k, p in enumerate(programs, 1):
+    directory = workdir / p.directory
+    head = f"[{k}/{len(programs)}] {', '.join(p.args)} ({len(p.runs)} runs, {p.num_steps} steps)"
+    if finished(directory, p):
+      log(f"{head}: trained")
+    else:
+      log(f"{head}: training in {directory}")
+      trainer.train(p.config, directory, dataset=dataset,
+                    evaluator_factory=evaluator.factory(p.config))
+    if evaluated(directory, p, table):
+      log(f"{head}: evaluated")
+    else:
+      log(f"{head}: evaluating")
+      evaluate_run.evaluate_run(directory, dataset=dataset, **(evaluate_kwargs or {}))
+    save()
+  return save()
