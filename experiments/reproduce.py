@@ -77,12 +77,15 @@ def main(argv):
     fail(str(e))
   absl_logging.set_verbosity(absl_logging.WARNING)
   command = "python -m experiments.reproduce " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+  from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   try:
     data = run.run_table(table, _WORKDIR.value, config_modules(), scale=scale(), seeds=seeds,
                          fraction=fraction, command=command)
-  except (plan.BadInput, config_lib.ConfigError, data_lib.DataFileError,
-          atomic.WriteError) as e:
-    fail(str(e))
+  except (plan.BadInput, config_lib.ConfigError, data_lib.DataFileError, atomic.WriteError,
+          trainer.NonFiniteError, checkpoint.CheckpointError) as e:
+    fail(str(e))  # a missing data file, NaN, no restorable checkpoint, a failed write: one line;
+    # the finished programs stay and the same command resumes
   from disentangle.reproduce import render  # pylint: disable=g-import-not-at-top
   print(render.markdown(data))
   print(f"wrote {_WORKDIR.value}/table.md and table.json")

@@ -295,8 +295,9 @@ def describe(table: Table, programs: Sequence[Program], *, seeds: int, fraction,
   """The dry run: every program (config, variants, seeds, steps, sweep values) and the total."""
   f = fractions.Fraction(fraction)
   lines = [f"{table.name}: {table.title} ({table.paper})",
-           f"seeds: {seeds} per row; budget: {f} of every schedule"
-           + (" (the paper's)" if f == 1 else "") + f"; protocol: {table.protocol}"]
+           f"seeds: {seeds} per row; budget: "
+           + ("the paper's whole schedule" if f == 1 else f"{f} of every schedule")
+           + f"; protocol: {table.protocol}"]
   for i, row in enumerate(table.rows):
     if row.config is None:
       lines.append(f"  row {row.label!r}: no config (published cell only)")

@@ -16,9 +16,6 @@ from typing import Mapping, Optional, Sequence
 from disentangle.evaluation import aggregate
 from disentangle.reproduce import plan as plan_lib
 
-KNOWN_SUMMARY = ("n", "values", "mean", "std", "std_ddof1", "best", "worst")
-
-
 def comparable_words(flags: Sequence, sources: Sequence) -> tuple[object, str]:
   """(True / False / None, words) over a line's runs' ``comparable_with_published``."""
   if not flags:
@@ -132,15 +129,16 @@ def _line(table, row, key, specs, program, records, published) -> dict:
 
 
 def cell_text(s: Optional[dict]) -> str:
-  """``mean (std) / best`` of a summary (std '-' for one seed), with any further statistic the
-  summary carries (e.g. a mean with outliers excluded) after it."""
+  """``mean (std) / best`` of a summary (std '-' for one seed), and the mean with outliers
+  excluded where `aggregate.summarize` gives it and prints it (enough values for the fences)."""
   if not s:
     return "-"
   std = "-" if s["n"] < 2 else f"{s['std']:.2f}"
   text = f"{s['mean']:.2f} ({std}) / {s['best']:.2f}"
-  extra = [f"{k} {v:.2f}" for k, v in s.items()
-           if k not in KNOWN_SUMMARY and isinstance(v, (int, float)) and not isinstance(v, bool)]
-  return text + (f" [{'; '.join(extra)}]" if extra else "")
+  trimmed = s.get("mean_outliers_excluded")
+  if trimmed is not None and s["n"] >= getattr(aggregate, "OUTLIER_MIN_PRINTED", 4):
+    text += f" [{trimmed:.2f} without outliers]"
+  return text
 
 
 def published_text(p, metric: str) -> str:
