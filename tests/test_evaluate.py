@@ -172,6 +172,46 @@ def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_pat
   assert "not_computed" not in saved["metrics"]
 
 
+class TinyGridCopies(TinyGrid):
+  """TinyGrid with every combination stored ``copies`` times (128 examples per factor value)."""
+
+  def __init__(self, copies=8):
+    super().__init__()
+    self.base_images = self.images
+    self.factors = np.tile(self.factors, (copies, 1))
+    self.images = np.tile(self.images, (copies, 1, 1, 1))
+    self.num_examples = len(self.factors)
+
+  def sample_observations_from_factors(self, factors, rng):
+    del rng
+    return self.base_images[np.asarray(factors) @ np.array([16, 4, 1])]
+
+
+@pytest.mark.slow
+def test_evaluate_run_partedvae_score_reads_every_image_not_the_eval_points(trained, tmp_path):
+  workdir = _copy(trained, tmp_path)
+  _, config, _, state = trained
+  grid = TinyGridCopies()  # 512 examples; the eval steps' eval.num_points = 100 of them
+  saved = evaluate_run.evaluate_run(workdir, dataset=grid, encode_batch_size=64, mig_points=200,
+                                    eval_overrides={"eval.num_points": 100}, write=False,
+                                    selected_too=False)
+  score = saved["metrics"]["factor_score_partedvae"]
+  assert saved["metrics"]["information"]["num_points"] == 100  # the eval points
+  assert score["num_points"] == grid.num_examples == 512 and score["num_points_setting"] == "all"
+  assert saved["settings"]["partedvae_score_points"] == "all"
+  # One group of L = 100 of the 128 examples of each of the 3 x 4 factor values.
+  assert score["num_votes"] == 12 and score["groups_per_factor"] == [4, 4, 4]
+  # The same score computed directly on all 512 images through the model, on its own stream.
+  method = methods.build(config, grid.image_shape)
+  represent = jax.jit(method.represent)
+  rng = registry.metric_rng(np.random.default_rng([SEED, 6]), "factor_score_partedvae")
+  direct = metrics.factor_vae_score(grid, lambda x: jax.device_get(represent(state.params, x)),
+                                    rng, protocol="partedvae", encode_batch_size=64)
+  assert direct["num_points"] == 512 and direct["points_source"] == "whole_dataset"
+  np.testing.assert_array_equal(score["votes"], direct["votes"])
+  assert score["value"] == direct["score"]
+
+
 def test_enumerate_rows_of_an_indexed_dataset_and_encoded_lookup():
   class Indexed:  # like DSprites: factors_of(indices) is a method, rows are image indices
     factor_sizes = (2, 3)

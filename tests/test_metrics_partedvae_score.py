@@ -208,3 +208,42 @@ def test_evaluator_reports_the_partedvae_metrics_and_pictures(tmp_path):
   assert details["factor_score_no_discrete"]["use_discrete"] is False
   for kind in ("z_traversal", "u_traversal", "attribute_transfer", "prior_c0", "samples"):
     assert (tmp_path / "images" / f"{kind}.png").is_file(), kind
+
+
+def test_run_stage_reads_every_example_and_eval_steps_the_eval_points():
+  data = dataset()  # 1800 examples
+  run = registry.Inputs("run", np.random.default_rng(0), ground_truth=data,
+                        represent=lambda x: x)
+  out, _ = registry.run(run, {"num_points": 600}, names=["factor_score_partedvae"])
+  score = out["factor_score_partedvae"]
+  assert score["num_points_setting"] == "all" and score["num_points"] == 1800
+  assert "every image" in registry.METRICS["factor_score_partedvae"].describe(score)
+  # Eval steps: the eval points' encodings (here 600 of them), recorded as eval.num_points.
+  rows = grid()[np.random.default_rng(1).choice(1800, 600, replace=False)]
+  encoded = encodings.EncodedGroundTruth(rows, as_representation(rows.astype(float)), SIZES)
+  training = registry.Inputs("training", np.random.default_rng(0), ground_truth=encoded,
+                             represent=encoded.represent, factors=rows,
+                             factor_rep=encoded.rep, whole_dataset_max=600)
+  out, _ = registry.run(training, {"num_points": 600, "partedvae_score": True},
+                        names=["factor_score_partedvae"])
+  assert out["factor_score_partedvae"]["num_points_setting"] == 600
+  assert out["factor_score_partedvae"]["num_points"] == 600
+
+
+def test_run_stage_refuses_a_set_it_cannot_read_whole():
+  class Sampler:  # ground truth that only samples: no rows of its examples
+    factor_sizes = SIZES
+
+    def sample_factors(self, num, rng):
+      return np.stack([rng.integers(0, s, num) for s in SIZES], axis=1)
+
+    def sample_observations_from_factors(self, factors, rng):
+      del rng
+      return np.asarray(factors, np.float32)
+
+  errors = {}
+  inputs = registry.Inputs("run", np.random.default_rng(0), ground_truth=Sampler(),
+                           represent=lambda x: x)
+  out, _ = registry.run(inputs, {}, names=["factor_score_partedvae"], errors=errors)
+  assert "factor_score_partedvae" not in out
+  assert "reads every image" in errors["factor_score_partedvae"]

@@ -9,7 +9,9 @@ stage ``"run"``) in the papers' protocols:
   whole dataset, KL pruning at 0.1, the discrete code included unless ``eval.use_discrete`` says
   'exclude');
 - ``mig``: MIG with ``eval.mig_estimator`` (default 'histogram': disentanglement_lib's, 10,000
-  points, 20 bins) on the continuous means; the discrete code only with
+  points, 20 bins) over the factors of ``eval.mig_factors`` (default 'protocol': every factor for
+  the histogram estimator, Chen et al.'s, dSprites without shape, for the sampled one; each
+  result names them) on the continuous means; the discrete code only with
   ``eval.use_discrete='include'`` (then not the published protocol; the result says which);
 - ``shape_accuracy``: one-to-one accuracy of the discrete code against the shape factor over the
   whole dataset (dSprites, CascadeVAE Table 2);
@@ -17,8 +19,9 @@ stage ``"run"``) in the papers' protocols:
   the evaluation split (MNIST / Fashion-MNIST test set, CascadeVAE Tables 3-4);
 - ``information``: KL_j, I(x; z_j), total correlation on ``config.eval.num_points`` points;
 - PartedVAE's (every one labelled with its settings): ``factor_score_partedvae`` (the
-  authors' protocol: std-normalised means of every example, groups of 100 per factor value,
-  votes of dims with std < 0.1 zeroed), ``factor_score_no_discrete`` (CascadeVAE's protocol
+  authors' protocol: std-normalised means of every example of the evaluation set, not the
+  ``eval.num_points`` of eval steps (``num_points_setting: "all"``), groups of 100 per factor
+  value, votes of dims with std < 0.1 zeroed), ``factor_score_no_discrete`` (CascadeVAE's protocol
   without the discrete code, beside ``factor_score``), ``accuracy_direct`` /
   ``shape_accuracy_direct`` (identity mapping) and ``variable_accuracy`` (each of K discrete
   codes against its target column, -1 skipped: CelebA); PartedVAE's pictures (z and u
@@ -363,6 +366,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   recorded = dict(dataclasses.asdict(settings), score_protocol="cascadevae",
                   information_points=int(config.eval.num_points),
                   mig_estimator=config.eval.get("mig_estimator", "histogram"),
+                  mig_factors=config.eval.get("mig_factors", "protocol"),
+                  partedvae_score_points="all",
                   use_discrete=config.eval.get("use_discrete", "protocol"),
                   eval_overrides=dict(eval_overrides or {}),
                   conv_impl=config.model.conv_impl, metric_rng="default_rng([seed, step])")

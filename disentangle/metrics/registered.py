@@ -8,6 +8,7 @@ computes one result from `registry.Inputs` (on the metric's own random stream) a
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable, Optional
 
 import numpy as np
@@ -19,7 +20,8 @@ from disentangle.metrics.factor_vae import factor_vae_score
 from disentangle.metrics.information import information_report
 from disentangle.metrics.mig import ESTIMATORS as MIG_ESTIMATORS
 from disentangle.metrics.mig import mig
-from disentangle.metrics.representation import encode_factors
+from disentangle.metrics.representation import encode_factors, enumerate_factors
+from disentangle.metrics.sampling import MetricInputError
 
 def _factor_score_settings(cfg, stage):
   training = stage == "training"
@@ -178,19 +180,40 @@ def _shape_accuracy_direct(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   return dict(acc, value=acc["accuracy"], factor="shape", points=where)
 
 
+def _partedvae_score_settings(cfg, stage):
+  """The run stage reads every image (``num_points='all'``, the authors' protocol); eval steps
+  read the ``eval.num_points`` eval points (0: all of them)."""
+  points = "all" if stage == "run" else int(registry.setting(cfg, "num_points", 0)) or "all"
+  return {"batch_size": registry.PARTEDVAE_VOTE_BATCH, "prune_std": registry.PARTEDVAE_PRUNE_STD,
+          "num_points": points}
+
+
 def _factor_score_partedvae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """PartedVAE's factor score (``protocol='partedvae'``, `metrics.factor_vae_score`): every
   example's [mu_z, mu_u], std-normalised, groups of L = 100 per factor value in a random order,
-  votes of dims with std < 0.1 zeroed (Sec. 5.1, Tables 1-2; the authors' code)."""
+  votes of dims with std < 0.1 zeroed (Sec. 5.1, Tables 1-2; the authors' code).
+
+  The run stage (``num_points='all'``) reads every example of the evaluation set, as the
+  authors' loop over their whole loader: the whole dataset's encodings when the caller has them,
+  else every stored example encoded here, whatever the set's size; a set whose examples cannot
+  be enumerated is not scored (`MetricInputError`). At eval steps it reads the eval points.
+  ``num_points_setting`` records which, ``num_points`` how many examples were read.
+  """
   if inputs.ground_truth is None:
     return None
+  every = s.get("num_points", "all") == "all" and inputs.stage == "run"
+  if every and enumerate_factors(inputs.ground_truth) is None:
+    raise MetricInputError(
+        f"the authors' protocol reads every image, and {type(inputs.ground_truth).__name__} "
+        f"cannot be enumerated (no factor rows of its examples)")
+  limit = sys.maxsize if every else inputs.whole_dataset_max
   score = factor_vae_score(inputs.ground_truth, inputs.represent, inputs.rng,
                            protocol="partedvae",
                            batch_size=s["batch_size"], prune_std=s["prune_std"],
                            encode_batch_size=inputs.encode_batch_size,
-                           **({"whole_dataset_max": inputs.whole_dataset_max}
-                              if inputs.whole_dataset_max is not None else {}))
-  return dict(score, value=score["score"], points=inputs.factor_points)
+                           **({"whole_dataset_max": limit} if limit is not None else {}))
+  return dict(score, value=score["score"], points=inputs.factor_points,
+              num_points_setting=s.get("num_points", "all"))
 
 
 def _factor_score_no_discrete(inputs: registry.Inputs, s: dict) -> Optional[dict]:
@@ -281,7 +304,9 @@ def _describe_variables(m):
 
 
 def _describe_partedvae_score(m):
-  return (f"partedvae: {m['num_points']} points ({m['points_source']}), groups of "
+  setting = m.get("num_points_setting")
+  read = "every image" if setting == "all" else f"eval.num_points = {setting}"
+  return (f"partedvae: {m['num_points']} points ({read}; {m['points_source']}), groups of "
           f"{m['batch_size']} per factor value ({m['num_votes']} votes), "
           f"std ddof 0, votes of dims with std < {m['prune_std']} zeroed (pruned "
           f"{m['pruned_dims']}), {m['num_votes_counted']} votes counted, no discrete code")
@@ -299,8 +324,7 @@ registry.register(registry.Metric("shape_accuracy_direct", "shape acc. (direct)"
                 lambda cfg, stage: {"num_points": registry.MIG_NUM_POINTS},
                 ground_truth=True, sampled=True, describe=_describe_direct))
 registry.register(registry.Metric("factor_score_partedvae", "score (PartedVAE)", _factor_score_partedvae,
-                lambda cfg, stage: {"batch_size": registry.PARTEDVAE_VOTE_BATCH,
-                                    "prune_std": registry.PARTEDVAE_PRUNE_STD},
+                _partedvae_score_settings,
                 training_flag="partedvae_score", ground_truth=True, sampled=True,
                 describe=_describe_partedvae_score))
 registry.register(registry.Metric("factor_score_no_discrete", "score (no d)", _factor_score_no_discrete,
