@@ -17,6 +17,20 @@ papers do not say which standard deviation they report; the table uses the popul
 ddof=1. The published numbers come from the config modules' ``PUBLISHED`` dicts; an entry may
 give its mean alone (``{"mean": 95.0}``: PartedVAE publishes neither best nor, for MNIST, a std).
 
+Beside each mean, the mean with outliers excluded (FFVAE App. E, Figs. 6-7: "Black dashed line
+indicates mean (with outliers excluded)"). The caption does not say which values are outliers;
+`outlier_excluded_mean` takes Tukey's fences, the box-plot convention: values outside
+[Q1 - 1.5 IQR, Q3 + 1.5 IQR] (quartiles by linear interpolation, numpy's default) are left out.
+It is in the JSON for every row and printed for rows of at least 4 values: with 3 or fewer the
+fences hold every value, so it is the plain mean. The figures' dashed line is a mean over the
+runs at one x value (Fig. 6a: over gamma at each alpha); `swept_means` gives it along each
+field that varies between the rows (the grid of a sweep, `disentangle.train.runs`).
+
+MIG states its factor set: each row records, per estimator, the factors its MIG averaged over
+(``eval.mig_factors``, `disentangle.metrics.mig`: 'all' or Chen et al.'s without dSprites' shape)
+under ``metric_settings``, and with ``eval.mig_estimator='both'`` (FFVAE) the sampled estimate's
+figures beside the headline under ``metrics_by_estimator``; the markdown prints both per row.
+
 Runs evaluated with a selected checkpoint (``eval.select``, `disentangle.train.selection`;
 ``results.json``'s ``"selected"`` block) get each metric twice, labelled: at the final checkpoint
 and at the selected one (mean (std) / best over seeds each), and every table lists each seed's
@@ -144,13 +158,46 @@ def load_runs(paths: Iterable) -> list[dict]:
   return records
 
 
+OUTLIER_FENCE = 1.5  # Tukey's fences: outside [Q1 - 1.5 IQR, Q3 + 1.5 IQR]
+OUTLIER_RULE = ("Tukey's fences: values outside [Q1 - 1.5 IQR, Q3 + 1.5 IQR] (linear quartiles) "
+                "left out; FFVAE Figs. 6-7 say 'mean (with outliers excluded)' without a rule")
+OUTLIER_MIN_PRINTED = 4  # with 3 values or fewer the fences hold every value
+
+
+def outlier_excluded_mean(values: Sequence[float], fence: float = OUTLIER_FENCE) -> dict:
+  """Mean of ``values`` without the outliers of Tukey's fences (see the module doc).
+
+  Returns {'mean', 'n_kept', 'excluded' (the values left out), 'low', 'high' (the fences)};
+  for no values, mean None.
+  """
+  v = np.asarray(values, np.float64)
+  if not len(v):
+    return {"mean": None, "n_kept": 0, "excluded": [], "low": None, "high": None}
+  q1, q3 = np.percentile(v, [25.0, 75.0])
+  low, high = q1 - fence * (q3 - q1), q3 + fence * (q3 - q1)
+  kept = (v >= low) & (v <= high)
+  return {"mean": float(v[kept].mean()), "n_kept": int(kept.sum()),
+          "excluded": v[~kept].tolist(), "low": float(low), "high": float(high)}
+
+
 def summarize(values: Sequence[float]) -> dict:
-  """n, mean, std (ddof 0 and 1), best and worst of fractions, in percent."""
+  """n, mean, std (ddof 0 and 1), best and worst of fractions, in percent; the mean without
+  outliers (`outlier_excluded_mean`)."""
   v = 100.0 * np.asarray(values, np.float64)
+  trimmed = outlier_excluded_mean(v)
   return {"n": int(len(v)), "values": v.tolist(), "mean": float(v.mean()),
           "std": float(v.std(ddof=STD_DDOF)),
           "std_ddof1": float(v.std(ddof=1)) if len(v) > 1 else None,
-          "best": float(v.max()), "worst": float(v.min())}
+          "best": float(v.max()), "worst": float(v.min()),
+          "mean_outliers_excluded": trimmed["mean"], "outliers_excluded": trimmed["excluded"]}
+
+
+def _mig_settings_of(result: dict) -> dict:
+  """{estimator: {'factor_set', 'factor_names'}} of one run's MIG result."""
+  outs = result.get("by_estimator") or {result.get("estimator", "?"): result}
+  return {e: {"factor_set": o.get("factor_set", "not recorded"),
+              "factor_names": o.get("factor_names", o.get("factors_used"))}
+          for e, o in outs.items()}
 
 
 def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
@@ -170,7 +217,8 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
         "comparable_with_published": data["comparable_with_published"],
         "step": res["checkpoint"]["step"], "num_steps": res["checkpoint"]["num_steps"],
         "final": res["checkpoint"]["final"], "selection_rule": rule, "runs": [], "seeds": [],
-        "per_seed": [], "_values": {}, "_selected": {}, "_repeat_std": {}, "_udr": []})
+        "per_seed": [], "_values": {}, "_selected": {}, "_repeat_std": {}, "_udr": [],
+        "_by_estimator": {}, "_settings": {}, "_fields": significant_fields(rec["config"])})
     group["runs"].append(rec["run_dir"])
     group["seeds"].append(res["seed"])
     seed_row = {"seed": res["seed"], "run_dir": rec["run_dir"],
@@ -181,6 +229,11 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
         seed_row["final"][name] = res["metrics"][name]["value"]
         if res["metrics"][name].get("value_std") is not None:  # eval.repeats > 1
           group["_repeat_std"].setdefault(name, []).append(res["metrics"][name]["value_std"])
+    mig = res["metrics"].get("mig")
+    if isinstance(mig, dict) and "value" in mig:
+      group["_settings"].setdefault("mig", []).append(_mig_settings_of(mig))
+      for e, o in (mig.get("by_estimator") or {}).items():
+        group["_by_estimator"].setdefault("mig", {}).setdefault(e, []).append(o["value"])
     group["_udr"].append((res["seed"], res["metrics"].get("udr_sample")))
     if selected is not None:
       seed_row.update(selected={}, selected_step=selected["step"],
@@ -202,6 +255,15 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
       if name in group["metrics"] and len(stds) == len(group["seeds"]):
         group["metrics"][name]["repeat_std"] = 100.0 * float(np.mean(stds))
     group["udr"] = udr_of_row(group.pop("_udr"))
+    group["metric_settings"] = {}
+    for name, per_seed in group.pop("_settings").items():
+      same = all(p == per_seed[0] for p in per_seed)
+      group["metric_settings"][name] = per_seed[0] if same else per_seed
+      if not same:
+        group["warning"] = f"the seeds' {name} settings differ"
+    group["metrics_by_estimator"] = {
+        name: {e: summarize(v) for e, v in by.items() if len(v) == len(group["seeds"])}
+        for name, by in group.pop("_by_estimator").items()}
     # The selected figures: only when every seed of the row has them (else not comparable).
     group["metrics_selected"] = {name: dict(summarize(v), published=published.get(name))
                                  for name, v in selected.items()
@@ -211,7 +273,52 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
     rows.append(group)
   rows.sort(key=lambda g: (str((g["experiment"] or {}).get("module")),
                            str((g["experiment"] or {}).get("variant")), g["step"]))
-  return {"units": "percent", "std_ddof": STD_DDOF, "best": "max over seeds", "rows": rows}
+  swept = swept_means(rows)
+  for row in rows:
+    del row["_fields"]
+  return {"units": "percent", "std_ddof": STD_DDOF, "best": "max over seeds",
+          "outlier_rule": OUTLIER_RULE, "rows": rows, "swept_means": swept}
+
+
+def swept_means(rows: Sequence[dict]) -> list[dict]:
+  """Mean and outlier-excluded mean of each metric at each value of each swept field.
+
+  The rows of one method and dataset that differ only in one or two config fields (a sweep's
+  grid, e.g. FFVAE's ``ffvae.alpha`` x ``ffvae.gamma``) are pooled at each value of one field,
+  every seed of every row at that value: FFVAE Fig. 6a's dashed line is the mean over gamma
+  at each alpha (outliers excluded, `outlier_excluded_mean`). Values in percent.
+  """
+  out = []
+  by_experiment = {}
+  for row in rows:
+    fields = row.get("_fields")
+    if fields is not None:
+      by_experiment.setdefault((row["method"], row["dataset"]), []).append(row)
+  for (method, dataset), group in by_experiment.items():
+    keys = sorted(set().union(*(r["_fields"] for r in group)))
+    varying = [k for k in keys if len({json.dumps(r["_fields"].get(k)) for r in group}) > 1]
+    if len(group) < 2 or not 1 <= len(varying) <= 2:
+      continue
+    for field in varying:
+      # The tabulated metrics, and each estimator's beside a headline (``mig_sampled``).
+      tables = [dict(r["metrics"], **{f"{n}_{e}": v for n, by in
+                                      r.get("metrics_by_estimator", {}).items()
+                                      for e, v in by.items()
+                                      if v["values"] != r["metrics"].get(n, {}).get("values")})
+                for r in group]
+      for name in sorted({n for t in tables for n in t}):
+        points = {}
+        for r, t in zip(group, tables):
+          if name in t:
+            points.setdefault(r["_fields"][field], []).extend(t[name]["values"])
+        for value in sorted(points, key=lambda x: (str(type(x)), x)):
+          v = points[value]
+          trimmed = outlier_excluded_mean(v)
+          out.append({"method": method, "dataset": dataset, "field": field, "value": value,
+                      "metric": name, "n": len(v), "mean": float(np.mean(v)),
+                      "mean_outliers_excluded": trimmed["mean"],
+                      "outliers_excluded": trimmed["excluded"]})
+  return out
 
 
 def _cell(s: Optional[dict]) -> str:
@@ -219,7 +326,9 @@ def _cell(s: Optional[dict]) -> str:
     return "-"
   std = "-" if s["n"] < 2 else f"{s['std']:.2f}"
   repeats = f" [{s['repeat_std']:.2f}]" if s.get("repeat_std") is not None else ""
-  return f"{s['mean']:.2f} ({std}) / {s['best']:.2f}{repeats}"
+  trimmed = (f" ‡{s['mean_outliers_excluded']:.2f}" if s["n"] >= OUTLIER_MIN_PRINTED and
+             s.get("mean_outliers_excluded") is not None else "")
+  return f"{s['mean']:.2f} ({std}) / {s['best']:.2f}{repeats}{trimmed}"
 
 
 def udr_of_row(samples: Sequence[tuple]) -> Optional[dict]:
@@ -277,6 +386,9 @@ def markdown_table(table: dict) -> str:
                   "eval.select (rule per row below; test data never selects).")
   if any(s.get("repeat_std") is not None for r in table["rows"] for s in r["metrics"].values()):
     footer.append("[x]: the mean over seeds of the std across eval.repeats (sampling error).")
+  if any(s["n"] >= OUTLIER_MIN_PRINTED for r in table["rows"] for s in r["metrics"].values()):
+    footer.append(f"‡: the mean with outliers excluded ({OUTLIER_RULE}).")
+  footer += mig_lines(table)
   for i, row in enumerate(table["rows"], 1):
     if row.get("udr"):
       u = row["udr"]
@@ -284,6 +396,35 @@ def markdown_table(table: dict) -> str:
       footer.append(f"UDR row {i} ({u['correlation']}, {u['num_points']} points): mean "
                     f"{u['mean']:.3f} ({u['std']:.3f}); {per}")
   return "\n".join(lines + footer + notes + per_seed_lines(table, names)) + "\n"
+
+
+def mig_lines(table: dict) -> list[str]:
+  """Per row with MIG: each estimator's factor set and figures; then the swept means."""
+  lines = []
+  for i, row in enumerate(table["rows"], 1):
+    settings = row.get("metric_settings", {}).get("mig")
+    if not isinstance(settings, dict):
+      continue
+    by = row.get("metrics_by_estimator", {}).get("mig", {})
+    headline = row["metrics"].get("mig", {}).get("values")
+    parts = []
+    for e, st in settings.items():
+      names = ", ".join(map(str, st["factor_names"] or []))
+      figures = (": the MIG column" if e not in by or by[e]["values"] == headline
+                 else f": {_cell(by[e])}")
+      parts.append(f"{e} estimator over {st['factor_set']} factors ({names}){figures}")
+    lines.append(f"MIG row {i}: " + "; ".join(parts))
+  swept = [s for s in table.get("swept_means", ()) if s["metric"].startswith("mig")]
+  if swept:
+    lines.append("MIG along each swept field (every seed of every row at that value, percent): "
+                 "mean / mean with outliers excluded")
+    for s in swept:
+      trimmed = ("-" if s["mean_outliers_excluded"] is None
+                 else f"{s['mean_outliers_excluded']:.2f}")
+      lines.append(f"- {s['metric']}, {s['method']} {s['field']} = {s['value']}: "
+                   f"{s['mean']:.2f} / {trimmed} (n = {s['n']}, excluded "
+                   f"{', '.join(f'{x:.2f}' for x in s['outliers_excluded']) or 'none'})")
+  return lines
 
 
 def per_seed_lines(table: dict, names: Sequence[str]) -> list[str]:
