@@ -15,7 +15,9 @@ Score: the authors' factor score (``factor_score_partedvae``: [mu_z, mu_u] of ev
 std-normalised, groups of 100 per factor value, dimensions with std < 0.1 pruned), CascadeVAE's
 protocol beside it. At training evaluations both read the ``eval.num_points`` = 10,000 sampled
 evaluation points (450 groups of 100); the authors' whole-grid form is ``eval.num_points=0``
-(737,280 encodings per evaluation, ~5 min on 2 CPU cores). Published (5 runs, percent, mean (std)):
+(737,280 encodings per evaluation, ~5 min on 2 CPU cores). ``experiments.evaluate`` (the final
+evaluation the tables report) reads all 737,280 images for the authors' score
+(``num_points_setting: "all"`` in ``results.json``). Published (5 runs, percent, mean (std)):
 
 | variant              | labels | factor score |
 |----------------------|--------|--------------|

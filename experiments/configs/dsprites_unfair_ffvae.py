@@ -6,6 +6,9 @@ App. C / D settings: encoder convs 32, 32, 64, 64 + dense 128, decoder mirrored
 DSpritesUnfair (q_S = 1, q_X = 3), evaluated on balanced ``dsprites`` (``dataset.eval_name``;
 App. E: "Models trained on DspritesUnfair, MIG calculated on Dsprites"), MIG with both estimators
 (``eval.mig_estimator='both'``: Eq. 8 is Chen et al.'s definition, the estimator is not stated),
+each over the factors of its protocol (``eval.mig_factors='protocol'``: the histogram estimator
+over all five factors, Chen et al.'s sampled one over scale, orientation, x, y, without shape, as
+their code; the appendix does not say which factors it scores; results and tables name the set),
 the CascadeVAE score off. Sensitive attributes: the appendix binarises all five factors but does
 not say which are sensitive in the MIG runs; default all five (b has five dimensions, z five).
 
@@ -24,7 +27,10 @@ Sweeps (Figs. 6-7): the variants ``fig6a``, ``fig6b``, ``fig7a``, ``fig7b`` trai
 ``SWEEPS`` as one program (``config.sweep``, `disentangle.train.runs`: one run directory per
 (alpha, gamma) and seed, e.g. ``:fig7a,cpu,num_seeds=3``); one point alone is an override, e.g.
 ``:ffvae,ffvae.alpha=400,ffvae.gamma=20``.
-``PUBLISHED`` is empty: the appendix has figures only.
+``PUBLISHED`` is empty: the appendix has figures only. The figures' black dashed line, "mean (with
+outliers excluded)", names no rule: ``experiments.aggregate`` prints the mean beside the mean
+without the values outside Tukey's fences (1.5 IQR), per grid point over its seeds and along each
+swept field (`disentangle.evaluation.aggregate`).
 
 Run: python -m experiments.dsprites_unfair_ffvae \
   --config=experiments/configs/dsprites_unfair_ffvae.py:ffvae
