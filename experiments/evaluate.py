@@ -5,9 +5,10 @@ python -m experiments.evaluate --workdir=runs/dsprites_cascade_m6 [--step=N]
 
 Restores the latest checkpoint (or ``--step``; every seed of a multi-seed workdir) read-only and
 writes ``RUN/results.json``, ``RUN/report.md`` and ``RUN/images/evaluate_step_<n>_*.png``; see
-`disentangle.evaluation.evaluate_run`. ``--mig_estimator`` / ``--use_discrete`` override the run's
-``eval.mig_estimator`` / ``eval.use_discrete``; ``--eval_name`` / ``--eval_split`` its
-``dataset.eval_name`` / ``dataset.eval_split`` (all recorded in results.json).
+`disentangle.evaluation.evaluate_run`. ``--mig_estimator`` / ``--mig_factors`` /
+``--use_discrete`` override the run's ``eval.mig_estimator`` / ``eval.mig_factors`` /
+``eval.use_discrete``; ``--eval_name`` / ``--eval_split`` its ``dataset.eval_name`` /
+``dataset.eval_split`` (all recorded in results.json).
 
 A run trained with ``eval.select`` ('best_validation' / 'best_metric') kept a second checkpoint
 (``checkpoints_best``): it is evaluated too, on the same data, and results.json holds both,
@@ -31,6 +32,8 @@ _BATCH = flags.DEFINE_integer("encode_batch_size", None,
                               "Images per encoder call (default: 100 on CPU, 1000 otherwise).")
 _MIG_ESTIMATOR = flags.DEFINE_enum("mig_estimator", None, ["histogram", "sampled"],
                                    "Override eval.mig_estimator (default: the run's).")
+_MIG_FACTORS = flags.DEFINE_enum("mig_factors", None, ["protocol", "all", "chen_et_al"],
+                                 "Override eval.mig_factors (default: the run's).")
 _USE_DISCRETE = flags.DEFINE_enum("use_discrete", None, ["protocol", "include", "exclude"],
                                   "Override eval.use_discrete (default: the run's).")
 _EVAL_NAME = flags.DEFINE_string("eval_name", None, "Override dataset.eval_name.")
@@ -47,7 +50,8 @@ def main(_):
     logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
   try:
     overrides = {field: value for field, value in (
-        ("eval.mig_estimator", _MIG_ESTIMATOR.value), ("eval.use_discrete", _USE_DISCRETE.value),
+        ("eval.mig_estimator", _MIG_ESTIMATOR.value), ("eval.mig_factors", _MIG_FACTORS.value),
+        ("eval.use_discrete", _USE_DISCRETE.value),
         ("dataset.eval_name", _EVAL_NAME.value), ("dataset.eval_split", _EVAL_SPLIT.value))
                  if value is not None}
     results = evaluate_run.evaluate_run(
