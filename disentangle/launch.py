@@ -8,11 +8,17 @@ Bad input is one line on stderr and exit status 2, never a traceback: an unknown
 unknown field or an unparsable value (in the ``:variant,field=value`` argument or as
 ``--config.field=value``) is reported here, while flags are parsed; an impossible value is
 reported by ``trainer.train``, which validates the config before it creates anything.
+
+SIGTERM (a preemption notice) or SIGINT (Ctrl-C) during training: the step in flight ends, a
+checkpoint of that step is written, one line says where the run stopped and the command that
+resumes it (the same command), and the process exits with status 128 + the signal's number
+(143 for SIGTERM, 130 for SIGINT), as a shell reports a process ended by that signal.
 """
 from __future__ import annotations
 
 import importlib.util
 import pathlib
+import shlex
 import sys
 
 from absl import app
@@ -107,6 +113,7 @@ def _run(_):
   from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
   absl_logging.set_verbosity(absl_logging.WARNING)
@@ -120,6 +127,10 @@ def _run(_):
     _close_progress_bars()  # the message starts its own line
     fail(str(e))  # bad config, missing / corrupt data, NaN, no restorable checkpoint, a failed
     # write (full disk): one line, no traceback
+  except preemption.Preempted as e:
+    _close_progress_bars()
+    print(f"{e}: {shlex.join(getattr(sys, 'orig_argv', sys.argv))}", flush=True)
+    sys.exit(e.exit_status)
   print(f"done: {workdir}", flush=True)
 
 

@@ -5,16 +5,24 @@ python -m tests.distributed_worker PROCESS_ID PORT WORKDIR NUM_STEPS [TFDS_DATA_
 Without TFDS_DATA_DIR: the dSprites smoke config. With it: the tiny MNIST-layout builder
 ``tiny_mnist`` prepared there (``dataset.source='tfds'``, batch 8), and the result also lists the
 row indices of every read this process asked of the TFDS source, call by call ("reads").
+With DISENTANGLE_TEST_SIGTERM_AT=k (k > 0) in its environment the process sends itself SIGTERM
+during step k and then slows each step by 0.5 s (the preemption service agrees on a step about a
+second after the notice); the result says at which step it stopped ("stopped", None when it ran
+to the end).
 """
 import hashlib
 import json
+import os
+import signal
 import sys
+import time
 
 import jax
 
 jax.config.update("jax_num_cpu_devices", 2)
 
 from disentangle.data.tfds import source as tfds_source  # noqa: E402
+from disentangle.train import preemption  # noqa: E402
 from disentangle.train import trainer  # noqa: E402
 from experiments.configs import dsprites_betavae  # noqa: E402
 from tests import helpers  # noqa: E402
@@ -60,12 +68,26 @@ def main():
   config.distributed.coordinator_address = f"localhost:{port}"
   config.distributed.num_processes = 2
   config.distributed.process_id = process_id
-  state = trainer.train(config, workdir)
+  sigterm_at = int(os.environ.get("DISENTANGLE_TEST_SIGTERM_AT", "0"))
+  last, stopped = {}, None
+
+  def hook(state, step):
+    last["state"] = state
+    if step == sigterm_at:
+      signal.raise_signal(signal.SIGTERM)
+    if 0 < sigterm_at <= step:
+      time.sleep(0.5)
+
+  try:
+    state = trainer.train(config, workdir, hooks=[hook])
+  except preemption.Preempted as e:
+    state, stopped = last["state"], {"stopped": e.step, "signal": signal.Signals(e.signum).name}
   leaves = [x.addressable_data(0) for x in jax.tree_util.tree_leaves(state.params)]
   digest = hashlib.sha256(b"".join(bytes(memoryview(jax.device_get(x))) for x in leaves))
   result = {"process": jax.process_index(), "count": jax.process_count(),
             "devices": jax.device_count(), "step": int(state.step),
-            "params_sha256": digest.hexdigest(), "seed": config.seed}
+            "params_sha256": digest.hexdigest(), "seed": config.seed,
+            "stopped": None, **(stopped or {})}
   if tfds_dir is not None:
     result["reads"] = reads
   print("RESULT " + json.dumps(result), flush=True)

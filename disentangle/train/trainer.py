@@ -6,7 +6,10 @@ the run directories, resume from ``<workdir>/checkpoints`` if a checkpoint exist
 jit-compiled steps (state donated, batch sharded along the ``data`` axis). Metrics are read on
 host only at log steps; evaluation hooks run every ``eval_every`` steps; checkpoints are written
 atomically every ``checkpoint_every`` steps and at the end. A non-finite loss stops the run with
-:class:`NonFiniteError` before anything bad is saved.
+:class:`NonFiniteError` before anything bad is saved. SIGTERM or SIGINT during the loop
+(`disentangle.train.preemption`): the step in flight ends, a checkpoint of that step is written
+(every process stopping at the same step), the writers are closed and
+`preemption.Preempted` is raised; training again in the same workdir resumes bitwise.
 
 ``config.num_seeds = N > 1`` and ``config.sweep`` train R runs (sweep points x seeds,
 `disentangle.train.runs`) in one program over stacked parameters, optimiser states, rng and
@@ -40,6 +43,7 @@ from disentangle.train import checkpoint as checkpoint_lib
 from disentangle.train import host
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
+from disentangle.train import preemption
 from disentangle.train import runs as runs_lib
 from disentangle.train import seeds
 from disentangle.train import selection
@@ -187,45 +191,52 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   # dispatched on ready inputs (a pending copy cost XLA:CPU ~15% more CPU per step; benchmarks/README.md).
   to_device = lambda local: jax.block_until_ready(
       _global_batch(local, data_sharding, num_runs, config.batch_size))
-  for step, batch in input_pipeline.prefetch(source, start, config.num_steps, transfer=to_device):
-    state, metrics = train_step_at(step)(state, batch, values)
-    done = step + 1
-    if bar is not None:
-      bar.update(1)
-    is_last = done == config.num_steps
-    log_now = done % config.log_every == 0 or is_last
-    save_now = done % config.checkpoint_every == 0 or is_last
-    if log_now or save_now:
-      m = jax.device_get(metrics)
-      losses = np.atleast_1d(m["loss"])
-      if not np.all(np.isfinite(losses)):
-        raise NonFiniteError(
-            f"loss became {losses.tolist()} at step {done}; stopping. The last good checkpoint "
-            f"(step {ckpt.latest_step()}) in {ckpt.directory} is intact")
-      now = time.perf_counter()
-      rate = (done - last_step) / max(now - last_time, 1e-9)
-      last_time, last_step = now, done
-      for i, w in enumerate(metric_writers):
-        mi = seeds.take(m, i) if multi else m
-        w.write(done, dict(mi, steps_per_sec=rate))
+  stopped = None
+  with preemption.Signals(start) as stop:  # SIGTERM / SIGINT: stop after a step
+    for step, batch in input_pipeline.prefetch(source, start, config.num_steps,
+                                               transfer=to_device):
+      state, metrics = train_step_at(step)(state, batch, values)
+      done = step + 1
       if bar is not None:
-        bar.set_postfix(loss=f"{float(losses.mean()):.2f}")
-    if evaluators and (done % config.eval_every == 0 or is_last):
-      params = _local_copy(state.params)
-      for i, ev in enumerate(evaluators):
-        params_i = seeds.take(params, i) if multi else params
-        result = ev.run(params_i, done)
-        metric_writers[i].write(done, result)
-        if selectors:
-          selectors[i].offer(done, result, lambda i=i: _seed_state(state, i, multi),
-                             num_points=len(getattr(ev, "indices", ())) or None)
-    for hook in hooks or ():
-      hook(state, done)
-    if save_now:
-      if not bool(all_finite(state.params)):
-        raise NonFiniteError(f"parameters became non-finite by step {done}; not saved. The last "
-                             f"good checkpoint (step {ckpt.latest_step()}) is intact")
-      ckpt.save(done, state)
+        bar.update(1)
+      is_last = done == config.num_steps
+      log_now = done % config.log_every == 0 or is_last
+      save_now = done % config.checkpoint_every == 0 or is_last
+      if log_now or save_now:
+        m = jax.device_get(metrics)
+        losses = np.atleast_1d(m["loss"])
+        if not np.all(np.isfinite(losses)):
+          raise NonFiniteError(
+              f"loss became {losses.tolist()} at step {done}; stopping. The last good checkpoint "
+              f"(step {ckpt.latest_step()}) in {ckpt.directory} is intact")
+        now = time.perf_counter()
+        rate = (done - last_step) / max(now - last_time, 1e-9)
+        last_time, last_step = now, done
+        for i, w in enumerate(metric_writers):
+          mi = seeds.take(m, i) if multi else m
+          w.write(done, dict(mi, steps_per_sec=rate))
+        if bar is not None:
+          bar.set_postfix(loss=f"{float(losses.mean()):.2f}")
+      if evaluators and (done % config.eval_every == 0 or is_last):
+        params = _local_copy(state.params)
+        for i, ev in enumerate(evaluators):
+          params_i = seeds.take(params, i) if multi else params
+          result = ev.run(params_i, done)
+          metric_writers[i].write(done, result)
+          if selectors:
+            selectors[i].offer(done, result, lambda i=i: _seed_state(state, i, multi),
+                               num_points=len(getattr(ev, "indices", ())) or None)
+      for hook in hooks or ():
+        hook(state, done)
+      stopping = not is_last and stop.stop_at(done)  # a signal: this step's checkpoint, stop
+      if save_now or stopping:
+        if not bool(all_finite(state.params)):
+          raise NonFiniteError(f"parameters became non-finite by step {done}; not saved. The last "
+                               f"good checkpoint (step {ckpt.latest_step()}) is intact")
+        ckpt.save(done, state)
+      if stopping:
+        stopped = done
+        break
   if bar is not None:
     bar.close()
   for w in metric_writers:
@@ -233,6 +244,10 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   for s in selectors:
     s.close()
   ckpt.close()
+  if stopped is not None:
+    raise preemption.Preempted(
+        f"stopped by {stop.name} at step {stopped} of {config.num_steps}, checkpoint {stopped} "
+        f"in {ckpt.directory}; the same command resumes", stopped, stop.received)
   return state
 
 
