@@ -354,3 +354,29 @@ def test_a_tiny_table_trains_evaluates_resumes_without_retraining_and_prints(tmp
   assert render.cell_text(lo["metrics"]["accuracy"]["final"]) in text
   assert "50.00 (1.00) / 52.00" in text and "| VAE | 6 | no config |" in text
   assert len(json.loads((tmp_path / run.RECORD).read_text())["commands"]) == 2
+
+
+def test_a_figure_row_is_one_line_per_grid_point_with_the_means_along_each_field():
+  module = _fake_module({"fig": _tiny(sweep="cascade.penalty=0.1|0.2;cascade.beta_low=1.0|2.0")},
+                        {})
+  table = plan.Table("fig", "a figure", "Paper, Fig. 1", ("accuracy",), (
+      plan.Row("F", "3", "fake", "fig", published="Fig. 1: plotted only"),), "final", seeds=2)
+  (program,) = plan.plan_table(table, {"fake": module}, seeds=2, scale=SCALE)
+  assert len(program.runs) == 8 and program.config.sweep.startswith("cascade.penalty")
+  value = lambda s: 0.1 * dict(s.point)["cascade.penalty"] + 0.01 * s.seed + \
+      0.001 * dict(s.point)["cascade.beta_low"]
+  records = {s.run_dir: _record(s.run_dir, s.seed, value(s)) for s in program.runs}
+  data = render.tabulate(table, [program], records, {0: "Fig. 1: plotted only"},
+                         {"seeds": 2, "fraction": "1"})
+  assert [line["point"] for line in data["lines"]] == [
+      {"cascade.penalty": p, "cascade.beta_low": b} for p in (0.1, 0.2) for b in (1.0, 2.0)]
+  first = data["lines"][0]["metrics"]["accuracy"]["final"]
+  assert first["values"] == pytest.approx([100 * (0.01 + 0.001), 100 * (0.01 + 0.01 + 0.001)])
+  at = {(e["field"], e["value"]): e for e in data["swept_means"] if e["metric"] == "accuracy"}
+  expected = [100 * (0.01 + 0.01 * s + 0.001 * b) for s in (0, 1) for b in (1.0, 2.0)]
+  assert at[("cascade.penalty", 0.1)]["mean"] == pytest.approx(np.mean(expected))
+  assert at[("cascade.penalty", 0.1)]["n"] == 4
+  text = render.markdown(data)
+  assert "| F (penalty = 0.1, beta_low = 1) | 3 | 1.60 (0.50) / 2.10 | Fig. 1: plotted only |" \
+      in text
+  assert "- F: penalty = 0.1, accuracy: " in text

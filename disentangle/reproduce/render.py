@@ -62,7 +62,7 @@ def tabulate(table: plan_lib.Table, programs: Sequence[plan_lib.Program],
       lines.append(_line(table, row, key, specs.get(key, []), program_of.get(key), records,
                          published.get(i)))
   f = fractions.Fraction(meta.get("fraction", 1))
-  return dict(meta, table=table.name, title=table.title, paper=table.paper,
+  return dict(meta, swept_means=swept_means(table, lines), table=table.name, title=table.title, paper=table.paper,
               protocol=table.protocol, metrics=list(table.metrics),
               titles={m: aggregate.metric_titles().get(m, m) for m in table.metrics},
               selected=table.selected, fraction=str(f), fraction_value=float(f),
@@ -71,6 +71,22 @@ def tabulate(table: plan_lib.Table, programs: Sequence[plan_lib.Program],
                          "sweep": p.config.get("sweep", ""), "num_steps": p.num_steps,
                          "runs": len(p.runs), "scaled": p.scaled} for p in programs],
               run_steps=plan_lib.run_steps(programs), lines=lines)
+
+
+def swept_means(table: plan_lib.Table, lines: Sequence[dict]) -> list[dict]:
+  """Per figure row (a row with grid points), the mean and the outlier-excluded mean of each
+  metric at each value of each swept field, over every seed of every grid point there (FFVAE
+  Figs. 6-7's dashed line; `aggregate.swept_means`)."""
+  out = []
+  for i, row in enumerate(table.rows):
+    points = [line for line in lines if line["row"] == i and line["point"]
+              and any(c.get("final") for c in line["metrics"].values())]
+    pseudo = [{"_fields": line["point"], "method": row.label, "dataset": table.name,
+               "metrics": {m: c["final"] for m, c in line["metrics"].items() if c.get("final")},
+               "metrics_by_estimator": {m: c["by_estimator"] for m, c in line["metrics"].items()
+                                        if c.get("by_estimator")}} for line in points]
+    out += [dict(entry, row=i) for entry in aggregate.swept_means(pseudo)]
+  return out
 
 
 def _line(table, row, key, specs, program, records, published) -> dict:
@@ -197,6 +213,15 @@ def markdown(data: dict) -> str:
           "(population), best = max. The paper's cell: mean (std) / best as published ('-': not "
           "published)." + (" Selected: the checkpoint kept by eval.select (validation data; "
                            "the test set never selects)." if selected else "")]
+  if data.get("swept_means"):
+    out += ["", "Means along each swept field over every seed of every grid point there (the "
+            "figures' dashed line), percent: mean, and without outliers (Tukey's fences):"]
+    for e in data["swept_means"]:
+      trimmed = e.get("mean_outliers_excluded")
+      out.append(f"- {e['method']}: {e['field'].rpartition('.')[2]} = {e['value']:g}, "
+                 f"{titles.get(e['metric'], e['metric'])}: {e['mean']:.2f}, "
+                 + (f"{trimmed:.2f}" if trimmed is not None else "-")
+                 + f" (n {e['n']}; excluded {len(e.get('outliers_excluded') or [])})")
   per_seed = [(line, s) for line in data["lines"] for s in line["per_seed"]]
   if per_seed:
     out += ["", "Per seed (percent):"]
