@@ -23,8 +23,9 @@ penalty * m extra, m = 0, 1, ...), the problem is exactly the linear assignment 
   :func:`_slots_per_class`), which keeps it exact. Inside ``jax.jit`` it runs through
   ``jax.pure_callback`` (``vmap_method='expand_dims'``: under ``jax.vmap`` the host receives the
   whole batch, e.g. every run's problem, and solves them in parallel threads (``HOST_THREADS``;
-  scipy's ``linear_sum_assignment`` releases the GIL); inside ``jax.shard_map`` each device solves its
-  own shard). A
+  scipy's ``linear_sum_assignment`` releases the GIL); :func:`assign_each` stacks separate
+  problems, e.g. of unrolled runs, into one such call; inside ``jax.shard_map`` each device solves
+  its own shard). A
   Python-float penalty is bound into the callback in float64, so jit and numpy calls agree exactly.
 - ``'hungarian'``: on device, jit- and vmap-able. The Hungarian method's row-by-row shortest
   augmenting paths (successive shortest paths) on the slot matrix with the n identical slots of each
@@ -40,7 +41,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import os
-from typing import Any, Literal, Union
+from typing import Any, Literal, Sequence, Union
 
 import jax
 import jax.numpy as jnp
@@ -317,3 +318,20 @@ def assign(log_likelihoods: ArrayLike, penalty: ArrayLike, *,
   else:
     labels = _assign_device(u, jnp.asarray(lam, u.dtype), solver)
   return labels if is_jax else np.asarray(labels)
+
+
+def assign_each(log_likelihoods: Sequence[jax.Array], penalties: Sequence[ArrayLike]) -> list:
+  """``[assign(u, p, solver='scipy') for u, p in zip(...)]`` in one host callback.
+
+  The problems (each u [n, S] of the same shape, e.g. one per run of a program) are stacked and
+  solved by one ``jax.pure_callback``, in parallel threads where :data:`HOST_THREADS` allows,
+  each exactly as its own call would solve it: a Python-float penalty in float64, a traced one
+  in the dtype of u.
+  """
+  u = jnp.stack([jnp.asarray(v) for v in log_likelihoods])
+  if any(isinstance(p, jax.Array) for p in penalties):
+    lam = jnp.stack([jnp.asarray(p, u.dtype) for p in penalties])
+  else:
+    lam = np.asarray(penalties, np.float64)
+  labels = assign(u, lam, solver="scipy")
+  return [labels[i] for i in range(len(penalties))]

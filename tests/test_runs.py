@@ -17,12 +17,13 @@ class CallbackCounter:
   """Counts the host assignment callbacks run by each step (the step is waited for)."""
 
   def __init__(self, monkeypatch):
-    self.calls = []
+    self.calls, self.labels = [], []
     original = assignment._assign_host  # pylint: disable=protected-access
 
     def counting(u, penalty):
       self.calls.append(np.shape(u))
-      return original(u, penalty)
+      self.labels.append(original(u, penalty))
+      return self.labels[-1]
 
     monkeypatch.setattr(assignment, "_assign_host", counting)
     self.per_step = {}
@@ -47,18 +48,27 @@ def _assert_same_metrics(a, b, rtol=2e-4, atol=2e-5):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num_seeds, layout", [(1, "auto"), (2, "vmap"), (2, "unroll")])
+@pytest.mark.parametrize("num_seeds, layout", [(1, "auto"), (2, "vmap"), (2, "unroll"),
+                                               (3, "unroll")])
 def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch, num_seeds, layout):
-  """t_d = 2: steps 1 and 2 run no callback at all, step 3 one per run (unroll) or one for the
-  stacked runs (vmap: the host receives u[N, B, S])."""
+  """t_d = 2: steps 1 and 2 run no callback at all, step 3 exactly one, which receives every
+  run's problem (u[N, B, S]) under both layouts; unrolled, its labels are those each run solves
+  alone."""
   counter = CallbackCounter(monkeypatch)
   config = helpers.tiny_config("cascadevae", num_steps=3, num_seeds=num_seeds, seed_layout=layout,
                                **{"mesh.num_devices": 1})
-  trainer.train(config, tmp_path, dataset=helpers.TinyImages(), hooks=[counter.hook])
-  per_run = num_seeds if layout == "unroll" else 1
-  assert counter.per_step == {1: 0, 2: 0, 3: per_run}
-  if layout == "vmap":
-    assert counter.calls[-1] == (num_seeds, config.batch_size, config.cascade.num_discrete)
+  trainer.train(config, tmp_path / "runs", dataset=helpers.TinyImages(), hooks=[counter.hook])
+  assert counter.per_step == {1: 0, 2: 0, 3: 1}
+  if num_seeds == 1:
+    return
+  assert counter.calls[-1] == (num_seeds, config.batch_size, config.cascade.num_discrete)
+  if layout == "unroll":
+    together = counter.labels[-1]
+    for i in range(num_seeds):
+      alone = helpers.tiny_config("cascadevae", num_steps=3, seed=config.seed + i,
+                                  **{"mesh.num_devices": 1})
+      trainer.train(alone, tmp_path / f"alone{i}", dataset=helpers.TinyImages())
+      np.testing.assert_array_equal(together[i], counter.labels[-1])
 
 
 @pytest.mark.slow

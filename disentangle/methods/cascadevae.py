@@ -146,8 +146,38 @@ class CascadeVAE(base.VAEMethod):
     xs = jnp.broadcast_to(x[None], (S,) + x.shape).reshape((S * B,) + x.shape[1:])
     return self.log_likelihood(logits, xs).reshape(S, B).T
 
+  def host_assignment(self, state, batch):
+    """(u [B, S], lambda') of the step's host assignment, or None where the step has none.
+
+    u is :meth:`unary` at the step's own sample z (the same encoder pass, key and iteration as
+    :meth:`terms`), so solving it and handing the codes to :meth:`with_codes` gives the step the
+    codes it would solve itself. Several runs of one program (`disentangle.train.runs`) solve
+    their problems in one host callback this way. None: the phase is not fixed on, the solver is
+    on device, or each shard of the mesh solves its own part (``assignment_scope='local'``).
+    """
+    c = self.config.cascade
+    if (self.discrete_phase is not True or c.solver != "scipy"
+        or (c.assignment_scope == "local" and sharding.is_sharded(self.mesh))):
+      return None
+    rng, _ = self.step_key(state)
+    vae_params, x = jax.lax.stop_gradient(state.params["vae"]), batch["image"]
+    mean, logvar = self.encode(vae_params, x)
+    z = losses.reparameterize(rng, mean, logvar)
+    return self.unary(vae_params, z, x), c.penalty
+
+  def with_codes(self, d) -> "CascadeVAE":
+    """This method with the step's discrete codes given (int [B], solved outside the step)."""
+    method = copy.copy(self)
+    method.given_codes = d
+    return method
+
+  given_codes = None  # d handed in by with_codes: the step solves no assignment of its own
+
   def discrete_codes(self, vae_params, z, x, active):
     """The solved d (int32 [B]; -1 = no code yet) at the sampled z, as a constant."""
+    if self.given_codes is not None:
+      return jax.lax.stop_gradient(jnp.asarray(self.given_codes, jnp.int32))
+
     def solve(_):
       u = self.unary(jax.lax.stop_gradient(vae_params), jax.lax.stop_gradient(z), x)
       return self._assign(u).astype(jnp.int32)

@@ -31,6 +31,7 @@ from jax.sharding import PartitionSpec as P
 import ml_collections
 import numpy as np
 
+from disentangle import assignment
 from disentangle import config as config_lib
 from disentangle import methods
 from disentangle import sharding
@@ -217,20 +218,35 @@ def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = T
   if how != "unroll":
     raise ValueError(f"run layout must be 'vmap' or 'unroll', got {how!r}")
   if concrete:
-    steps = [phased(build(c)).train_step for c in cfgs]
-    return lambda state, batch, values: seeds.stack(
-        [s(seeds.take(state, i), seeds.take(batch, i)) for i, s in enumerate(steps)])
+    built = [phased(build(c)) for c in cfgs]
+    return lambda state, batch, values: unrolled_steps(built, state, batch)
   shared = phased(build(base))
 
   def unrolled(state, batch, values):
     n = jax.tree_util.tree_leaves(batch)[0].shape[0]
-    outs = []
-    for i in range(n):
-      method = phased(build(traced_config(base, seeds.take(values, i)))) if values else shared
-      outs.append(method.train_step(seeds.take(state, i), seeds.take(batch, i)))
-    return seeds.stack(outs)
+    built = [phased(build(traced_config(base, seeds.take(values, i)))) if values else shared
+             for i in range(n)]
+    return unrolled_steps(built, state, batch)
 
   return unrolled
+
+
+def unrolled_steps(built, state, batch):
+  """Run i's ``built[i].train_step`` on slice i of the stacked ``state`` and ``batch``.
+
+  Where every run's step has a host assignment (``method.host_assignment``, e.g. CascadeVAE from
+  t_d on), the runs' problems are solved in one host callback (:func:`assignment.assign_each`)
+  and each step takes its codes (``method.with_codes``): one callback per step, as under
+  ``vmap``, instead of one per run.
+  """
+  states = [seeds.take(state, i) for i in range(len(built))]
+  batches = [seeds.take(batch, i) for i in range(len(built))]
+  problems = [getattr(m, "host_assignment", lambda *_: None)(s, b)
+              for m, s, b in zip(built, states, batches)]
+  if len(built) > 1 and all(p is not None for p in problems):
+    codes = assignment.assign_each([u for u, _ in problems], [lam for _, lam in problems])
+    built = [m.with_codes(d) for m, d in zip(built, codes)]
+  return seeds.stack([m.train_step(s, b) for m, s, b in zip(built, states, batches)])
 
 
 class Program:
