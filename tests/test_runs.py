@@ -173,3 +173,47 @@ def test_runs_over_eight_devices_equal_their_runs_alone(tmp_path):
                                                  "cascade.beta_low": cfg.cascade.beta_low})
     trainer.train(alone, tmp_path / run, dataset=data)
     _assert_same_metrics(tmp_path / "sixteen" / run, tmp_path / run)
+
+
+@pytest.mark.slow
+def test_runs_and_data_axes_both_split_equal_their_runs_alone(tmp_path):
+  """4 runs on 4 of the forced CPU devices as a (runs 2, data 2) mesh: each pair of devices
+  steps two runs, each device a half of their batches (the assignment on from step 2, over the
+  gathered batch); sampled runs equal the same settings trained alone on one device."""
+  data = helpers.TinyImages()
+  kw = {"num_steps": 3, "log_every": 1, "cascade.discrete_start": 1}
+  config = helpers.tiny_config("cascadevae", num_seeds=2, sweep="cascade.beta_low=0.5|2",
+                               **kw, **{"mesh.num_devices": 4, "mesh.runs": 2, "mesh.data": 2})
+  state = trainer.train(config, tmp_path / "mesh", dataset=data)
+  assert state.step.sharding.mesh.shape == {"runs": 2, "data": 2}
+  cfgs = runs.run_configs(config)
+  for cfg in (cfgs[1], cfgs[2]):  # a run of each block of the runs axis
+    run = runs.run_name(config, cfg)
+    lines = _lines(tmp_path / "mesh" / run)
+    assert [l["discrete_active"] for l in lines] == [0.0, 1.0, 1.0]
+    alone = helpers.tiny_config("cascadevae", **kw, **{"mesh.num_devices": 1, "seed": cfg.seed,
+                                                       "cascade.beta_low": cfg.cascade.beta_low})
+    trainer.train(alone, tmp_path / run, dataset=data)
+    _assert_same_metrics(tmp_path / "mesh" / run, tmp_path / run)
+
+
+@pytest.mark.slow
+def test_a_partedvae_sweep_under_vmap_equals_its_runs_alone(tmp_path):
+  """PartedVAE's loss weights and capacities as traced values of one vmapped program (both of its
+  updates, the plateau schedules): runs off the first point equal their settings alone."""
+  from tests import test_partedvae  # pylint: disable=import-outside-toplevel
+  data = test_partedvae.TinyDigits()
+  sweep = "parted.gamma_u=5|30;parted.z_capacity_max=2|6"
+  kw = {"num_steps": 3, "log_every": 1, "mesh.num_devices": 1, "seed": 4,
+        "parted.z_capacity_steps": 4}
+  grid = test_partedvae.tiny_config(sweep=sweep, seed_layout="vmap", **kw)
+  trainer.train(grid, tmp_path / "grid", dataset=data)
+  cfgs = runs.run_configs(grid)
+  assert len(cfgs) == 4
+  for point in (cfgs[1], cfgs[2]):
+    name = runs.run_name(grid, point)
+    alone = test_partedvae.tiny_config(**kw, **{"parted.gamma_u": point.parted.gamma_u,
+                                                "parted.z_capacity_max":
+                                                    point.parted.z_capacity_max})
+    trainer.train(alone, tmp_path / name, dataset=data)
+    _assert_same_metrics(tmp_path / "grid" / name, tmp_path / name)
