@@ -41,6 +41,14 @@ def scale():
   return functools.partial(common.scale_schedule, round_steps=True)
 
 
+def _close_progress_bars() -> None:
+  """Close the trainer's progress bar an error left open, so the message starts its own line
+  (as `disentangle.launch`, whose flags this command cannot import beside its own)."""
+  tqdm = sys.modules.get("tqdm")
+  for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ()) or ()):
+    bar.close()
+
+
 def fail(message: str) -> None:
   print(f"error: {message}", file=sys.stderr, flush=True)
   sys.exit(BAD_INPUT_STATUS)
@@ -78,14 +86,20 @@ def main(argv):
   absl_logging.set_verbosity(absl_logging.WARNING)
   command = "python -m experiments.reproduce " + " ".join(shlex.quote(a) for a in sys.argv[1:])
   from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   try:
     data = run.run_table(table, _WORKDIR.value, config_modules(), scale=scale(), seeds=seeds,
                          fraction=fraction, command=command)
   except (plan.BadInput, config_lib.ConfigError, data_lib.DataFileError, atomic.WriteError,
           trainer.NonFiniteError, checkpoint.CheckpointError) as e:
+    _close_progress_bars()
     fail(str(e))  # a missing data file, NaN, no restorable checkpoint, a failed write: one line;
     # the finished programs stay and the same command resumes
+  except preemption.Preempted as e:  # SIGTERM / SIGINT: checkpointed; the command resumes
+    _close_progress_bars()
+    print(f"{e}: {command}", flush=True)
+    sys.exit(e.exit_status)
   from disentangle.reproduce import render  # pylint: disable=g-import-not-at-top
   print(render.markdown(data))
   print(f"wrote {_WORKDIR.value}/table.md and table.json")
