@@ -3,11 +3,11 @@
 Each case is a command of ``experiments/`` with one fault drawn at random: a config override of
 the wrong type or out of its range (the ``config.RULES`` table), an unknown field or variant, or
 a data file truncated, bit-flipped or of mismatched shape in a canonical format (MNIST's gzipped
-IDX training files, real and checksummed; CelebA's attribute list). The evaluated split's files
-(MNIST ``t10k-*``, CelebA's partition list) are not drawn: the trainer opens them after it
-creates the run directory, so a corrupt one is one line but leaves an empty run directory. Every case must exit
+IDX training files, real and checksummed; CelebA's attribute list). Every case must exit
 non-zero with one ``error:`` line naming the field or the file, no traceback, no run directory
 and no file changed. A driver process imports the library once and forks one child per case.
+A truncated file of the evaluated split (MNIST ``t10k-*``) has its own test below: the trainer
+opens the evaluation data before it creates the run directory.
 """
 import json
 import pathlib
@@ -202,3 +202,23 @@ def test_random_bad_inputs_are_one_line_and_change_nothing(tmp_path, shared_data
   assert not bad, (len(bad), kinds, [{k: r[k] for k in ("kind", "argv", "code", "errors", "tail")}
                                      for r in bad[:3]])
   assert {"type", "range", "unknown_field", "variant", "mnist"} <= set(kinds), kinds
+
+
+@pytest.mark.slow
+def test_a_truncated_evaluation_file_is_one_line_and_creates_nothing(tmp_path, shared_data_dir):
+  """MNIST's test images cut in half: exit status 2, one line naming the file, no run
+  directory, no traceback (the training files are intact)."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  shutil.copytree(shared_data_dir / "mnist", tmp_path / "data" / "mnist")
+  target = tmp_path / "data" / "mnist" / "t10k-images-idx3-ubyte.gz"
+  target.write_bytes(target.read_bytes()[:target.stat().st_size // 2])
+  proc = subprocess.run(
+      [sys.executable, "-m", "experiments.mnist_cascade",
+       "--config=experiments/configs/mnist_cascade.py:smoke",
+       f"--config.dataset.data_dir={tmp_path / 'data'}", "--config.dataset.allow_download=false",
+       "--config.dataset.synthetic_if_missing=false", f"--workdir={tmp_path / 'run'}"],
+      capture_output=True, text=True, cwd=REPO, timeout=300, check=False)
+  errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert len(errors) == 1 and target.name in errors[0], errors
+  assert "Traceback" not in proc.stderr and not (tmp_path / "run").exists()

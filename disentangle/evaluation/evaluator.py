@@ -219,6 +219,8 @@ class Evaluator:
       out.update({f"eval/{k}": v
                   for k, v in registry.METRICS[name].log_values(result).items()})
     if "information" in results:
+      if not self.history:  # a resumed run: the evaluations before it, from their files
+        self.history = self._earlier_information(step)
       self.history.append((step, np.asarray(results["information"]["mi_per_dim"])))
     self.pictures(params, rep, step)
     self._write_details(step, details)
@@ -237,19 +239,38 @@ class Evaluator:
       viz.plot_information_curves(img_dir / "information.png", steps, values_t,
                                   [f"z{j}" for j in range(values_t.shape[1])])
 
+  def _earlier_information(self, step: int) -> list[tuple[int, np.ndarray]]:
+    """(step, I(x; z_j)) of the evaluations written before ``step`` (``eval/step_<n>.json``)."""
+    out = []
+    for path in (self.run_dir / "eval").glob("step_*.json"):
+      s = int(path.stem.split("_")[1]) if path.stem.split("_")[1].isdigit() else None
+      if s is not None and s < step:
+        info = json.loads(path.read_text()).get("information") or {}
+        if "mi_per_dim" in info:
+          out.append((s, np.asarray(info["mi_per_dim"])))
+    return sorted(out, key=lambda e: e[0])
+
   def _write_details(self, step: int, details: dict) -> None:
     atomic.write_text(self.run_dir / "eval" / f"step_{step}.json",
                       json.dumps(details, indent=1, default=to_json))
 
 
 def factory(config):
-  """``evaluator_factory`` for :func:`disentangle.train.trainer.train`; shares the eval data."""
+  """``evaluator_factory`` for :func:`disentangle.train.trainer.train`; shares the eval data.
+
+  ``factory(config).load_data()`` opens the evaluation data (a missing or corrupt file raises
+  here): the trainer calls it before it creates anything.
+  """
   cache = {}
+
+  def load_data():
+    if "data" not in cache:
+      cache["data"] = load_eval_data(config, "training")
+    return cache["data"]
 
   def make(method, run_dir, seed_index):
     del seed_index
-    if "data" not in cache:
-      cache["data"] = load_eval_data(config, "training")
-    return Evaluator(config, method, run_dir, dataset=cache["data"])
+    return Evaluator(config, method, run_dir, dataset=load_data())
 
+  make.load_data = load_data
   return make

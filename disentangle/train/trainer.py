@@ -139,6 +139,8 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   program = runs_lib.Program(config, cfgs)  # the mesh; ConfigError for an impossible one
   mesh, multi = program.mesh, num_runs > 1
   dataset = dataset if dataset is not None else load_training_data(config)
+  if is_main and hasattr(evaluator_factory, "load_data"):  # the evaluation split, checked too
+    evaluator_factory.load_data()
   method = methods.build(config, dataset.image_shape, mesh=mesh)
   run_methods = [methods.build(c, dataset.image_shape, mesh=mesh) for c in cfgs] if multi \
       else [method]
@@ -170,9 +172,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     state = ckpt.restore(state)
     if is_main:
       print(f"resumed from {ckpt.directory} at step {int(_first(state.step))}", flush=True)
-    for w in metric_writers:
-      w.truncate_after(int(_first(state.step)))
   start = int(_first(state.step))
+  for w in metric_writers:  # lines past the checkpoint (all, without one) are logged again
+    w.truncate_after(start)
 
   values = program.values()
   train_step_at = program.stepper(method, dataset.image_shape)

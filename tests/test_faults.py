@@ -1,0 +1,87 @@
+"""A run stopped by SIGTERM or killed (SIGKILL) at any instant resumes with the same command and
+ends exactly where a run never stopped ends; no half-written file is ever visible
+(`benchmarks.faults` holds the command, the kill points and the checks)."""
+import json
+import pathlib
+import re
+import signal
+import time
+
+import pytest
+
+from benchmarks import faults
+from tests import helpers
+
+STEPS = 40
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+  """The smoke command of `benchmarks.faults`, trained without interruption; (folder, wall s)."""
+  run = tmp_path_factory.mktemp("faults") / "reference"
+  return run, faults.reference(run, STEPS, faults.environment(run.parent))
+
+
+@pytest.mark.slow
+def test_a_run_killed_before_its_first_checkpoint_starts_over(tmp_path):
+  """Metrics lines of an attempt that died before any checkpoint are not kept beside the lines
+  of the next attempt, which starts from step 0."""
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  data = helpers.TinyImages()
+  config = helpers.tiny_config(**{"mesh.num_devices": 1, "log_every": 1})  # checkpoints at 3, 6
+
+  class Killed(Exception):
+    pass
+
+  def kill_at_2(state, step):
+    del state
+    if step == 2:
+      raise Killed()
+
+  trainer.train(config, tmp_path / "a", dataset=data)
+  with pytest.raises(Killed):
+    trainer.train(config, tmp_path / "b", dataset=data, hooks=[kill_at_2])
+  assert not (tmp_path / "b" / "checkpoints").exists() or not any(
+      p.name.isdigit() for p in (tmp_path / "b" / "checkpoints").iterdir())
+  trainer.train(config, tmp_path / "b", dataset=data)
+  lines = lambda run: [{k: v for k, v in json.loads(l).items() if k != "steps_per_sec"}  # noqa: E731
+                       for l in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+  assert [l["step"] for l in lines("b")] == list(range(1, 7)) and lines("b") == lines("a")
+
+
+@pytest.mark.slow
+def test_command_line_sigterm_stops_with_one_line_and_resumes_bitwise(tmp_path, uninterrupted):
+  """SIGTERM once the first metrics line is written: exit status 143, one line naming the step,
+  its checkpoint and the same command; that command then ends equal to the uninterrupted run
+  (final checkpoint bitwise, metrics lines, evaluation files)."""
+  reference, _ = uninterrupted
+  env, run, log = faults.environment(reference.parent), tmp_path / "run", tmp_path / "log"
+  proc = faults.start(run, STEPS, env, log)
+  deadline = time.time() + 600
+  while not (run / "metrics.jsonl").exists() and proc.poll() is None and time.time() < deadline:
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGTERM)
+  assert proc.wait(timeout=600) == 128 + signal.SIGTERM, log.read_text()[-3000:]
+  text = log.read_text()
+  stops = [l for l in re.split(r"[\r\n]", text) if l.startswith("stopped by")]
+  assert len(stops) == 1 and "Traceback" not in text, text[-3000:]
+  step = int(re.match(r"stopped by SIGTERM at step (\d+) of 40, checkpoint \1 in ", stops[0])[1])
+  assert stops[0].split("; the same command resumes: ")[1].endswith(f"--workdir={run}"), stops
+  assert 5 <= step < STEPS and (run / "checkpoints" / str(step)).is_dir()
+  proc = faults.start(run, STEPS, env, log)
+  assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+  assert f"resumed from {run.resolve() / 'checkpoints'} at step {step}" in log.read_text()
+  assert faults.compare(run, reference, STEPS) == []
+
+
+@pytest.mark.slow
+def test_kills_at_random_instants_resume_bitwise_with_no_half_written_file(tmp_path,
+                                                                           uninterrupted):
+  """SIGKILL 5 times (seed 0: inside a checkpoint write, inside an evaluation write, at a step
+  after a resume, and twice at a random instant), the same command after each: no half-written
+  file after any kill, every finished run equal to the uninterrupted one."""
+  record = faults.run(5, 0, tmp_path, STEPS, reference_run=uninterrupted)
+  assert record["kills"] == 5 and record["problems"] == [], record
+  assert record["differences"] == 0, record["different"]
+  assert record["runs_finished"] >= 1 and record["resumes"] >= 1, record
+  assert sum(v > 0 for k, v in record["kills_at"].items() if k != "timed") >= 3, record
