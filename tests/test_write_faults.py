@@ -59,6 +59,39 @@ def test_metrics_line_on_a_full_disk(tmp_path, monkeypatch):
       == [1]
 
 
+def _events(folder):
+  """(step, tag, value) of every scalar in the TensorBoard event files of ``folder`` (TFRecord:
+  length, its CRC, the Event proto, its CRC)."""
+  from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
+  out = []
+  for path in sorted(folder.iterdir()):
+    data, i = path.read_bytes(), 0
+    while i < len(data):
+      n = int.from_bytes(data[i:i + 8], "little")
+      event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+      out += [(event.step, v.tag, v.simple_value) for v in event.summary.value]
+      i += 12 + n + 4
+  return out
+
+
+def test_tensorboard_on_a_full_disk_is_one_line(tmp_path, monkeypatch):
+  """The event file is written at each log step (readable at once); ENOSPC there is a
+  WriteError naming the folder, not a dead writer thread."""
+  from tensorboardX import record_writer  # pylint: disable=g-import-not-at-top
+  w = writers.MetricWriter(tmp_path)
+  w.write(2, {"loss": 1.5, "kl_per_dim": np.array([0.25, 0.5])})
+  assert _events(tmp_path / "tensorboard") == [(2, "loss", 1.5), (2, "kl_per_dim/0", 0.25),
+                                               (2, "kl_per_dim/1", 0.5)]
+  monkeypatch.setattr(record_writer.RecordWriter, "write", _full)
+  with pytest.raises(atomic.WriteError) as e:
+    w.write(4, {"loss": 1.0})
+  assert str(e.value).startswith(f"cannot write {tmp_path / 'tensorboard'}: No space left on "
+                                 "device (ENOSPC)") and "\n" not in str(e.value)
+  monkeypatch.undo()
+  assert [json.loads(l)["step"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()] \
+      == [2, 4]
+
+
 def test_checkpoint_on_a_full_disk_keeps_the_previous_one(tmp_path, monkeypatch):
   tree = {"a": np.arange(1000, dtype=np.float32)}
   ckpt = checkpoint.Checkpointer(tmp_path)

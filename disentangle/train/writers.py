@@ -1,13 +1,16 @@
 """Run-directory writers: ``metrics.jsonl`` (one JSON object per log step) and TensorBoard.
 
 Only process 0 writes. Vector metrics (e.g. ``kl_per_dim``) are stored as lists in JSON and as
-``name/j`` scalars in TensorBoard.
+``name/j`` scalars in TensorBoard. The TensorBoard event file is written and flushed at each log
+step in the calling thread (tensorboardX's file format, without its writer thread), so that a
+failed write (a full disk) is one `atomic.WriteError` like any other file of the run.
 """
 from __future__ import annotations
 
 import json
 import math
 import pathlib
+import time
 
 import numpy as np
 
@@ -31,8 +34,7 @@ class MetricWriter:
     self._tb = None
     if enabled and tensorboard:
       try:
-        from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-        self._tb = SummaryWriter(str(pathlib.Path(workdir) / "tensorboard"), flush_secs=30)
+        self._tb = _TensorBoard(pathlib.Path(workdir) / "tensorboard")
       except ImportError:
         self._tb = None
 
@@ -60,16 +62,47 @@ class MetricWriter:
     except OSError as e:
       raise atomic.write_error(self.path, e) from e
     if self._tb is not None:
+      scalars = []
       for k, v in metrics.items():
         a = np.asarray(v, dtype=np.float64) if np.asarray(v).dtype != object else None
         if a is None:
           continue
         if a.ndim == 0:
-          self._tb.add_scalar(k, float(a), step)
+          scalars.append((k, float(a)))
         elif a.ndim == 1 and a.size <= 64:
-          for j, x in enumerate(a):
-            self._tb.add_scalar(f"{k}/{j}", float(x), step)
+          scalars += [(f"{k}/{j}", float(x)) for j, x in enumerate(a)]
+      self._tb.write(int(step), scalars)
 
   def close(self) -> None:
     if self._tb is not None:
       self._tb.close()
+
+
+class _TensorBoard:
+  """Scalars in a TensorBoard event file (tensorboardX's), written and flushed synchronously."""
+
+  def __init__(self, folder: pathlib.Path):
+    from tensorboardX import event_file_writer  # pylint: disable=g-import-not-at-top
+    from tensorboardX import summary  # pylint: disable=g-import-not-at-top
+    from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
+    self.folder, self._summary, self._event = folder, summary, event_pb2.Event
+    try:
+      folder.mkdir(parents=True, exist_ok=True)
+      self._writer = event_file_writer.EventsWriter(str(folder / "events"))
+    except OSError as e:
+      raise atomic.write_error(folder, e) from e
+
+  def write(self, step: int, scalars: list[tuple[str, float]]) -> None:
+    try:
+      for tag, value in scalars:
+        self._writer.write_event(self._event(wall_time=time.time(), step=step,
+                                             summary=self._summary.scalar(tag, value)))
+      self._writer.flush()
+    except OSError as e:
+      raise atomic.write_error(self.folder, e) from e
+
+  def close(self) -> None:
+    try:
+      self._writer.close()
+    except OSError as e:
+      raise atomic.write_error(self.folder, e) from e
