@@ -15,8 +15,9 @@ end is compared with the reference and the next kills go to a fresh run director
 
 After each kill the run directory must hold no half-written file (:func:`check_run_dir`): every
 JSON parses, every JSON-lines line parses, every picture decodes, every checkpoint restores;
-temporaries of atomic writes (hidden ``.name.XXXXXXXX.ext`` files) and orbax's temporary
-folders are counted, not failed. A finished run must equal the reference (:func:`compare`):
+temporaries of atomic writes (hidden ``.<name>.<pid>@<host>.XXXXXXXX<ext>`` files) and orbax's
+temporary folders are counted (``temporaries_seen``), not failed; ``temporaries_left``: those
+still in the run directories once finished. A finished run must equal the reference (:func:`compare`):
 the final checkpoint (parameters, optimiser state, step) bitwise, ``metrics.jsonl`` (without the
 ``steps_per_sec`` timing), ``eval/*.json`` and ``config.json`` byte for byte, the same files.
 
@@ -244,6 +245,7 @@ def run(kills: int, seed: int, workdir: pathlib.Path, steps: int = 40,
   todo = plan(rng, kills)
   record = {"benchmark": "faults", "kills": 0, "resumes": 0, "runs_finished": 0,
             "differences": 0, "different": [], "problems": [], "temporaries_seen": 0,
+            "temporaries_left": 0,
             "kills_at": {p: 0 for p in ("timed",) + POINTS}}
   round_, attempts = 0, 0
   current = workdir / f"run_{round_}"
@@ -276,6 +278,7 @@ def run(kills: int, seed: int, workdir: pathlib.Path, steps: int = 40,
     if not resuming:  # T: a whole run's wall time with the compilation cache filled
       wall = time.perf_counter() - t0
     different = compare(current, ref, steps)
+    record["temporaries_left"] += check_run_dir(current)[1]
     record["runs_finished"] += 1
     record["differences"] += len(different)
     record["different"] += [f"{current.name}: {d}" for d in different]

@@ -5,6 +5,10 @@ downloads) goes through :func:`write_text`, :func:`write_bytes` or :func:`replac
 goes to a temporary file in the target's folder, then ``os.replace`` renames it onto the target
 (atomic on POSIX file systems), so a reader sees the old file or the new one, never a mix.
 
+A process killed during a write (SIGKILL) leaves its temporary, a hidden
+``.<name>.<pid>@<host>.XXXXXXXX<ext>`` beside the target, never read; the next write of that
+target on the same host removes the temporaries of processes that no longer run.
+
 A write that fails with an ``OSError`` (a full disk: ``ENOSPC``; a quota, a read-only or lost
 file system) raises :class:`WriteError`, one line naming the path and the cause; the target keeps
 its old content and no temporary is left. The run's other writers (``train.writers``, the
@@ -14,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
 import pathlib
+import socket
 import tempfile
 from typing import Iterator
 
@@ -47,7 +53,8 @@ def replacing(path: str | os.PathLike, suffix: str | None = None) -> Iterator[pa
   path = pathlib.Path(path)
   try:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+    _remove_stale(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}@{_HOST}.",
                                suffix=path.suffix if suffix is None else suffix)
     os.close(fd)
   except OSError as e:
@@ -61,6 +68,28 @@ def replacing(path: str | os.PathLike, suffix: str | None = None) -> Iterator[pa
     if isinstance(e, OSError) and not isinstance(e, WriteError):
       raise write_error(path, e) from e
     raise
+
+
+_HOST = socket.gethostname()
+
+
+def _remove_stale(path: pathlib.Path) -> None:
+  """Delete the temporaries of ``path`` left by processes of this host that no longer run."""
+  head = f".{path.name}."
+  for tmp in path.parent.glob(glob.escape(head) + "*@" + glob.escape(_HOST) + ".*"):
+    pid = tmp.name[len(head):].split("@", 1)[0]
+    if pid.isdigit() and not _running(int(pid)):
+      tmp.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # another user's process
+    return True
+  return True
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -1,4 +1,9 @@
 """Atomic writes: the target holds the old or the new content, never a part; no temp is left."""
+import os
+import socket
+import subprocess
+import sys
+
 import pytest
 
 from disentangle import atomic
@@ -31,3 +36,25 @@ def test_replacing_keeps_the_suffix_for_format_sniffing_writers(tmp_path):
     assert not tmp.name.endswith(".npy")
     tmp.write_bytes(b"1")
   assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy", "x.png"]
+
+
+def test_temporary_of_a_killed_writer_is_removed_by_the_next_write(tmp_path):
+  """A process killed inside ``replacing`` leaves its temporary; the next write of the same file
+  removes it, but not the temporary of a process still running nor one of another file."""
+  path = tmp_path / "eval" / "step_20.json"
+  code = ("import os, signal, sys; from disentangle import atomic\n"
+          "with atomic.replacing(sys.argv[1]) as tmp:\n"
+          "  tmp.write_text('half')\n"
+          "  os.kill(os.getpid(), signal.SIGKILL)\n")
+  assert subprocess.run([sys.executable, "-c", code, str(path)], check=False).returncode == -9
+  [killed] = [p.name for p in path.parent.iterdir()]
+  assert killed.startswith(".step_20.json.") and f"@{socket.gethostname()}." in killed
+  assert not path.exists()
+  running = f".step_20.json.{os.getpid()}@{socket.gethostname()}.abcdefgh.json"
+  other_file = killed.replace("step_20", "step_40")
+  for name in (running, other_file):
+    (path.parent / name).write_text("half")
+  atomic.write_text(path, "new")
+  assert path.read_text() == "new"
+  assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+      [running, other_file, "step_20.json"])

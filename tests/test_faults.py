@@ -83,5 +83,6 @@ def test_kills_at_random_instants_resume_bitwise_with_no_half_written_file(tmp_p
   record = faults.run(5, 0, tmp_path, STEPS, reference_run=uninterrupted)
   assert record["kills"] == 5 and record["problems"] == [], record
   assert record["differences"] == 0, record["different"]
+  assert record["temporaries_left"] == 0, record  # removed by the next write of their file
   assert record["runs_finished"] >= 1 and record["resumes"] >= 1, record
   assert sum(v > 0 for k, v in record["kills_at"].items() if k != "timed") >= 3, record
