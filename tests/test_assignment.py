@@ -241,6 +241,32 @@ def test_vmap_host_receives_whole_batch(monkeypatch):
   np.testing.assert_array_equal(np.asarray(got), expected)
 
 
+def test_assign_each_solves_separate_problems_in_one_host_call(monkeypatch):
+  """The problems of unrolled runs, stacked into one callback, get the labels each own call
+  gives it (Python-float penalties and traced ones)."""
+  rng = np.random.default_rng(14)
+  us = [jnp.asarray(_sample(d, rng, (12, 3)), jnp.float32) for d in ("normal", "ties", "normal")]
+  floats = [0.0, 1e-3, 0.7]
+  calls = []
+  host = assignment._assign_host
+
+  def recording(u_, penalty):
+    calls.append(np.shape(u_))
+    return host(u_, penalty)
+
+  monkeypatch.setattr(assignment, "_assign_host", recording)
+  alone = [jax.jit(lambda x, p=p: assignment.assign(x, p))(u) for u, p in zip(us, floats)]
+  calls.clear()
+  got = jax.jit(lambda *u: assignment.assign_each(u, floats))(*us)
+  assert calls == [(3, 12, 3)]
+  for g, a in zip(got, alone):
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(a))
+  lam = jnp.asarray(floats, jnp.float32)
+  alone = [jax.jit(assignment.assign)(u, lam[i]) for i, u in enumerate(us)]
+  got = jax.jit(lambda u, p: assignment.assign_each(list(u), list(p)))(jnp.stack(us), lam)
+  for g, a in zip(got, alone):
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(a))
+
 def test_threaded_host_batch_is_optimal_for_every_problem(monkeypatch):
   """The host solves a batch of problems (the runs of a program) in threads; each label set is
   optimal for its own problem (brute force), with its own penalty, for every distribution."""
