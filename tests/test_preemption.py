@@ -50,14 +50,19 @@ def test_a_second_signal_is_handled_as_before():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_signal_stops_after_the_step_with_its_checkpoint_and_resumes_bitwise(tmp_path, signum):
-  """9 steps (checkpoints at 3, 6, 9; metrics lines at 2, 3, 4, 6, 8, 9): the signal arrives during step
-  4; the run stops after it with a checkpoint of step 4, and training again ends where a straight
-  run ends, with the same metrics lines."""
+@pytest.mark.parametrize("signum,num_seeds", [(signal.SIGTERM, 1), (signal.SIGINT, 1),
+                                              (signal.SIGTERM, 2)])
+def test_signal_stops_after_the_step_with_its_checkpoint_and_resumes_bitwise(tmp_path, signum,
+                                                                             num_seeds):
+  """9 steps (checkpoints at 3, 6, 9; metrics lines at 2, 3, 4, 6, 8, 9): the signal arrives
+  during step 4; the run stops after it with a checkpoint of step 4 (of every run: two seeds in
+  one program share the workdir's checkpoint, each has its metrics), and training again ends
+  where a straight run ends, with the same metrics lines."""
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   data = helpers.TinyImages()
-  config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
+  config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9,
+                                  "num_seeds": num_seeds})
+  runs = [""] if num_seeds == 1 else [f"seed_{config.seed + i}" for i in range(num_seeds)]
   straight = trainer.train(config, tmp_path / "a", dataset=data)
   before = {s: signal.getsignal(s) for s in preemption.SIGNALS}
 
@@ -73,11 +78,11 @@ def test_signal_stops_after_the_step_with_its_checkpoint_and_resumes_bitwise(tmp
                                  f"checkpoint 4 in {tmp_path / 'b' / 'checkpoints'}")
   assert {s: signal.getsignal(s) for s in preemption.SIGNALS} == before
   assert _steps(tmp_path / "b" / "checkpoints") == [3, 4]
-  assert [l["step"] for l in _lines(tmp_path / "b")] == [2, 3, 4]
+  assert all([l["step"] for l in _lines(tmp_path / "b" / r)] == [2, 3, 4] for r in runs)
   resumed = trainer.train(config, tmp_path / "b", dataset=data)
   for a, b in zip(_leaves(straight), _leaves(resumed)):
     np.testing.assert_array_equal(a, b)
-  assert _lines(tmp_path / "b") == _lines(tmp_path / "a")
+  assert all(_lines(tmp_path / "b" / r) == _lines(tmp_path / "a" / r) for r in runs)
 
 
 def _run_pair(workdir, steps, sigterm_at):
