@@ -25,7 +25,9 @@ Objective of one minibatch of B images at iteration t = step + 1 (Eq. 6; multi-l
   max(1 - delta, 0) without gradient. The authors sum k > l; so does this (``mixture``).
 - u (``parted.u_kl``): ``'expected'`` (default, Eq. 2): q(u_i | c_i = k, x) from the attention at
   c~_i = e_k, L_i small passes; ``'sampled'`` (authors' code): the one q(u_i|x) of the sampled c~_i,
-  compared with every component k and weighted by q(c_i=k|x).
+  compared with every component k and weighted by q(c_i=k|x). The default stays Eq. 2: on MNIST
+  with 256 labels at a fifth of the schedule (seed 0) it ended at 94.4 % against 91.3 %
+  (docs/results.md).
 - q_hat (``parted.qc_scope``): ``'global'`` (default) over the global batch (the paper's when it is
   64); ``'local'``: per shard inside ``shard_map``, the shards' KLs averaged.
 - Training samples z, u by reparameterisation and c~_i by Gumbel-softmax at ``parted.temperature``
