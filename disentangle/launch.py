@@ -124,21 +124,12 @@ def _run(_):
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config))
   except (config_lib.ConfigError, trainer.NonFiniteError, data_lib.DataFileError,
           checkpoint.CheckpointError, atomic.WriteError) as e:
-    _close_progress_bars()  # the message starts its own line
     fail(str(e))  # bad config, missing / corrupt data, NaN, no restorable checkpoint, a failed
     # write (full disk): one line, no traceback
   except preemption.Preempted as e:
-    _close_progress_bars()
     print(f"{e}: {shlex.join(getattr(sys, 'orig_argv', sys.argv))}", flush=True)
     sys.exit(e.exit_status)
   print(f"done: {workdir}", flush=True)
-
-
-def _close_progress_bars() -> None:
-  """Close the trainer's progress bar left open by an error (tqdm ends its line on close)."""
-  tqdm = sys.modules.get("tqdm")
-  for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ()) or ()):
-    bar.close()
 
 
 def _joined(argv: list[str], name: str) -> list[str]:

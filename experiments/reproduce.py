@@ -41,14 +41,6 @@ def scale():
   return functools.partial(common.scale_schedule, round_steps=True)
 
 
-def _close_progress_bars() -> None:
-  """Close the trainer's progress bar an error left open, so the message starts its own line
-  (as `disentangle.launch`, whose flags this command cannot import beside its own)."""
-  tqdm = sys.modules.get("tqdm")
-  for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ()) or ()):
-    bar.close()
-
-
 def fail(message: str) -> None:
   print(f"error: {message}", file=sys.stderr, flush=True)
   sys.exit(BAD_INPUT_STATUS)
@@ -93,11 +85,9 @@ def main(argv):
                          fraction=fraction, command=command)
   except (plan.BadInput, config_lib.ConfigError, data_lib.DataFileError, atomic.WriteError,
           trainer.NonFiniteError, checkpoint.CheckpointError) as e:
-    _close_progress_bars()
     fail(str(e))  # a missing data file, NaN, no restorable checkpoint, a failed write: one line;
     # the finished programs stay and the same command resumes
   except preemption.Preempted as e:  # SIGTERM / SIGINT: checkpointed; the command resumes
-    _close_progress_bars()
     print(f"{e}: {command}", flush=True)
     sys.exit(e.exit_status)
   from disentangle.reproduce import render  # pylint: disable=g-import-not-at-top

@@ -25,6 +25,7 @@ with its step and value; a resumed run compares against the kept value.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import time
@@ -194,7 +195,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   to_device = lambda local: jax.block_until_ready(
       _global_batch(local, data_sharding, num_runs, config.batch_size))
   stopped = None
-  with preemption.Signals(start) as stop:  # SIGTERM / SIGINT: stop after a step
+  # SIGTERM / SIGINT: stop after a step. The bar is closed on any exit, so that an error's
+  # message starts its own line.
+  with preemption.Signals(start) as stop, _closing(bar):
     for step, batch in input_pipeline.prefetch(source, start, config.num_steps,
                                                transfer=to_device):
       state, metrics = train_step_at(step)(state, batch, values)
@@ -239,8 +242,6 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       if stopping:
         stopped = done
         break
-  if bar is not None:
-    bar.close()
   for w in metric_writers:
     w.close()
   for s in selectors:
@@ -311,6 +312,10 @@ def _first(x):
   if isinstance(x, jax.Array) and not x.is_fully_addressable:
     x = x.addressable_data(0)
   return np.asarray(jax.device_get(x)).reshape(-1)[0]
+
+
+def _closing(bar):
+  return contextlib.nullcontext() if bar is None else contextlib.closing(bar)
 
 
 def _progress(config, start, enabled):
