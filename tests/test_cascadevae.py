@@ -67,7 +67,8 @@ def test_no_gradient_through_assignment_and_betas_follow_schedule():
   config, method, state, batch = _setup()
   t = 5  # r = 2: two dimensions relieved... of three: floor(5/2) = 2
   np.testing.assert_array_equal(np.asarray(method.betas(t)), [1.0, 1.0, 10.0])
-  grads = jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(0), t)[0])(state.params)
+  grads = jax.jit(jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(0), t)[0]))(
+      state.params)
   assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree_util.tree_leaves(grads))
 
 
