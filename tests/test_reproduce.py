@@ -378,3 +378,31 @@ def test_a_figure_row_is_one_line_per_grid_point_with_the_means_along_each_field
   assert "| F (penalty = 0.1, beta_low = 1) | 3 | 1.60 (0.50) / 2.10 | Fig. 1: plotted only |" \
       in text
   assert "- F: penalty = 0.1, accuracy: " in text
+
+
+def test_a_mig_table_states_each_estimators_factor_set():
+  """MIG's result records the factors it averaged over (eval.mig_factors) per estimator: the
+  table states them once when every line agrees, per line otherwise."""
+  module = _fake_module({"fig": _tiny(sweep="cascade.penalty=0.1|0.2")}, {})
+  table = plan.Table("fig", "a figure", "Paper, Fig. 1", ("mig",), (
+      plan.Row("F", "3", "fake", "fig", published="Fig. 1: plotted only"),), "final", seeds=1)
+  (program,) = plan.plan_table(table, {"fake": module}, seeds=1, scale=SCALE)
+  chen = {"factor_set": "chen_et_al", "factor_names": ["scale", "orientation"]}
+  every = {"factor_set": "all", "factor_names": ["shape", "scale", "orientation"]}
+
+  def record(spec, sampled):
+    rec = _record(spec.run_dir, spec.seed, 0.0)
+    rec["results"]["metrics"] = {"mig": {"value": 0.2, "by_estimator": {
+        "histogram": dict(every, value=0.2), "sampled": dict(sampled, value=0.1)}}}
+    return rec
+
+  same = {s.run_dir: record(s, chen) for s in program.runs}
+  text = render.markdown(render.tabulate(table, [program], same, {}, {"seeds": 1, "fraction": "1"}))
+  assert "factors, every line: histogram: all (shape, scale, orientation); sampled: " \
+         "chen_et_al (scale, orientation)." in text
+  mixed = {s.run_dir: record(s, chen if i == 0 else every) for i, s in enumerate(program.runs)}
+  text = render.markdown(render.tabulate(table, [program], mixed, {},
+                                         {"seeds": 1, "fraction": "1"}))
+  assert "every line" not in text
+  assert "- F (penalty = 0.2): histogram: all (shape, scale, orientation); sampled: all " \
+         "(shape, scale, orientation)" in text

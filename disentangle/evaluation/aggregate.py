@@ -192,7 +192,7 @@ def summarize(values: Sequence[float]) -> dict:
           "mean_outliers_excluded": trimmed["mean"], "outliers_excluded": trimmed["excluded"]}
 
 
-def _mig_settings_of(result: dict) -> dict:
+def factor_sets_of(result: dict) -> dict:
   """{estimator: {'factor_set', 'factor_names'}} of one run's MIG result."""
   outs = result.get("by_estimator") or {result.get("estimator", "?"): result}
   return {e: {"factor_set": o.get("factor_set", "not recorded"),
@@ -231,7 +231,7 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
           group["_repeat_std"].setdefault(name, []).append(res["metrics"][name]["value_std"])
     mig = res["metrics"].get("mig")
     if isinstance(mig, dict) and "value" in mig:
-      group["_settings"].setdefault("mig", []).append(_mig_settings_of(mig))
+      group["_settings"].setdefault("mig", []).append(factor_sets_of(mig))
       for e, o in (mig.get("by_estimator") or {}).items():
         group["_by_estimator"].setdefault("mig", {}).setdefault(e, []).append(o["value"])
     group["_udr"].append((res["seed"], res["metrics"].get("udr_sample")))

@@ -16,6 +16,7 @@ from typing import Mapping, Optional, Sequence
 from disentangle.evaluation import aggregate
 from disentangle.reproduce import plan as plan_lib
 
+
 def comparable_words(flags: Sequence, sources: Sequence) -> tuple[object, str]:
   """(True / False / None, words) over a line's runs' ``comparable_with_published``."""
   if not flags:
@@ -62,8 +63,8 @@ def tabulate(table: plan_lib.Table, programs: Sequence[plan_lib.Program],
       lines.append(_line(table, row, key, specs.get(key, []), program_of.get(key), records,
                          published.get(i)))
   f = fractions.Fraction(meta.get("fraction", 1))
-  return dict(meta, swept_means=swept_means(table, lines), table=table.name, title=table.title, paper=table.paper,
-              protocol=table.protocol, metrics=list(table.metrics),
+  return dict(meta, swept_means=swept_means(table, lines), table=table.name, title=table.title,
+              paper=table.paper, protocol=table.protocol, metrics=list(table.metrics),
               titles={m: aggregate.metric_titles().get(m, m) for m in table.metrics},
               selected=table.selected, fraction=str(f), fraction_value=float(f),
               units="percent", std_ddof=aggregate.STD_DDOF, best="max over seeds",
@@ -125,6 +126,15 @@ def _line(table, row, key, specs, program, records, published) -> dict:
         if v is not None:
           selecteds.setdefault(m, []).append(v)
           seed["selected"][m] = 100.0 * v
+    for m in table.metrics:  # the factors a metric averaged over (MIG: eval.mig_factors)
+      result = (res.get("metrics") or {}).get(m) or {}
+      recorded = [o for o in [result, *(result.get("by_estimator") or {}).values()]
+                  if isinstance(o, dict) and "factor_set" in o]
+      if recorded:
+        sets = aggregate.factor_sets_of(result)
+        line.setdefault("factor_sets", {}).setdefault(m, [])
+        if sets not in line["factor_sets"][m]:
+          line["factor_sets"][m].append(sets)
     line["seeds"].append(spec.seed)
     line["per_seed"].append(seed)
   n = len(line["seeds"])
@@ -173,6 +183,31 @@ def _label(line: dict) -> str:
   return line["label"] + (f" ({point})" if point else "")
 
 
+def _factor_set_lines(data: dict) -> list[str]:
+  """The factors each metric averaged over, per estimator (once when every line agrees)."""
+  out = []
+  for m in data["metrics"]:
+    per_line = [(line, line.get("factor_sets", {}).get(m)) for line in data["lines"]]
+    per_line = [(line, sets) for line, sets in per_line if sets]
+    if not per_line:
+      continue
+    distinct = []
+    for _, sets in per_line:
+      for s in sets:
+        if s not in distinct:
+          distinct.append(s)
+    def words(s):
+      return "; ".join(f"{e}: {v['factor_set']} ({', '.join(v.get('factor_names') or [])})"
+                       for e, v in s.items())
+    title = data["titles"].get(m, m)
+    if len(distinct) == 1:
+      out += ["", f"{title} factors, every line: {words(distinct[0])}."]
+    else:
+      out += ["", f"{title} factors:"] + [f"- {_label(line)}: " + " | ".join(map(words, sets))
+                                          for line, sets in per_line]
+  return out
+
+
 def markdown(data: dict) -> str:
   """``table.md``: the heading facts, one line per row (or grid point), the per-seed values."""
   titles, selected = data["titles"], data["selected"]
@@ -213,6 +248,7 @@ def markdown(data: dict) -> str:
           "(population), best = max. The paper's cell: mean (std) / best as published ('-': not "
           "published)." + (" Selected: the checkpoint kept by eval.select (validation data; "
                            "the test set never selects)." if selected else "")]
+  out += _factor_set_lines(data)
   if data.get("swept_means"):
     out += ["", "Means along each swept field over every seed of every grid point there (the "
             "figures' dashed line), percent: mean, and without outliers (Tukey's fences):"]
