@@ -99,11 +99,11 @@ def test_loss_is_the_sum_of_its_logged_terms_and_matches_numpy():
   params = m.init(jax.random.PRNGKey(3)).params
   data = TinyDigits()
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
-  loss, aux = m.loss(params, batch, jax.random.PRNGKey(4), 10)
+  loss, aux = jax.jit(m.loss, static_argnums=3)(params, batch, jax.random.PRNGKey(4), 10)
   names = ("reconstruction", "z_term", "u_term", "h_term", "c_term", "bc_term", "regularizer")
   np.testing.assert_allclose(float(loss), sum(float(aux[n]) for n in names), rtol=1e-6)
   # per-variable KL(q_hat || p) and entropies against float64 numpy from the logits
-  _, _, blocks, _ = m.encode_all(params["vae"], batch["image"])
+  _, _, blocks, _ = jax.jit(m.encode_all)(params["vae"], batch["image"])
   for i, (block, prior) in enumerate(zip(blocks, config.parted.prior_c)):
     q = np.exp(np.asarray(block, np.float64))
     q /= q.sum(-1, keepdims=True)
