@@ -211,6 +211,13 @@ class VAEMethod:
     loss, (metrics, _) = self.elbo(params, batch, rng, t)
     return loss, metrics
 
+  def host_assignment(self, state, batch):
+    """(u, penalty) of a discrete assignment the step would solve on the host, for the runs of
+    one program to solve theirs in one callback (`disentangle.train.runs`), then handed back
+    through ``with_codes(d)``; None (default): the step solves none."""
+    del state, batch
+    return None
+
   def evaluation_pictures(self, params, images, rep, *, decode, span: float,
                           values) -> dict:
     """{name: RGB array [H, W, C]}: the method's own pictures at an evaluation step, written

@@ -241,8 +241,7 @@ def unrolled_steps(built, state, batch):
   """
   states = [seeds.take(state, i) for i in range(len(built))]
   batches = [seeds.take(batch, i) for i in range(len(built))]
-  problems = [getattr(m, "host_assignment", lambda *_: None)(s, b)
-              for m, s, b in zip(built, states, batches)]
+  problems = [m.host_assignment(s, b) for m, s, b in zip(built, states, batches)]
   if len(built) > 1 and all(p is not None for p in problems):
     codes = assignment.assign_each([u for u, _ in problems], [lam for _, lam in problems])
     built = [m.with_codes(d) for m, d in zip(built, codes)]
