@@ -93,6 +93,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.repeats = 1                  # metrics that sample run R times from R streams: mean, std
   c.eval.suite_points = 0             # disentanglement_lib's suite: points per metric (0: its own,
                                       # 10,000 train / 5,000 test; N: N train, N / 2 test)
+  c.eval.dci_trees = "together"       # DCI's GradientBoostingClassifier(): 'together' (the trees of
+                                      # a stage grown at once, metrics/boosted_trees.py) /
+                                      # 'sklearn' (scikit-learn's own, one tree at a time)
   # Which checkpoint the results report beside the final one (train/selection.py):
   # 'final' (no selection), 'best_validation' (best eval.select_metric on the held-out
   # validation split, e.g. MNIST 'valid10k'; needs dataset.train_split = its training part,
@@ -300,6 +303,7 @@ RULES: dict[str, Rule] = {
     "eval.use_discrete": one_of("protocol", "include", "exclude"),
     "eval.repeats": POSITIVE,
     "eval.suite_points": NONNEG,
+    "eval.dci_trees": one_of("together", "sklearn"),
     "eval.select": one_of("final", "best_validation", "best_metric"),
     "mesh.num_devices": NONNEG,
     "mesh.runs": NONNEG,

@@ -63,7 +63,31 @@ def test_threads_do_not_change_the_numbers():
   rng = np.random.default_rng(3)
   y = syn.identity_observations(200, rng, 3, 4)
   x = y + 0.3 * rng.normal(size=y.shape)
-  one = dci.importance_matrix(x, y, x, y, n_jobs=1)
-  two = dci.importance_matrix(x, y, x, y, n_jobs=2)
+  one = dci.importance_matrix(x, y, x, y, n_jobs=1, trees="sklearn")
+  two = dci.importance_matrix(x, y, x, y, n_jobs=2, trees="sklearn")
   np.testing.assert_array_equal(one[0], two[0])
   assert one[1:] == two[1:]
+
+
+@pytest.mark.slow
+def test_trees_grown_together_give_sklearns_dci_within_its_own_spread():
+  # The same estimator fitted two ways; ties between features go to a random one in both, so
+  # the numbers agree as closely as scikit-learn's own with two seeds.
+  rng = np.random.default_rng(4)
+  y_tr, y_te = (syn.identity_observations(400, rng, 3, 4) for _ in range(2))
+  mix = np.array([[1.0, 0.3, 0.0], [0.0, 1.0, 0.5], [0.2, 0.0, 1.0], [0.0, 0.0, 0.1]]).T
+  x_tr, x_te = (y @ mix + 0.4 * rng.normal(size=(len(y), 4)) for y in (y_tr, y_te))
+  runs = {name: dci.importance_matrix(x_tr, y_tr, x_te, y_te, random_state=seed, trees=trees)
+          for name, trees, seed in (("a", "sklearn", 0), ("b", "sklearn", 1),
+                                     ("ours", "together", 0))}
+  spread = np.abs(runs["a"][0] - runs["b"][0]).max()
+  assert np.abs(runs["ours"][0] - runs["a"][0]).max() <= 3 * spread + 0.01
+  for fn in (dci.disentanglement, dci.completeness):
+    assert abs(fn(runs["ours"][0]) - fn(runs["a"][0])) <= 0.02
+  assert abs(runs["ours"][2] - runs["a"][2]) <= 0.03
+
+
+def test_unknown_trees_is_one_line():
+  with pytest.raises(ValueError, match="trees must be"):
+    dci.importance_matrix(np.zeros((4, 1)), np.zeros((4, 1)), np.zeros((4, 1)),
+                          np.zeros((4, 1)), trees="xgboost")

@@ -199,14 +199,16 @@ def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   seed = int(inputs.rng.integers(2**31))
   def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
     del with_codes
-    r, train_acc, test_acc = dci.importance_matrix(x_tr, y_tr, x_te, y_te, groups, seed)
+    r, train_acc, test_acc = dci.importance_matrix(x_tr, y_tr, x_te, y_te, groups, seed,
+                                                   trees=s["trees"])
     return {"disentanglement": dci.disentanglement(r), "completeness": dci.completeness(r),
             "informativeness_train": train_acc, "informativeness_test": test_acc,
             "importance_matrix": r}
   by = _by_protocol(sets, code_sizes, True, fn)
   return _headline(by, "disentanglement", s["use_discrete"], factors_used=used,
                    num_train=s["num_train"], num_test=s["num_test"], tree_seed=seed,
-                   classifier="sklearn GradientBoostingClassifier() per factor")
+                   classifier="sklearn GradientBoostingClassifier() per factor",
+                   trees=s["trees"])
 
 
 @_sampled_from_the_grid
@@ -285,8 +287,13 @@ registry.register(registry.Metric(
     ground_truth=True, sampled=True,
     describe=lambda m: (f"{_describe_protocols(m, 'score')}: {m['num_train']} train / "
                         f"{m['num_test']} test points, {m['classifier']}")))
+def _dci_settings(cfg, stage):
+  return dict(_split_settings(dci)(cfg, stage),
+              trees=registry.setting(cfg, "dci_trees", "together"))
+
+
 registry.register(registry.Metric(
-    "dci", "DCI disentanglement", _dci, _split_settings(dci), training_flag="",
+    "dci", "DCI disentanglement", _dci, _dci_settings, training_flag="",
     ground_truth=True, sampled=True,
     logged=lambda m: {f"dci_{k}": m[k] for k in ("disentanglement", "completeness",
                                                  "informativeness_train",

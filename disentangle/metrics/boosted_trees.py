@@ -1,0 +1,349 @@
+"""scikit-learn's ``GradientBoostingClassifier()``, fitted with the trees of a stage grown together.
+
+DCI (`metrics.dci`) fits disentanglement_lib's estimator, scikit-learn's
+``GradientBoostingClassifier()`` with its defaults, once per factor. Those defaults grow, at each
+of 100 stages, one regression tree of depth 3 per class (113 trees a stage on dSprites), and
+scikit-learn grows them one after the other, about 30 ms each on a 2-core CPU. `fit` computes the
+same model with every tree of a stage grown at once, level by level, in vectorised numpy: the
+same algorithm (Friedman 2001, Alg. 1, as scikit-learn implements it), not an approximation.
+
+What is the same as scikit-learn (``sklearn.ensemble._gb`` and ``sklearn.tree``, version 1.x):
+
+- the start: the class priors, clipped to [eps, 1 - eps] (float32 eps), through the link of the
+  loss (binary: logit; K > 2 classes: log p_k - mean_k log p_k);
+- each stage: the negative gradient of the half binomial / multinomial log loss at the stage's
+  start (y_k - p_k), one regression tree per class (one for two classes) fitted to it;
+- each tree: depth-first exact greedy splits on the float32 features, scikit-learn's
+  ``friedman_mse`` proxy (s_R n_L - s_L n_R)^2 / (n_L n_R), split points between any two
+  consecutive distinct values of the node (scikit-learn 1.7, the pinned version, splits even
+  between float32 neighbours: its ``FEATURE_THRESHOLD`` of 1e-7 does not take effect, as
+  `tests/test_boosted_trees.py` checks), threshold x_a / 2 + x_b / 2 (x_a if that rounds to x_b),
+  a node left a leaf at depth 3, below 2 samples, at MSE impurity <= float64 eps, or without a
+  split;
+- the leaves: one Newton step, mean(y - p) / mean(p (1 - p)), times (K - 1) / K for K > 2
+  classes, 0 where the denominator is below 1e-150; raw predictions += 0.1 x leaf value;
+- the importances: per tree the MSE impurity decrease of its splits per feature over the number
+  of samples, averaged over the trees that split at all, normalised to sum 1; predictions: the
+  argmax of the raw predictions (two classes: raw >= 0).
+
+Where several features give exactly the same best improvement (in small nodes, the same
+partition, e.g. one extreme sample split off), scikit-learn takes the first in a random order of
+the features, drawn from its own generator, and `fit` the first in a random order drawn from
+``random_state``: the same rule, other draws, so such a tie can give its importance to another
+of the tied features (the partition, hence every prediction on the training points, is the same).
+Sums are taken in another order, so improvements that agree to the last bits could resolve
+differently too. `tests/test_boosted_trees.py` compares trees, importances and predictions with
+scikit-learn's.
+"""
+from __future__ import annotations
+
+from concurrent import futures
+import functools
+import os
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+NUM_STAGES = 100        # n_estimators
+LEARNING_RATE = 0.1
+MAX_DEPTH = 3
+EPSILON = np.finfo(np.float64).eps
+
+
+class Model(NamedTuple):
+  """A fitted model: ``feature``/``threshold`` [stages, trees, 2^depth - 1] for the split nodes in
+  heap order (node h has children 2h + 1, 2h + 2; feature -1: no split), ``value`` [stages, trees,
+  2^(depth + 1) - 1] the leaf values, ``init`` [trees] the starting raw prediction."""
+  classes: np.ndarray
+  init: np.ndarray
+  feature: np.ndarray
+  threshold: np.ndarray
+  value: np.ndarray
+  learning_rate: float
+  feature_importances: np.ndarray
+
+
+def _presort(x32: np.ndarray):
+  """Per feature: the sample order [F, n], the sorted values [F, n], and for each sorted position
+  the first position with a larger value [F, n]."""
+  order = np.argsort(x32, axis=0, kind="stable").T.copy()
+  values = np.take_along_axis(x32, order.T, axis=0).T.copy()
+  past = np.stack([np.searchsorted(v, v, side="right") for v in values])
+  return order.astype(np.int32), values, past.astype(np.int32)
+
+
+def _cumsum(a):
+  # The barrier keeps XLA from recomputing ``a`` inside each of the scan's slices.
+  return jax.lax.associative_scan(jnp.add, jax.lax.optimization_barrier(a), axis=0)
+
+
+def _node_sums(nd, num_nodes: int, *weights):
+  """Per (tree, node): the count and the sums of each of ``weights`` [n, T] over its samples."""
+  masks = [nd == j for j in range(num_nodes)]
+  out = [jnp.stack([m.sum(axis=0) for m in masks], axis=1)]
+  for w in weights:
+    out.append(jnp.stack([jnp.where(m, w, 0.0).sum(axis=0) for m in masks], axis=1))
+  return out
+
+
+def _impurity(count, total, squares):
+  """MSE of a node's targets, as scikit-learn's criterion: sq_sum / n - (sum / n)^2."""
+  n = jnp.maximum(count, 1)
+  return jnp.where(count > 0, squares / n - (total / n) ** 2, 0.0)
+
+
+def _best_split(s, c, member, past):
+  """(value, position) of the best split per tree of one node: prefix sums ``s`` [n, T] and counts
+  ``c`` [n, T] over the node's samples in sorted order, ``member`` [n, T] its samples; a split
+  after a member needs the next member to be larger (no member before ``past``)."""
+  s_tot, c_tot = s[-1], c[-1]
+  valid = member & (c < c_tot) & (c[past - 1] == c)
+  cf = c.astype(jnp.float64)
+  right = c_tot - cf
+  diff = (s_tot - s) * cf - s * right
+  proxy = jnp.where(valid, diff * diff / jnp.where(valid, cf * right, 1.0), -jnp.inf)
+  best = proxy.max(axis=0)
+  first = jnp.arange(proxy.shape[0], dtype=jnp.int32)[:, None]
+  return best, jnp.min(jnp.where(proxy == best, first, proxy.shape[0] - 1), axis=0)
+
+
+BLOCK = 32  # trees grown by one call of the compiled stage (the arrays [n, BLOCK] stay in cache)
+NUM_THREADS = min(2, os.cpu_count() or 1)  # blocks grown at once
+
+
+def _level_search(g, nd, open_, parents, order, values, past, rank, *, width, keep):
+  """The best split (value, feature, x_a) of every node of one level [T, width], scanning the
+  features; with ``keep``, also every node's prefix sums and counts per feature (the next
+  level's parents) [F, width, n, T]."""
+  n, t = g.shape
+
+  def body(best_state, xs):
+    best, best_rank, best_f, best_xa = best_state
+    f, order_f, values_f, past_f, rank_f, par = xs
+    gs, nds = jax.lax.optimization_barrier((g[order_f], nd[order_f]))
+    if par is None:
+      s = _cumsum(gs)
+      c = jnp.broadcast_to(jnp.arange(1, n + 1, dtype=jnp.int32)[:, None], (n, t))
+      nodes = [(s, c, nds == 0)]
+    else:
+      nodes = []
+      for a in range(width // 2):
+        s_a, c_a = par[0][a], par[1][a]
+        left = nds == 2 * a
+        s_l = _cumsum(jnp.where(left, gs, 0.0))
+        c_l = _cumsum(left.astype(jnp.int32))
+        nodes += [(s_l, c_l, left), (s_a - s_l, c_a - c_l, nds == 2 * a + 1)]
+    vals, poss = zip(*(_best_split(s_, c_, m_, past_f) for s_, c_, m_ in nodes))
+    val, pos = jnp.stack(vals, axis=1), jnp.stack(poss, axis=1)  # [T, width]
+    r = rank_f
+    better = open_ & ((val > best) | ((val == best) & (val > -jnp.inf) & (r < best_rank)))
+    best_state = (jnp.where(better, val, best), jnp.where(better, r, best_rank),
+                  jnp.where(better, f, best_f), jnp.where(better, values_f[pos], best_xa))
+    out = None
+    if keep:
+      out = (jnp.stack([s_ for s_, _, _ in nodes]),
+             jnp.stack([jnp.broadcast_to(c_, (n, t)) for _, c_, _ in nodes]))
+    return best_state, out
+
+  init = (jnp.full((t, width), -jnp.inf), jnp.full((t, width), jnp.inf),
+          jnp.zeros((t, width), jnp.int32), jnp.zeros((t, width), jnp.float32))
+  nf = order.shape[0]
+  xs = (jnp.arange(nf, dtype=jnp.int32), order, values, past, rank, parents)
+  return jax.lax.scan(body, init, xs)
+
+
+@functools.partial(jax.jit, static_argnames=("depth",))
+def _grow(g, h, factor, x32, order, values, past, rank, *, depth):
+  """Trees of depth ``depth`` fitted to the columns of ``g`` [n, T], grown together, level by
+  level; leaf values sum(g) / sum(h) x ``factor`` [T]; features that tie for a node's best split
+  are taken in the order ``rank`` [depth, F, T, 2^(depth - 1)].
+
+  Returns (feature [T, 2^depth - 1], threshold, leaf values [T, 2^(depth + 1) - 1], importance
+  [T, F], leaf of each sample [n, T])."""
+  n, t = g.shape
+  nf = x32.shape[1]
+  nd = jnp.zeros((n, t), jnp.int32)          # node within the level; -1 once in a leaf
+  leaf = jnp.zeros((n, t), jnp.int32)        # heap index of the sample's leaf
+  feature = jnp.full((t, 2**depth - 1), -1, jnp.int32)
+  threshold = jnp.zeros((t, 2**depth - 1))
+  importance = jnp.zeros((t, nf))
+  parents, above = None, None
+  for d in range(depth + 1):
+    width = 2**d
+    count, total, squares = _node_sums(nd, width, g, g * g)
+    impurity = _impurity(count, total, squares)
+    if above is not None:  # the impurity decrease of the splits above, per feature
+      p_count, p_imp, p_feat, p_split = above
+      decrease = (p_count * p_imp - count[:, 0::2] * impurity[:, 0::2]
+                  - count[:, 1::2] * impurity[:, 1::2]) / n
+      decrease = jnp.where(p_split, decrease, 0.0)
+      importance = importance + jnp.einsum("tj,tjf->tf", decrease,
+                                           jax.nn.one_hot(p_feat, nf, dtype=decrease.dtype))
+    if d == depth:
+      split = jnp.zeros((t, width), bool)
+    else:
+      open_ = (count >= 2) & (impurity > EPSILON)
+      (best, _, best_f, best_xa), parents = _level_search(
+          g, nd, open_, parents, order, values, past, rank[d, :, :, :width], width=width,
+          keep=d + 1 < depth)
+      split = open_ & (best > -jnp.inf)
+    node = jnp.maximum(nd, 0)
+    of_node = lambda a: jnp.take_along_axis(a, node.T, axis=1).T  # [T, J] -> [n, T]
+    stop = (nd >= 0) & ~of_node(split)
+    leaf = jnp.where(stop, width - 1 + nd, leaf)
+    nd = jnp.where(stop, -1, nd)
+    if d == depth:
+      break
+    # Thresholds halfway to the next value of the node: x_b = the least of its values > x_a.
+    inside = nd >= 0
+    chosen = jnp.take_along_axis(x32, of_node(best_f), axis=1)
+    above_xa = jnp.where(inside & (chosen > of_node(best_xa)), chosen, jnp.inf)
+    best_xb = jnp.stack([jnp.where(nd == j, above_xa, jnp.inf).min(axis=0)
+                         for j in range(width)], axis=1)
+    xa64, xb64 = best_xa.astype(jnp.float64), best_xb.astype(jnp.float64)
+    thr = xa64 / 2.0 + xb64 / 2.0
+    thr = jnp.where(thr == xb64, xa64, thr)
+    heap = slice(width - 1, 2 * width - 1)
+    feature = feature.at[:, heap].set(jnp.where(split, best_f, -1))
+    threshold = threshold.at[:, heap].set(jnp.where(split, thr, 0.0))
+    right = (chosen > of_node(thr)).astype(jnp.int32)
+    nd = jnp.where(inside, 2 * nd + right, -1)
+    above = (count, impurity, best_f, split)
+  # Leaf values: one Newton step per leaf (0 where the denominator is below 1e-150).
+  count, total_g, total_h = _node_sums(leaf, 2**(depth + 1) - 1, g, h)
+  c = jnp.maximum(count, 1)
+  numerator = total_g / c * factor[:, None]
+  denominator = total_h / c
+  ok = (count > 0) & (jnp.abs(denominator) >= 1e-150)
+  value = jnp.where(ok, numerator / jnp.where(ok, denominator, 1.0), 0.0)
+  return feature, threshold, value, importance, leaf
+
+
+def fit(x: np.ndarray, y: np.ndarray, *, num_stages: int = NUM_STAGES,
+        learning_rate: float = LEARNING_RATE, depth: int = MAX_DEPTH, random_state=None) -> Model:
+  """``GradientBoostingClassifier(n_estimators=num_stages, learning_rate=learning_rate,
+  max_depth=depth, random_state=random_state).fit(x, y)`` (module doc), as a `Model`;
+  ``random_state`` (an int, a numpy Generator or None) orders the features that tie."""
+  y = np.asarray(y)
+  return fit_columns(x, y[:, None], num_stages=num_stages, learning_rate=learning_rate,
+                     depth=depth, random_state=random_state)[0]
+
+
+def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
+                learning_rate: float = LEARNING_RATE, depth: int = MAX_DEPTH,
+                random_state=None) -> list[Model]:
+  """`fit` of ``x`` to each column of ``ys`` [n, m] (one model per column: the trees of every
+  model's stage are grown together)."""
+  rng = np.random.default_rng(random_state)
+  x32 = np.ascontiguousarray(x, dtype=np.float32)
+  ys = np.asarray(ys)
+  if x32.ndim != 2 or ys.ndim != 2 or len(x32) != len(ys) or not np.isfinite(x32).all():
+    raise ValueError(f"fit needs finite features [n, d] and labels [n, m], got {x32.shape} and "
+                     f"{ys.shape}")
+  n, nf = x32.shape
+  eps = np.finfo(np.float32).eps
+  models, onehots, inits, factors, groups = [], [], [], [], []
+  for col in ys.T:
+    classes, labels = np.unique(col, return_inverse=True)
+    k = len(classes)
+    if k < 2:
+      raise ValueError(f"fit needs at least 2 classes, got {k}")
+    prior = np.clip(np.bincount(labels, minlength=k) / n, eps, 1 - eps)
+    if k == 2:  # one tree a stage, the logistic link
+      inits.append(np.log(prior[1:] / (1.0 - prior[1:])))
+      onehots.append((labels == 1).astype(np.float64)[:, None])
+      factors.append(np.ones(1))
+    else:
+      inits.append(np.log(prior) - np.mean(np.log(prior)))
+      onehots.append(np.eye(k)[labels])
+      factors.append(np.full(k, (k - 1) / k))
+    models.append(classes)
+    groups.append(onehots[-1].shape[1])
+  onehot, init, factor = (np.concatenate(a, axis=-1) for a in (onehots, inits, factors))
+  t = onehot.shape[1]
+  padded = -(-t // BLOCK) * BLOCK
+  bounds = np.cumsum([0] + groups)
+  order, values, past = _presort(x32)
+  raw = np.repeat(init[None, :], n, axis=0)
+  feature = np.full((num_stages, padded, 2**depth - 1), -1, np.int64)
+  threshold = np.zeros((num_stages, padded, 2**depth - 1))
+  value = np.zeros((num_stages, padded, 2**(depth + 1) - 1))
+  importance_sum = np.zeros((len(groups), nf))
+  relevant = np.zeros(len(groups), np.int64)
+  cols = np.arange(t)[None, :]
+  # Blocks of a stage are independent: on threads (the compiled stage releases the GIL).
+  with jax.enable_x64(True), futures.ThreadPoolExecutor(NUM_THREADS) as pool:
+    consts = [jnp.asarray(a) for a in (x32, order, values, past)]
+    for i in range(num_stages):
+      g = np.zeros((n, padded))
+      for a, b in zip(bounds[:-1], bounds[1:]):
+        g[:, a:b] = onehot[:, a:b] - _probability(raw[:, a:b])
+      prob = np.zeros((n, padded))
+      prob[:, :t] = onehot - g[:, :t]
+      h = prob * (1.0 - prob)
+      fac = np.zeros(padded)
+      fac[:t] = factor
+      rank = rng.random((depth, nf, padded, 2**max(depth - 1, 0)))
+      leaves = np.zeros((n, padded), np.int64)
+
+      def grow(a):
+        blk = slice(a, a + BLOCK)
+        with jax.enable_x64(True):  # the setting is per thread
+          return a, jax.device_get(_grow(
+              jnp.asarray(g[:, blk]), jnp.asarray(h[:, blk]), jnp.asarray(fac[blk]), *consts,
+              jnp.asarray(rank[:, :, blk]), depth=depth))
+
+      for a, out in pool.map(grow, range(0, padded, BLOCK)):
+        blk = slice(a, a + BLOCK)
+        f_, thr_, val_, imp_, leaf_ = (np.asarray(o) for o in out)
+        feature[i, blk], threshold[i, blk], value[i, blk], leaves[:, blk] = f_, thr_, val_, leaf_
+        for m, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+          sel = np.arange(max(lo, a), min(hi, a + BLOCK)) - a
+          if len(sel):
+            root = f_[sel, 0] >= 0
+            importance_sum[m] += imp_[sel][root].sum(axis=0)
+            relevant[m] += int(root.sum())
+      raw += learning_rate * value[i, :t][cols, leaves[:, :t]]
+  out = []
+  for m, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+    mean = importance_sum[m] / max(relevant[m], 1)
+    importances = mean / mean.sum() if relevant[m] else np.zeros(nf)
+    out.append(Model(models[m], init[lo:hi], feature[:, lo:hi], threshold[:, lo:hi],
+                     value[:, lo:hi], float(learning_rate), importances))
+  return out
+
+
+def _probability(raw: np.ndarray) -> np.ndarray:
+  """p_k (softmax; one column: the logistic function of the raw prediction)."""
+  if raw.shape[1] == 1:
+    return 1.0 / (1.0 + np.exp(-raw))
+  e = np.exp(raw - raw.max(axis=1, keepdims=True))
+  return e / e.sum(axis=1, keepdims=True)
+
+
+def decision_function(model: Model, x: np.ndarray) -> np.ndarray:
+  """Raw predictions [n, trees] of ``model`` on ``x`` (float32, as scikit-learn)."""
+  x32 = np.ascontiguousarray(x, dtype=np.float32)
+  n = len(x32)
+  stages, t, inner = model.feature.shape
+  raw = np.repeat(model.init[None, :], n, axis=0).astype(np.float64)
+  cols = np.arange(t)[None, :]
+  for i in range(stages):
+    node = np.zeros((n, t), np.int64)
+    for _ in range(int(np.log2(inner + 1))):
+      f = model.feature[i][cols, node]
+      go = f >= 0
+      val = np.take_along_axis(x32, np.maximum(f, 0), axis=1)
+      right = val > model.threshold[i][cols, node]
+      node = np.where(go, 2 * node + 1 + right, node)
+    raw += model.learning_rate * model.value[i][cols, node]
+  return raw
+
+
+def predict(model: Model, x: np.ndarray) -> np.ndarray:
+  """Class labels of ``x``: the argmax of the raw predictions (two classes: raw >= 0)."""
+  raw = decision_function(model, x)
+  index = (raw[:, 0] >= 0).astype(np.int64) if raw.shape[1] == 1 else np.argmax(raw, axis=1)
+  return model.classes[index]

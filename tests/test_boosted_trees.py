@@ -1,0 +1,197 @@
+"""`metrics.boosted_trees` against scikit-learn's GradientBoostingClassifier and a plain reference."""
+import numpy as np
+import pytest
+from sklearn import ensemble
+
+from disentangle.metrics import boosted_trees as bt
+
+
+def _sklearn_heap(tree, depth):
+  """(feature, threshold, leaf value, is leaf) of a fitted sklearn tree in heap order."""
+  feature = np.full(2**depth - 1, -1)
+  threshold = np.zeros(2**depth - 1)
+  value = np.zeros(2**(depth + 1) - 1)
+  is_leaf = np.zeros(2**(depth + 1) - 1, bool)
+
+  def walk(node, h):
+    if tree.children_left[node] == -1:
+      value[h], is_leaf[h] = tree.value[node, 0, 0], True
+      return
+    feature[h], threshold[h] = tree.feature[node], tree.threshold[node]
+    walk(tree.children_left[node], 2 * h + 1)
+    walk(tree.children_right[node], 2 * h + 2)
+
+  walk(0, 0)
+  return feature, threshold, value, is_leaf
+
+
+def _one_feature(n, k, rng):
+  """Labels and one feature with exact ties and values one float32 step apart."""
+  y = rng.integers(0, k, n)
+  x = np.round(y / k + 0.4 * rng.normal(size=n), 2).astype(np.float32)
+  nudge = rng.random(n) < 0.2
+  x[nudge] = np.nextafter(x[nudge], np.float32(np.inf))
+  return x[:, None], y
+
+
+@pytest.mark.parametrize("k", [2, 5])
+def test_one_feature_equals_sklearn_tree_by_tree(k):
+  # One feature: no ties between features, so every split is scikit-learn's. scikit-learn also
+  # splits some nodes whose targets are all equal (a child's impurity, computed by subtracting
+  # from its parent's sums, is rounding noise above eps), into leaves of the same value; we keep
+  # those nodes as leaves: same partition of the values, same predictions.
+  rng = np.random.default_rng(k)
+  x, y = _one_feature(400, k, rng)
+  stages = 15
+  ours = bt.fit(x, y, num_stages=stages, random_state=0)
+  ref = ensemble.GradientBoostingClassifier(n_estimators=stages, random_state=0).fit(x, y)
+  noise_splits = 0
+  for i in range(stages):
+    for c in range(ref.estimators_.shape[1]):
+      feature, threshold, value, is_leaf = _sklearn_heap(ref.estimators_[i, c].tree_, 3)
+      ours_split = ours.feature[i, c] >= 0
+      np.testing.assert_array_equal(ours.threshold[i, c][ours_split], threshold[ours_split])
+      assert (feature[ours_split] == 0).all()
+      for node in np.flatnonzero(~ours_split & (feature >= 0)):  # a split of equal targets
+        below = [h for h in range(len(value)) if is_leaf[h] and _under(h, node)]
+        np.testing.assert_allclose(value[below], value[below[0]], rtol=1e-12)
+        noise_splits += 1
+  x_test = np.linspace(x.min() - 0.1, x.max() + 0.1, 301, dtype=np.float32)[:, None]
+  for xs in (x, x_test):
+    np.testing.assert_allclose(bt.decision_function(ours, xs),
+                               ref.decision_function(xs).reshape(len(xs), -1), atol=1e-9)
+    np.testing.assert_array_equal(bt.predict(ours, xs), ref.predict(xs))
+  np.testing.assert_array_equal(ours.feature_importances, ref.feature_importances_)
+  assert noise_splits < stages * ref.estimators_.shape[1]
+
+
+def _under(h, node):
+  while h > node:
+    h = (h - 1) // 2
+  return h == node
+
+
+def _reference_tree(x32, g, h, factor, rank, depth):
+  """One tree, node by node, as scikit-learn's depth-first builder: features visited in the order
+  of ``rank`` [depth, F, 2^(depth - 1)], positions in increasing order, strict improvement."""
+  n, nf = x32.shape
+  feature = np.full(2**depth - 1, -1)
+  threshold = np.zeros(2**depth - 1)
+  importance = np.zeros(nf)
+  leaf = np.zeros(n, np.int64)
+
+  def impurity(idx):
+    v = g[idx]
+    return (v * v).sum() / len(v) - (v.sum() / len(v))**2
+
+  def build(idx, node, d):
+    imp = impurity(idx)
+    if d == depth or len(idx) < 2 or imp <= bt.EPSILON:
+      leaf[idx] = node
+      return
+    j = node - (2**d - 1)
+    best = (-np.inf, None, None)
+    for f in np.argsort(rank[d, :, j], kind="stable"):
+      o = idx[np.argsort(x32[idx, f], kind="stable")]
+      xs, gs = x32[o, f], g[o]
+      for p in range(1, len(o)):
+        if xs[p] <= xs[p - 1]:
+          continue
+        s_l, s_r, n_l, n_r = gs[:p].sum(), gs[p:].sum(), p, len(o) - p
+        proxy = (s_r * n_l - s_l * n_r)**2 / (n_l * n_r)
+        if proxy > best[0]:
+          thr = float(xs[p - 1]) / 2.0 + float(xs[p]) / 2.0
+          best = (proxy, f, float(xs[p - 1]) if thr == float(xs[p]) else thr)
+    if best[1] is None:
+      leaf[idx] = node
+      return
+    _, f, thr = best
+    feature[node], threshold[node] = f, thr
+    left, right = idx[x32[idx, f] <= thr], idx[x32[idx, f] > thr]
+    importance[f] += (len(idx) * imp - len(left) * impurity(left)
+                      - len(right) * impurity(right)) / n
+    build(left, 2 * node + 1, d + 1)
+    build(right, 2 * node + 2, d + 1)
+
+  build(np.arange(n), 0, 0)
+  value = np.zeros(2**(depth + 1) - 1)
+  for node in np.unique(leaf):
+    den = h[leaf == node].mean()
+    value[node] = 0.0 if abs(den) < 1e-150 else g[leaf == node].mean() * factor / den
+  return feature, threshold, value, importance, leaf
+
+
+def test_trees_of_a_stage_grown_together_equal_each_grown_alone():
+  # Dyadic targets make every sum exact, so equal improvements tie exactly and the visiting order
+  # decides, in both; features with repeated values, one nearly constant, one a copy.
+  rng = np.random.default_rng(0)
+  n, t, depth = 120, 5, 3
+  base = np.round(rng.normal(size=(n, 3)), 1)
+  x32 = np.concatenate([base, base[:, :1], 1e-8 * rng.normal(size=(n, 1))], 1).astype(np.float32)
+  nf = x32.shape[1]
+  g = rng.integers(-8, 9, size=(n, bt.BLOCK)) / 8.0
+  h = rng.integers(1, 5, size=(n, bt.BLOCK)) / 16.0
+  g[:, 2] = 0.25  # a constant target: the root stays a leaf
+  factor = np.linspace(0.5, 1.0, bt.BLOCK)
+  rank = rng.random((depth, nf, bt.BLOCK, 2**(depth - 1)))
+  order, values, past = bt._presort(x32)
+  import jax
+  with jax.enable_x64(True):
+    out = [np.asarray(a) for a in bt._grow(g, h, factor, x32, order, values, past, rank,
+                                           depth=depth)]
+  for c in range(t):
+    ref = _reference_tree(x32, g[:, c], h[:, c], factor[c], rank[:, :, c], depth)
+    np.testing.assert_array_equal(out[0][c], ref[0])
+    np.testing.assert_array_equal(out[1][c], ref[1])
+    np.testing.assert_allclose(out[2][c], ref[2], rtol=1e-12)
+    np.testing.assert_allclose(out[3][c], ref[3], rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(out[4][:, c], ref[4])
+  assert (out[0][2] == -1).all()
+
+
+@pytest.mark.parametrize("value", [1e-3, 0.33, 1000.0])
+def test_float32_neighbours_are_split_as_sklearn_splits_them(value):
+  a = np.float32(value)
+  x = np.array([a, a, np.nextafter(a, np.float32(np.inf))] * 2, np.float32)[:, None]
+  y = np.array([0, 0, 1] * 2)
+  ours = bt.fit(x, y, num_stages=2, random_state=0)
+  ref = ensemble.GradientBoostingClassifier(n_estimators=2).fit(x, y)
+  assert ref.estimators_[0, 0].tree_.node_count == 3
+  np.testing.assert_array_equal(ours.threshold[0, 0, 0], ref.estimators_[0, 0].tree_.threshold[0])
+  np.testing.assert_allclose(bt.decision_function(ours, x)[:, 0], ref.decision_function(x))
+
+
+def test_several_features_agree_with_sklearn_as_sklearn_with_itself():
+  # With several features, equal improvements go to a random one of the tied features in both
+  # (other draws): the importances are as close to scikit-learn's as two of its seeds are.
+  rng = np.random.default_rng(1)
+  n, k = 600, 4
+  y = rng.integers(0, k, n)
+  x = np.concatenate([y[:, None] / k + 0.3 * rng.normal(size=(n, 1)),
+                      (y[:, None] % 2) + 0.5 * rng.normal(size=(n, 1)),
+                      rng.normal(size=(n, 2))], 1)
+  ours = bt.fit(x, y, num_stages=40, random_state=0)
+  a, b = (ensemble.GradientBoostingClassifier(n_estimators=40, random_state=s).fit(x, y)
+          for s in (0, 1))
+  spread = np.abs(a.feature_importances_ - b.feature_importances_).max()
+  assert np.abs(ours.feature_importances - a.feature_importances_).max() <= 3 * spread + 0.01
+  assert np.isclose(ours.feature_importances.sum(), 1.0)
+  assert abs(np.mean(bt.predict(ours, x) == y) - np.mean(a.predict(x) == y)) <= 0.02
+
+
+def test_columns_fitted_together_equal_each_alone():
+  rng = np.random.default_rng(2)
+  x = rng.normal(size=(300, 1))  # one feature: no ties between features, whatever the order
+  ys = np.stack([rng.integers(0, 2, 300), rng.integers(0, 3, 300) + 5], 1)
+  together = bt.fit_columns(x, ys, num_stages=5, random_state=0)
+  for col, model in enumerate(together):
+    alone = bt.fit(x, ys[:, col], num_stages=5, random_state=0)
+    np.testing.assert_array_equal(model.classes, alone.classes)
+    np.testing.assert_allclose(bt.decision_function(model, x), bt.decision_function(alone, x))
+
+
+def test_bad_input():
+  with pytest.raises(ValueError, match="at least 2 classes"):
+    bt.fit(np.zeros((5, 2)), np.ones(5))
+  with pytest.raises(ValueError, match="finite"):
+    bt.fit(np.full((5, 2), np.nan), np.arange(5) % 2)
