@@ -4,8 +4,9 @@ DCI (`metrics.dci`) fits disentanglement_lib's estimator, scikit-learn's
 ``GradientBoostingClassifier()`` with its defaults, once per factor. Those defaults grow, at each
 of 100 stages, one regression tree of depth 3 per class (113 trees a stage on dSprites), and
 scikit-learn grows them one after the other, about 30 ms each on a 2-core CPU. `fit` computes the
-same model with every tree of a stage grown at once, level by level, in vectorised numpy: the
-same algorithm (Friedman 2001, Alg. 1, as scikit-learn implements it), not an approximation.
+same model with every tree of a stage grown at once, level by level, in one compiled float64
+program per block of `BLOCK` trees: the same algorithm (Friedman 2001, Alg. 1, as scikit-learn
+implements it), not an approximation.
 
 What is the same as scikit-learn (``sklearn.ensemble._gb`` and ``sklearn.tree``, version 1.x):
 
@@ -26,14 +27,22 @@ What is the same as scikit-learn (``sklearn.ensemble._gb`` and ``sklearn.tree``,
   of samples, averaged over the trees that split at all, normalised to sum 1; predictions: the
   argmax of the raw predictions (two classes: raw >= 0).
 
-Where several features give exactly the same best improvement (in small nodes, the same
-partition, e.g. one extreme sample split off), scikit-learn takes the first in a random order of
-the features, drawn from its own generator, and `fit` the first in a random order drawn from
-``random_state``: the same rule, other draws, so such a tie can give its importance to another
-of the tied features (the partition, hence every prediction on the training points, is the same).
-Sums are taken in another order, so improvements that agree to the last bits could resolve
-differently too. `tests/test_boosted_trees.py` compares trees, importances and predictions with
-scikit-learn's.
+Where two differ, the numbers differ as scikit-learn's own do between two seeds:
+
+- several features can give exactly the same best improvement (at the first stage the targets
+  take two values per tree, so splits of equal counts tie; in small nodes one extreme sample
+  split off ties): scikit-learn takes the first in a random order of the features, drawn from its
+  generator, and `fit` the first in a random order drawn from ``random_state``: the same rule,
+  other draws;
+- scikit-learn computes a child's impurity by subtracting from its parent's sums, so a node whose
+  targets are all equal can show rounding noise above eps and be split into leaves of equal
+  value; `fit` leaves it a leaf (same predictions, an importance of ~1e-17 not counted);
+- sums are taken in another order, so improvements that agree to the last bits can resolve
+  differently.
+
+`tests/test_boosted_trees.py` checks every tree against scikit-learn's on one feature (no ties
+between features), the trees of a stage against a node-by-node reference with the same order of
+features, and the importances against scikit-learn's spread over seeds.
 """
 from __future__ import annotations
 
@@ -79,13 +88,22 @@ def _cumsum(a):
   return jax.lax.associative_scan(jnp.add, jax.lax.optimization_barrier(a), axis=0)
 
 
+def _segments(nd, num_nodes: int):
+  """Segment index tree * num_nodes + node of every sample [n * T] (-1 -> one past the end)."""
+  t = nd.shape[1]
+  idx = jnp.arange(t, dtype=jnp.int32)[None, :] * num_nodes + nd
+  return jnp.where(nd >= 0, idx, t * num_nodes).ravel()
+
+
 def _node_sums(nd, num_nodes: int, *weights):
-  """Per (tree, node): the count and the sums of each of ``weights`` [n, T] over its samples."""
-  masks = [nd == j for j in range(num_nodes)]
-  out = [jnp.stack([m.sum(axis=0) for m in masks], axis=1)]
-  for w in weights:
-    out.append(jnp.stack([jnp.where(m, w, 0.0).sum(axis=0) for m in masks], axis=1))
-  return out
+  """Per (tree, node): the count and the sums of each of ``weights`` [n, T] over its samples
+  (segment sums: masked reductions per node compile to far slower loops on XLA:CPU)."""
+  t = nd.shape[1]
+  idx = _segments(nd, num_nodes)
+  size = t * num_nodes + 1
+  out = [jax.ops.segment_sum(jnp.ones(idx.shape, jnp.int32), idx, num_segments=size)]
+  out += [jax.ops.segment_sum(w.ravel(), idx, num_segments=size) for w in weights]
+  return [o[:-1].reshape(t, num_nodes) for o in out]
 
 
 def _impurity(count, total, squares):
@@ -200,8 +218,8 @@ def _grow(g, h, factor, x32, order, values, past, rank, *, depth):
     inside = nd >= 0
     chosen = jnp.take_along_axis(x32, of_node(best_f), axis=1)
     above_xa = jnp.where(inside & (chosen > of_node(best_xa)), chosen, jnp.inf)
-    best_xb = jnp.stack([jnp.where(nd == j, above_xa, jnp.inf).min(axis=0)
-                         for j in range(width)], axis=1)
+    best_xb = jax.ops.segment_min(above_xa.ravel(), _segments(nd, width),
+                                  num_segments=t * width + 1)[:-1].reshape(t, width)
     xa64, xb64 = best_xa.astype(jnp.float64), best_xb.astype(jnp.float64)
     thr = xa64 / 2.0 + xb64 / 2.0
     thr = jnp.where(thr == xb64, xa64, thr)
