@@ -93,6 +93,22 @@ def test_discrete_dimension_wins_its_factor():
   assert out["score"] == 1.0
 
 
+@pytest.mark.parametrize("protocol", ["cascadevae", "disentanglement_lib"])
+def test_each_of_several_discrete_codes_is_a_dimension(protocol):
+  # Two codes carry factors 0 and 1, the two mean dimensions factors 2 and 3 (the first code
+  # alone would leave factor 1 without a dimension of its own).
+  def rep(x):
+    codes = np.rint(x[:, :2]).astype(np.int64)
+    return Representation(mean=x[:, 2:], discrete_codes=codes)
+  out = factor_vae_score(grid_dataset(), rep, np.random.default_rng(5), protocol=protocol,
+                         **({} if protocol == "cascadevae" else
+                            {"num_votes": 300, "num_eval_votes": 150}))
+  assert out["discrete_dim"] == 2 and out["num_discrete_dims"] == 2
+  assert out["votes"].shape == (4, 4)
+  np.testing.assert_array_equal(np.argmax(out["votes"], axis=0), [2, 3, 0, 1])
+  assert out["score"] == 1.0
+
+
 def test_kl_pruning_removes_collapsed_dimension():
   rng = np.random.default_rng(6)
   def rep(x):

@@ -42,7 +42,8 @@ dimensions with std < 0.05; 10,000 training votes and 5,000 held-out evaluation 
 a batch of 64 fresh observations with the fixed factor chosen uniformly at random per vote (not
 spread evenly) at the value of the batch's first sample; a majority-vote classifier (for every
 dimension the factor it voted for most in training) is scored on the evaluation votes:
-score = eval accuracy. The discrete code, when given, enters as in the CascadeVAE protocol.
+score = eval accuracy. The discrete code, when given, enters as in the CascadeVAE protocol; with
+several codes (PartedVAE's K categorical variables) each is one dimension m, m + 1, ...
 
 ``'partedvae'`` (PartedVAE Sec. 5.1, Tables 1-2; the authors' ``utils/metrics.py::
 dis_by_fact_metric``): the representation is the posterior mean [mu_z, mu_u] of every example of
@@ -126,13 +127,12 @@ def _global_statistics(rep: Representation, settings: dict, use_discrete: bool):
   if settings["prune_std"] is not None:
     keep &= np.sqrt(variances) >= settings["prune_std"]
   info["pruned_dims"] = [int(j) for j in np.flatnonzero(~keep)]
-  if use_discrete:
-    num_classes = int(rep.discrete.max(initial=0)) + 1
-    var_d = pairwise_discrete_variance(rep.discrete, num_classes)
+  if use_discrete:  # one dimension per discrete code
+    codes = rep.codes
+    var_d = np.array([pairwise_discrete_variance(c, int(c.max(initial=0)) + 1) for c in codes.T])
     variances = np.append(variances, var_d)
     keep = np.append(keep, var_d > 0)
-    if var_d <= 0:
-      info["constant_dims"].append(m)
+    info["constant_dims"] += [m + int(k) for k in np.flatnonzero(var_d <= 0)]
   return variances, keep, info
 
 
@@ -144,9 +144,10 @@ def _vote(rep: Representation, num: int, length: int, global_var: np.ndarray, ke
   cont = kept[kept < m]
   mean = rep.mean[:num * length, cont].reshape(num, length, len(cont))
   local = np.var(mean, axis=1, ddof=1)
-  if use_discrete and keep[m]:
-    codes = rep.discrete[:num * length].reshape(num, length)
-    local = np.concatenate([local, pairwise_discrete_variance(codes)[:, None]], axis=1)
+  codes = kept[kept >= m] - m
+  if use_discrete and len(codes):
+    blocks = rep.codes[:num * length, codes].reshape(num, length, len(codes)).transpose(0, 2, 1)
+    local = np.concatenate([local, pairwise_discrete_variance(blocks)], axis=1)
   ratio = local / (global_var[kept] + eps)
   return kept[np.argmin(ratio, axis=1)]
 
@@ -231,16 +232,17 @@ def factor_vae_score(dataset, representation_fn: Callable[[np.ndarray], Any],
     prune_kl: prune continuous dims with mean KL <= this (needs logvar). None: protocol default.
     prune_std: prune continuous dims with global std < this. None: protocol default.
     num_eval_votes: held-out votes (disentanglement_lib only).
-    use_discrete: include the discrete code as dimension m (when the encoder returns one).
+    use_discrete: include the discrete code as dimension m (when the encoder returns one; K codes:
+      dimensions m .. m + K - 1).
     eps: added to the global variances before dividing.
     encode_batch_size: rows per `representation_fn` call (every call gets exactly this many).
     whole_dataset_max: largest dataset encoded whole for the global variances.
     variance_sample_size: points sampled when the dataset is larger or not enumerable.
 
   Returns:
-    dict: 'score', 'votes' V [m (+1), K'] (rows: continuous dims then the discrete one; columns:
+    dict: 'score', 'votes' V [m (+ K), K'] (rows: continuous dims then the discrete ones; columns:
     'factors_used'), 'kept_dims', 'pruned_dims', 'constant_dims', 'global_variance', 'kl_per_dim'
-    (with logvar), 'discrete_dim', and every setting ('protocol', 'num_votes', 'batch_size',
+    (with logvar), 'discrete_dim' (the first code's), 'num_discrete_dims', and every setting ('protocol', 'num_votes', 'batch_size',
     'num_variance_points', 'variance_source', 'vote_source', 'prune_kl', 'kl_pruning_applied',
     'prune_std', 'eps', ...); disentanglement_lib adds 'train_accuracy', 'eval_accuracy',
     'eval_votes', 'classifier'.
@@ -285,7 +287,7 @@ def factor_vae_score(dataset, representation_fn: Callable[[np.ndarray], Any],
   use_discrete = bool(use_discrete and rep.discrete is not None)
   m = rep.num_continuous
   global_var, keep, info = _global_statistics(rep, settings, use_discrete)
-  num_dims = m + int(use_discrete)
+  num_dims = m + (rep.codes.shape[1] if use_discrete else 0)
 
   result = {
       "protocol": protocol,
@@ -302,6 +304,7 @@ def factor_vae_score(dataset, representation_fn: Callable[[np.ndarray], Any],
       "factor_sizes": sizes,
       "factors_used": factors_used,
       "discrete_dim": m if use_discrete else None,
+      "num_discrete_dims": num_dims - m,
       "global_variance": global_var,
       "kept_dims": [int(j) for j in np.flatnonzero(keep)],
       "num_kept_dims": int(keep.sum()),
