@@ -123,22 +123,26 @@ def _reference_tree(x32, g, h, factor, rank, depth):
 
 def test_trees_of_a_stage_grown_together_equal_each_grown_alone():
   # Dyadic targets make every sum exact, so equal improvements tie exactly and the visiting order
-  # decides, in both; features with repeated values, one nearly constant, one a copy.
+  # decides, in both; features with repeated values, a copy, one nearly constant, two with two
+  # values (one split by `_two_valued`, not scanned) and a constant one.
   rng = np.random.default_rng(0)
   n, t, depth = 120, 5, 3
   base = np.round(rng.normal(size=(n, 3)), 1)
-  x32 = np.concatenate([base, base[:, :1], 1e-8 * rng.normal(size=(n, 1))], 1).astype(np.float32)
+  x32 = np.concatenate([base, base[:, :1], 1e-8 * rng.normal(size=(n, 1)),
+                        rng.integers(0, 2, size=(n, 1)), np.ones((n, 1)),
+                        (base[:, 1:2] > 0.3)], 1).astype(np.float32)  # two-valued, constant
   nf = x32.shape[1]
   g = rng.integers(-8, 9, size=(n, bt.BLOCK)) / 8.0
   h = rng.integers(1, 5, size=(n, bt.BLOCK)) / 16.0
   g[:, 2] = 0.25  # a constant target: the root stays a leaf
   factor = np.linspace(0.5, 1.0, bt.BLOCK)
   rank = rng.random((depth, nf, bt.BLOCK, 2**(depth - 1)))
-  order, values, past = bt._presort(x32)
+  features = bt._presort(x32)
+  np.testing.assert_array_equal(features[0], [0, 1, 2, 3, 4])
+  np.testing.assert_array_equal(features[4], [5, 7])
   import jax
   with jax.enable_x64(True):
-    out = [np.asarray(a) for a in bt._grow(g, h, factor, x32, order, values, past, rank,
-                                           depth=depth)]
+    out = [np.asarray(a) for a in bt._grow(g, h, factor, x32, *features, rank, depth=depth)]
   for c in range(t):
     ref = _reference_tree(x32, g[:, c], h[:, c], factor[c], rank[:, :, c], depth)
     np.testing.assert_array_equal(out[0][c], ref[0])
@@ -147,6 +151,19 @@ def test_trees_of_a_stage_grown_together_equal_each_grown_alone():
     np.testing.assert_allclose(out[3][c], ref[3], rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(out[4][:, c], ref[4])
   assert (out[0][2] == -1).all()
+
+
+def test_a_two_valued_feature_equals_sklearn():
+  rng = np.random.default_rng(9)
+  y = rng.integers(0, 3, 300)
+  x = np.where(rng.random(300) < 0.3 + 0.2 * y, 2.5, -1.0).astype(np.float32)[:, None]
+  ours = bt.fit(x, y, num_stages=10, random_state=0)
+  ref = ensemble.GradientBoostingClassifier(n_estimators=10, random_state=0).fit(x, y)
+  for i in range(10):
+    for c in range(3):
+      feature, threshold, _, _ = _sklearn_heap(ref.estimators_[i, c].tree_, 3)
+      np.testing.assert_array_equal(ours.threshold[i, c][:1], threshold[:1])
+  np.testing.assert_allclose(bt.decision_function(ours, x), ref.decision_function(x), atol=1e-9)
 
 
 @pytest.mark.parametrize("value", [1e-3, 0.33, 1000.0])

@@ -23,6 +23,9 @@ What is the same as scikit-learn (``sklearn.ensemble._gb`` and ``sklearn.tree``,
   split;
 - the leaves: one Newton step, mean(y - p) / mean(p (1 - p)), times (K - 1) / K for K > 2
   classes, 0 where the denominator is below 1e-150; raw predictions += 0.1 x leaf value;
+- a feature with two values has one split point per node, found from the node's sums of its
+  lower-valued samples instead of a scan of the sorted samples (the one-hot columns of a discrete
+  code); a constant feature never splits;
 - the importances: per tree the MSE impurity decrease of its splits per feature over the number
   of samples, averaged over the trees that split at all, normalised to sum 1; predictions: the
   argmax of the raw predictions (two classes: raw >= 0).
@@ -75,12 +78,20 @@ class Model(NamedTuple):
 
 
 def _presort(x32: np.ndarray):
-  """Per feature: the sample order [F, n], the sorted values [F, n], and for each sorted position
-  the first position with a larger value [F, n]."""
-  order = np.argsort(x32, axis=0, kind="stable").T.copy()
-  values = np.take_along_axis(x32, order.T, axis=0).T.copy()
-  past = np.stack([np.searchsorted(v, v, side="right") for v in values])
-  return order.astype(np.int32), values, past.astype(np.int32)
+  """The features by kind: those with more than two values, scanned in sorted order (their
+  indices, sample order [F', n], sorted values, and for each sorted position the first position
+  with a larger value), and those with two (their indices and lower values: one split each).
+  A constant feature is neither: it never splits a node."""
+  distinct = [np.unique(col) for col in x32.T]
+  scan = np.array([f for f, u in enumerate(distinct) if len(u) > 2], np.int32)
+  two = np.array([f for f, u in enumerate(distinct) if len(u) == 2], np.int32)
+  order = np.argsort(x32[:, scan], axis=0, kind="stable").T.copy().astype(np.int32)
+  values = np.take_along_axis(x32[:, scan], order.T, axis=0).T.copy()
+  past = np.zeros(values.shape, np.int32)
+  for i, v in enumerate(values):
+    past[i] = np.searchsorted(v, v, side="right")
+  low = np.array([distinct[f][0] for f in two], np.float32)
+  return scan, order, values, past, two, low
 
 
 def _cumsum(a):
@@ -131,17 +142,17 @@ BLOCK = 32  # trees grown by one call of the compiled stage (the arrays [n, BLOC
 NUM_THREADS = min(2, os.cpu_count() or 1)  # blocks grown at once
 
 
-def _level_search(g, nd, open_, parents, order, values, past, rank, *, width, keep):
-  """The best split (value, feature, x_a) of every node of one level [T, width], scanning the
-  features; with ``keep``, also every node's prefix sums and counts per feature (the next
-  level's parents) [F, width, n, T]."""
+def _level_search(g, nd, open_, parents, scan, order, values, past, rank, *, width, keep):
+  """The best split (value, rank, feature, x_a) of every node of one level [T, width] over the
+  features ``scan`` (in sorted order); with ``keep``, also every node's prefix sums and counts
+  per feature (the next level's parents) [F', width, n, T]."""
   n, t = g.shape
 
   def body(best_state, xs):
     best, best_rank, best_f, best_xa = best_state
     f, order_f, values_f, past_f, rank_f, par = xs
     gs, nds = jax.lax.optimization_barrier((g[order_f], nd[order_f]))
-    if par is None:
+    if width == 1:
       s = _cumsum(gs)
       c = jnp.broadcast_to(jnp.arange(1, n + 1, dtype=jnp.int32)[:, None], (n, t))
       nodes = [(s, c, nds == 0)]
@@ -167,16 +178,41 @@ def _level_search(g, nd, open_, parents, order, values, past, rank, *, width, ke
 
   init = (jnp.full((t, width), -jnp.inf), jnp.full((t, width), jnp.inf),
           jnp.zeros((t, width), jnp.int32), jnp.zeros((t, width), jnp.float32))
-  nf = order.shape[0]
-  xs = (jnp.arange(nf, dtype=jnp.int32), order, values, past, rank, parents)
-  return jax.lax.scan(body, init, xs)
+  if not scan.shape[0]:
+    return init, None
+  return jax.lax.scan(body, init, (scan, order, values, past, rank[scan], parents))
+
+
+def _two_valued(best_state, g, nd, open_, count, total, x32, two, low, rank, *, width):
+  """``best_state`` with the features of two values: each has one split per node, its lower
+  value to the left, from the node's sums of those samples (no sorting)."""
+  n, t = g.shape
+  seg, size = _segments(nd, width), t * width + 1
+  sums = lambda a: jax.ops.segment_sum(a.ravel(), seg, num_segments=size)[:-1].reshape(t, width)
+  lower = x32[:, two] == low[None, :]  # [n, F'']
+  c_tot, s_tot = count.astype(jnp.float64), total
+  best, best_rank, best_f, best_xa = best_state
+  for b in range(two.shape[0]):
+    m = jnp.broadcast_to(lower[:, b:b + 1], (n, t))
+    c_l = sums(m.astype(jnp.float64))
+    s_l = sums(jnp.where(m, g, 0.0))
+    c_r = c_tot - c_l
+    valid = (c_l > 0) & (c_r > 0)
+    diff = (s_tot - s_l) * c_l - s_l * c_r
+    val = jnp.where(valid, diff * diff / jnp.where(valid, c_l * c_r, 1.0), -jnp.inf)
+    r = rank[two[b]]
+    better = open_ & ((val > best) | ((val == best) & (val > -jnp.inf) & (r < best_rank)))
+    best, best_rank = jnp.where(better, val, best), jnp.where(better, r, best_rank)
+    best_f, best_xa = jnp.where(better, two[b], best_f), jnp.where(better, low[b], best_xa)
+  return best, best_rank, best_f, best_xa
 
 
 @functools.partial(jax.jit, static_argnames=("depth",))
-def _grow(g, h, factor, x32, order, values, past, rank, *, depth):
+def _grow(g, h, factor, x32, scan, order, values, past, two, low, rank, *, depth):
   """Trees of depth ``depth`` fitted to the columns of ``g`` [n, T], grown together, level by
-  level; leaf values sum(g) / sum(h) x ``factor`` [T]; features that tie for a node's best split
-  are taken in the order ``rank`` [depth, F, T, 2^(depth - 1)].
+  level; leaf values sum(g) / sum(h) x ``factor`` [T]; the features as `_presort` sorts them;
+  features that tie for a node's best split are taken in the order ``rank`` [depth, F, T,
+  2^(depth - 1)].
 
   Returns (feature [T, 2^depth - 1], threshold, leaf values [T, 2^(depth + 1) - 1], importance
   [T, F], leaf of each sample [n, T])."""
@@ -203,9 +239,11 @@ def _grow(g, h, factor, x32, order, values, past, rank, *, depth):
       split = jnp.zeros((t, width), bool)
     else:
       open_ = (count >= 2) & (impurity > EPSILON)
-      (best, _, best_f, best_xa), parents = _level_search(
-          g, nd, open_, parents, order, values, past, rank[d, :, :, :width], width=width,
+      state, parents = _level_search(
+          g, nd, open_, parents, scan, order, values, past, rank[d, :, :, :width], width=width,
           keep=d + 1 < depth)
+      best, _, best_f, best_xa = _two_valued(state, g, nd, open_, count, total, x32, two, low,
+                                             rank[d, :, :, :width], width=width)
       split = open_ & (best > -jnp.inf)
     node = jnp.maximum(nd, 0)
     of_node = lambda a: jnp.take_along_axis(a, node.T, axis=1).T  # [T, J] -> [n, T]
@@ -283,7 +321,7 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
   t = onehot.shape[1]
   padded = -(-t // BLOCK) * BLOCK
   bounds = np.cumsum([0] + groups)
-  order, values, past = _presort(x32)
+  sorted_features = _presort(x32)
   raw = np.repeat(init[None, :], n, axis=0)
   feature = np.full((num_stages, padded, 2**depth - 1), -1, np.int64)
   threshold = np.zeros((num_stages, padded, 2**depth - 1))
@@ -293,7 +331,7 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
   cols = np.arange(t)[None, :]
   # Blocks of a stage are independent: on threads (the compiled stage releases the GIL).
   with jax.enable_x64(True), futures.ThreadPoolExecutor(NUM_THREADS) as pool:
-    consts = [jnp.asarray(a) for a in (x32, order, values, past)]
+    consts = [jnp.asarray(a) for a in (x32, *sorted_features)]
     for i in range(num_stages):
       g = np.zeros((n, padded))
       for a, b in zip(bounds[:-1], bounds[1:]):
