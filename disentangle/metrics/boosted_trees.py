@@ -23,9 +23,9 @@ What is the same as scikit-learn (``sklearn.ensemble._gb`` and ``sklearn.tree``,
   split;
 - the leaves: one Newton step, mean(y - p) / mean(p (1 - p)), times (K - 1) / K for K > 2
   classes, 0 where the denominator is below 1e-150; raw predictions += 0.1 x leaf value;
-- a feature with two values has one split point per node, found from the node's sums of its
-  lower-valued samples instead of a scan of the sorted samples (the one-hot columns of a discrete
-  code); a constant feature never splits;
+- the same candidates, found two ways: a feature with more than two values by a scan of the
+  node's samples in sorted order, a feature with two values (a code's one-hot columns) from the
+  node's sums over its lower-valued samples (its one split point); a constant one never splits;
 - the importances: per tree the MSE impurity decrease of its splits per feature over the number
   of samples, averaged over the trees that split at all, normalised to sum 1; predictions: the
   argmax of the raw predictions (two classes: raw >= 0).
