@@ -287,6 +287,8 @@ registry.register(registry.Metric(
     ground_truth=True, sampled=True,
     describe=lambda m: (f"{_describe_protocols(m, 'score')}: {m['num_train']} train / "
                         f"{m['num_test']} test points, {m['classifier']}")))
+
+
 def _dci_settings(cfg, stage):
   return dict(_split_settings(dci)(cfg, stage),
               trees=registry.setting(cfg, "dci_trees", "together"))
