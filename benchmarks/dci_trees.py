@@ -28,11 +28,10 @@ from disentangle.metrics import dci
 
 def _one_factor(args, rng):
   y = rng.integers(0, args.classes, args.points)
+  one_hot = np.eye(args.one_hot)[rng.integers(0, args.one_hot, args.points)] if args.one_hot else (
+      np.zeros((args.points, 0)))
   x = np.concatenate([y[:, None] / args.classes + 0.05 * rng.normal(size=(args.points, 1)),
-                      rng.normal(size=(args.points, args.features - 1)),
-                      np.eye(max(args.one_hot, 1))[rng.integers(0, max(args.one_hot, 1),
-                                                                args.points)][:, :args.one_hot]],
-                     axis=1)
+                      rng.normal(size=(args.points, args.features - 1)), one_hot], axis=1)
   return x, y
 
 

@@ -1,4 +1,5 @@
 """`metrics.boosted_trees` against scikit-learn's GradientBoostingClassifier and a plain reference."""
+import jax
 import numpy as np
 import pytest
 from sklearn import ensemble
@@ -140,7 +141,6 @@ def test_trees_of_a_stage_grown_together_equal_each_grown_alone():
   features = bt._presort(x32)
   np.testing.assert_array_equal(features[0], [0, 1, 2, 3, 4])
   np.testing.assert_array_equal(features[4], [5, 7])
-  import jax
   with jax.enable_x64(True):
     out = [np.asarray(a) for a in bt._grow(g, h, factor, x32, *features, rank, depth=depth)]
   for c in range(t):

@@ -243,11 +243,11 @@ class Evaluator:
     """(step, I(x; z_j)) of the evaluations written before ``step`` (``eval/step_<n>.json``)."""
     out = []
     for path in (self.run_dir / "eval").glob("step_*.json"):
-      s = int(path.stem.split("_")[1]) if path.stem.split("_")[1].isdigit() else None
-      if s is not None and s < step:
+      tail = path.stem.split("_", 1)[1]
+      if tail.isdigit() and int(tail) < step:
         info = json.loads(path.read_text()).get("information") or {}
         if "mi_per_dim" in info:
-          out.append((s, np.asarray(info["mi_per_dim"])))
+          out.append((int(tail), np.asarray(info["mi_per_dim"])))
     return sorted(out, key=lambda e: e[0])
 
   def _write_details(self, step: int, details: dict) -> None:

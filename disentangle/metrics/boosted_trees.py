@@ -57,6 +57,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.special
 
 NUM_STAGES = 100        # n_estimators
 LEARNING_RATE = 0.1
@@ -326,8 +327,10 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
   feature = np.full((num_stages, padded, 2**depth - 1), -1, np.int64)
   threshold = np.zeros((num_stages, padded, 2**depth - 1))
   value = np.zeros((num_stages, padded, 2**(depth + 1) - 1))
-  importance_sum = np.zeros((len(groups), nf))
-  relevant = np.zeros(len(groups), np.int64)
+  importance = np.zeros((padded, nf))  # per tree column, summed over the stages where it split
+  relevant = np.zeros(padded, np.int64)
+  fac = np.zeros(padded)
+  fac[:t] = factor
   cols = np.arange(t)[None, :]
   # Blocks of a stage are independent: on threads (the compiled stage releases the GIL).
   with jax.enable_x64(True), futures.ThreadPoolExecutor(NUM_THREADS) as pool:
@@ -339,8 +342,6 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
       prob = np.zeros((n, padded))
       prob[:, :t] = onehot - g[:, :t]
       h = prob * (1.0 - prob)
-      fac = np.zeros(padded)
-      fac[:t] = factor
       rank = rng.random((depth, nf, padded, 2**max(depth - 1, 0)))
       leaves = np.zeros((n, padded), np.int64)
 
@@ -353,19 +354,16 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
 
       for a, out in pool.map(grow, range(0, padded, BLOCK)):
         blk = slice(a, a + BLOCK)
-        f_, thr_, val_, imp_, leaf_ = (np.asarray(o) for o in out)
-        feature[i, blk], threshold[i, blk], value[i, blk], leaves[:, blk] = f_, thr_, val_, leaf_
-        for m, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
-          sel = np.arange(max(lo, a), min(hi, a + BLOCK)) - a
-          if len(sel):
-            root = f_[sel, 0] >= 0
-            importance_sum[m] += imp_[sel][root].sum(axis=0)
-            relevant[m] += int(root.sum())
+        feature[i, blk], threshold[i, blk], value[i, blk], imp, leaves[:, blk] = out
+        root = feature[i, blk, 0] >= 0  # scikit-learn averages over the trees that split
+        importance[blk] += np.where(root[:, None], imp, 0.0)
+        relevant[blk] += root
       raw += learning_rate * value[i, :t][cols, leaves[:, :t]]
   out = []
   for m, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
-    mean = importance_sum[m] / max(relevant[m], 1)
-    importances = mean / mean.sum() if relevant[m] else np.zeros(nf)
+    count = relevant[lo:hi].sum()
+    mean = importance[lo:hi].sum(axis=0) / max(count, 1)
+    importances = mean / mean.sum() if count else np.zeros(nf)
     out.append(Model(models[m], init[lo:hi], feature[:, lo:hi], threshold[:, lo:hi],
                      value[:, lo:hi], float(learning_rate), importances))
   return out
@@ -374,9 +372,8 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
 def _probability(raw: np.ndarray) -> np.ndarray:
   """p_k (softmax; one column: the logistic function of the raw prediction)."""
   if raw.shape[1] == 1:
-    return 1.0 / (1.0 + np.exp(-raw))
-  e = np.exp(raw - raw.max(axis=1, keepdims=True))
-  return e / e.sum(axis=1, keepdims=True)
+    return scipy.special.expit(raw)
+  return scipy.special.softmax(raw, axis=1)
 
 
 def decision_function(model: Model, x: np.ndarray) -> np.ndarray:
