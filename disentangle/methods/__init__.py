@@ -16,9 +16,11 @@ import ml_collections
 
 from disentangle import config as config_lib
 from disentangle.methods import anchorvae
+from disentangle.methods import annealedvae
 from disentangle.methods import betatcvae
 from disentangle.methods import betavae
 from disentangle.methods import cascadevae
+from disentangle.methods import dipvae
 from disentangle.methods import factorvae
 from disentangle.methods import ffvae
 from disentangle.methods import jointvae
@@ -63,6 +65,8 @@ _register_module("betatcvae", betatcvae.BetaTCVAE, "betatcvae", betatcvae)
 _register_module("anchorvae", anchorvae.AnchorVAE, "anchorvae", anchorvae)
 _register_module("partedvae", partedvae.PartedVAE, "parted", partedvae)
 _register_module("ffvae", ffvae.FFVAE, "ffvae", ffvae)
+_register_module("annealedvae", annealedvae.AnnealedVAE, "annealedvae", annealedvae)
+_register_module("dipvae", dipvae.DIPVAE, "dipvae", dipvae)
 
 
 def spec(method: str) -> MethodSpec:
