@@ -3,7 +3,10 @@
 Every writer of the library (configs, metrics logs, evaluation JSON, reports, pictures, caches,
 downloads) goes through :func:`write_text`, :func:`write_bytes` or :func:`replacing`: the content
 goes to a temporary file in the target's folder, then ``os.replace`` renames it onto the target
-(atomic on POSIX file systems), so a reader sees the old file or the new one, never a mix.
+(atomic on POSIX file systems), so a reader sees the old file or the new one, never a mix. The
+temporary is flushed to the disk (``fsync``) before the rename and the folder after it, so that a
+power cut or a kernel crash, not only a killed process, leaves the old or the new content and the
+rename itself survives (about 1 ms a write here, `benchmarks/atomic_writes.py`).
 
 A process killed during a write (SIGKILL) leaves its temporary, a hidden
 ``.<name>.<pid>@<host>.XXXXXXXX<ext>`` beside the target, never read; the next write of that
@@ -44,11 +47,14 @@ def write_error(path, e: BaseException) -> WriteError:
 
 
 @contextlib.contextmanager
-def replacing(path: str | os.PathLike, suffix: str | None = None) -> Iterator[pathlib.Path]:
+def replacing(path: str | os.PathLike, suffix: str | None = None, *,
+              sync: bool = True) -> Iterator[pathlib.Path]:
   """Yield a temporary path beside ``path``; on success rename it onto ``path``, else delete it.
 
   ``suffix`` (default: ``path``'s own) serves writers that pick a format by extension (PIL
   reads ``.png``). ``np.save`` appends ``.npy`` to a name without it: give it an open file.
+  ``sync``: ``fsync`` the temporary before the rename and the folder after it (the default;
+  ``False`` only to measure what it costs).
   """
   path = pathlib.Path(path)
   try:
@@ -62,7 +68,11 @@ def replacing(path: str | os.PathLike, suffix: str | None = None) -> Iterator[pa
   tmp = pathlib.Path(tmp)
   try:
     yield tmp
+    if sync:
+      _fsync(tmp)
     os.replace(tmp, path)
+    if sync:
+      _fsync(path.parent)
   except BaseException as e:
     tmp.unlink(missing_ok=True)
     if isinstance(e, OSError) and not isinstance(e, WriteError):
@@ -71,6 +81,15 @@ def replacing(path: str | os.PathLike, suffix: str | None = None) -> Iterator[pa
 
 
 _HOST = socket.gethostname()
+
+
+def _fsync(path: pathlib.Path) -> None:
+  """Flush ``path`` (a file or a folder) to the disk."""
+  fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+  try:
+    os.fsync(fd)
+  finally:
+    os.close(fd)
 
 
 def _remove_stale(path: pathlib.Path) -> None:
