@@ -73,7 +73,9 @@ def test_variant_overrides_and_unknown_variant():
                                   "mnist_jointvae",
                                   "fashion_mnist_jointvae",
                                   "dsprites_anchorvae",
-                                  "dsprites_betatcvae"])
+                                  "dsprites_betatcvae",
+                                  "dsprites_annealedvae",
+                                  "dsprites_dipvae"])
 def test_every_shipped_config_validates(name):
   mod = importlib.import_module(f"experiments.configs.{name}")
   for variant in mod.VARIANTS:
