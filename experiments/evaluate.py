@@ -6,9 +6,13 @@ python -m experiments.evaluate --workdir=runs/dsprites_cascade_m6 [--step=N]
 Restores the latest checkpoint (or ``--step``; every seed of a multi-seed workdir) read-only and
 writes ``RUN/results.json``, ``RUN/report.md`` and ``RUN/images/evaluate_step_<n>_*.png``; see
 `disentangle.evaluation.evaluate_run`. ``--mig_estimator`` / ``--mig_factors`` /
-``--use_discrete`` override the run's ``eval.mig_estimator`` / ``eval.mig_factors`` /
-``eval.use_discrete``; ``--eval_name`` / ``--eval_split`` its ``dataset.eval_name`` /
-``dataset.eval_split`` (all recorded in results.json).
+``--use_discrete`` / ``--estimators`` / ``--suite_points`` override the run's
+``eval.mig_estimator`` / ``eval.mig_factors`` / ``eval.use_discrete`` / ``eval.estimators`` /
+``eval.suite_points``; ``--eval_name`` / ``--eval_split`` its ``dataset.eval_name`` /
+``dataset.eval_split`` (all recorded in results.json). It prints a line per run with every
+metric that has a per-run value, and names the metrics without one (UDR's sample, scored
+across seeds by ``experiments.aggregate``), those not computed and classifier fits that did not
+converge.
 
 A run trained with ``eval.select`` ('best_validation' / 'best_metric') kept a second checkpoint
 (``checkpoints_best``): it is evaluated too, on the same data, and results.json holds both,
@@ -38,6 +42,12 @@ _USE_DISCRETE = flags.DEFINE_enum("use_discrete", None, ["protocol", "include", 
                                   "Override eval.use_discrete (default: the run's).")
 _EVAL_NAME = flags.DEFINE_string("eval_name", None, "Override dataset.eval_name.")
 _EVAL_SPLIT = flags.DEFINE_string("eval_split", None, "Override dataset.eval_split.")
+_ESTIMATORS = flags.DEFINE_enum("estimators", None, ["current", "study2019"],
+                                "Override eval.estimators: the suite's scikit-learn classifiers "
+                                "with today's defaults or the 2019 study's.")
+_SUITE_POINTS = flags.DEFINE_integer("suite_points", None,
+                                     "Override eval.suite_points (0: disentanglement_lib's own "
+                                     "10,000 / 5,000 points per metric).")
 _SELECTED = flags.DEFINE_bool("selected", True,
                               "Also evaluate the checkpoint kept by eval.select (if any).")
 _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
@@ -45,13 +55,14 @@ _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
 
 
 def main(_):
-  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import evaluate_run, report  # pylint: disable=g-import-not-at-top
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
   try:
     overrides = {field: value for field, value in (
         ("eval.mig_estimator", _MIG_ESTIMATOR.value), ("eval.mig_factors", _MIG_FACTORS.value),
-        ("eval.use_discrete", _USE_DISCRETE.value),
+        ("eval.use_discrete", _USE_DISCRETE.value), ("eval.estimators", _ESTIMATORS.value),
+        ("eval.suite_points", _SUITE_POINTS.value),
         ("dataset.eval_name", _EVAL_NAME.value), ("dataset.eval_split", _EVAL_SPLIT.value))
                  if value is not None}
     results = evaluate_run.evaluate_run(
@@ -62,16 +73,8 @@ def main(_):
   except (FileNotFoundError, ValueError, atomic.WriteError) as e:  # WriteError: a full disk
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
-  for run in results.get("seeds", [results]):
-    values = ", ".join(f"{k} {v['value']:.4f}" for k, v in run["metrics"].items()
-                       if isinstance(v, dict) and "value" in v)
-    print(f"{run['run_dir']}: seed {run['seed']} step {run['checkpoint']['step']} "
-          f"(final: {run['checkpoint']['final']}): {values}")
-    selected = run.get("selected")
-    if selected is not None and selected["rule"] != "final":
-      chosen = ", ".join(f"{k} {v['value']:.4f}" for k, v in selected["metrics"].items()
-                         if isinstance(v, dict) and "value" in v)
-      print(f"  selected, step {selected['step']}: {chosen}  [{selected['label']}]")
+  for line in report.summary_lines(results):
+    print(line)
   print(f"wrote {_WORKDIR.value}/results.json and report.md")
 
 

@@ -71,6 +71,64 @@ def selection_lines(result: dict) -> list[str]:
   return lines + [""]
 
 
+def _values(metrics: dict) -> tuple[str, list[str]]:
+  """("name value, ..." of the metrics with a per-run value, names of those without one)."""
+  shown, without = [], []
+  for name, m in metrics.items():
+    if not isinstance(m, dict) or "value" not in m:
+      continue
+    if m["value"] is None:
+      without.append(name)
+    else:
+      shown.append(f"{name} {m['value']:.4f}")
+  return ", ".join(shown), without
+
+
+def not_converged(metrics: dict) -> list[str]:
+  """``name: k of n fits (estimator settings)`` for each metric whose classifiers stopped at
+  ``max_iter`` (`disentangle.metrics.estimators`), over its protocols."""
+  out = []
+  for name, m in metrics.items():
+    if not isinstance(m, dict):
+      continue
+    records = [r["estimator"] for r in [m, *m.get("by_protocol", {}).values()]
+               if isinstance(r.get("estimator"), dict)]
+    if "by_protocol" in m and records:
+      records = records[1:]  # the headline repeats its protocol's record
+    fits = sum(r.get("fits", 0) for r in records)
+    missed = sum(r.get("not_converged", 0) for r in records)
+    if missed:
+      r = records[0]
+      out.append(f"{name}: {missed} of {fits} fits ({r['estimator']}, {r.get('solver', '-')}, "
+                 f"max_iter {r.get('max_iter', '-')}, {r['estimators']})")
+  return out
+
+
+def summary_lines(results: dict) -> list[str]:
+  """What ``experiments.evaluate`` prints: a line per run (and per selected checkpoint) with
+  every metric that has a per-run value; the metrics without one (UDR's sample, scored across
+  seeds by ``aggregate``), those not computed and fits that did not converge, named."""
+  lines = []
+  for run in results.get("seeds", [results]):
+    metrics = run["metrics"]
+    values, without = _values(metrics)
+    lines.append(f"{run['run_dir']}: seed {run['seed']} step {run['checkpoint']['step']} "
+                 f"(final: {run['checkpoint']['final']}): {values}")
+    if without:
+      lines.append(f"  no per-run value: {', '.join(without)} (scored across seeds: "
+                   f"python -m experiments.aggregate)")
+    for line in metrics.get("not_computed", {}).values():
+      lines.append(f"  not computed: {line}")
+    missed = not_converged(metrics)
+    if missed:
+      lines.append(f"  not converged: {'; '.join(missed)}")
+    selected = run.get("selected")
+    if selected is not None and selected["rule"] != "final":
+      chosen, _ = _values(selected["metrics"])
+      lines.append(f"  selected, step {selected['step']}: {chosen}  [{selected['label']}]")
+  return lines
+
+
 def write_report(results: dict, path) -> None:
   """A readable markdown report of `evaluate_run`'s results (one seed or several)."""
   path = pathlib.Path(path)

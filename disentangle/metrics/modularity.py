@@ -8,8 +8,9 @@ settings `config/unsupervised_study_v1/metric_configs/modularity_explicitness.gi
                  the plug-in mutual information of the discretised latent i and factor k and k*
                  its best factor; a latent with no information scores 0;
   explicitness = mean over factors of the ROC-AUC (one-vs-rest, macro over the factor's values)
-                 of a scikit-learn ``LogisticRegression()`` (defaults) on the standardised
-                 latents (train mean / std), on the train points and on the test points.
+                 of a scikit-learn ``LogisticRegression()`` (defaults: today's or the 2019
+                 study's, `metrics.estimators`) on the standardised latents (train mean /
+                 std), on the train points and on the test points.
 
 Departures: a constant latent (std 0) is divided by 1, not 0; a factor value absent from the
 test points (no AUC defined; disentanglement_lib fails there) is left out of that factor's
@@ -18,10 +19,12 @@ one-hot block enters the regression (explicitness).
 """
 from __future__ import annotations
 
-import warnings
+from typing import Optional
 
 import numpy as np
-from sklearn import exceptions, linear_model, metrics
+from sklearn import metrics
+
+from disentangle.metrics import estimators as estimators_lib
 
 NUM_TRAIN = 10_000
 NUM_TEST = 5_000
@@ -45,13 +48,14 @@ def modularity(mi: np.ndarray) -> float:
 
 
 def explicitness(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
-                 y_test: np.ndarray) -> tuple[float, float, list]:
-  """(mean train AUC, mean test AUC, per-factor [train, test]) on standardised features."""
+                 y_test: np.ndarray, estimators: str = estimators_lib.DEFAULT,
+                 log: Optional[estimators_lib.FitLog] = None) -> tuple[float, float, list]:
+  """(mean train AUC, mean test AUC, per-factor [train, test]) on standardised features; the
+  fits counted in ``log``."""
   per = []
   for k in range(y_train.shape[1]):
-    with warnings.catch_warnings():
-      warnings.simplefilter("ignore", exceptions.ConvergenceWarning)
-      clf = linear_model.LogisticRegression().fit(x_train, y_train[:, k])
+    clf = estimators_lib.fit(estimators_lib.logistic_regression(estimators), x_train,
+                             y_train[:, k], log)
     per.append([_auc(y, clf.predict_proba(x), clf.classes_)
                 for x, y in ((x_train, y_train[:, k]), (x_test, y_test[:, k]))])
   per = np.array(per)

@@ -7,18 +7,19 @@ S_ik; SAP = mean over factors of the gap between the largest and the second larg
 the latents.
 
 Discrete factors (the study's setting): S_ik is the test accuracy of a scikit-learn
-``LinearSVC(C=0.01, class_weight='balanced')`` trained on latent i alone to predict factor k.
+``LinearSVC(C=0.01, class_weight='balanced')`` (today's ``dual='auto'`` or the 2019 study's
+``dual=True``, `metrics.estimators`) trained on latent i alone to predict factor k.
 Continuous factors: S_ik = Cov(z_i, v_k)^2 / (Var z_i Var v_k) (ddof 1), 0 when Var z_i <= 1e-12.
 Only factors with more than one value are scored (disentanglement_lib's dSprites has no colour
 factor). A discrete code is one latent whose classifier reads its one-hot block.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Optional, Sequence
 
 import numpy as np
-from sklearn import exceptions, svm
+
+from disentangle.metrics import estimators as estimators_lib
 
 NUM_TRAIN = 10_000
 NUM_TEST = 5_000
@@ -27,8 +28,10 @@ SVC_C = 0.01
 
 def score_matrix(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
                  y_test: np.ndarray, groups: Optional[Sequence[np.ndarray]] = None,
-                 continuous_factors: bool = False) -> np.ndarray:
-  """S [latents, factors] from features x [n, d] (``groups``: the columns of each latent)."""
+                 continuous_factors: bool = False, estimators: str = estimators_lib.DEFAULT,
+                 log: Optional[estimators_lib.FitLog] = None) -> np.ndarray:
+  """S [latents, factors] from features x [n, d] (``groups``: the columns of each latent); the
+  classifiers' fits counted in ``log``."""
   groups = groups if groups is not None else [np.array([j]) for j in range(x_train.shape[1])]
   out = np.zeros((len(groups), y_train.shape[1]))
   for i, cols in enumerate(groups):
@@ -37,10 +40,8 @@ def score_matrix(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
         cov = np.cov(x_train[:, cols[0]], y_train[:, k], ddof=1)
         out[i, k] = cov[0, 1] ** 2 / (cov[0, 0] * cov[1, 1]) if cov[0, 0] > 1e-12 else 0.0
         continue
-      clf = svm.LinearSVC(C=SVC_C, class_weight="balanced")
-      with warnings.catch_warnings():
-        warnings.simplefilter("ignore", exceptions.ConvergenceWarning)
-        clf.fit(x_train[:, cols], y_train[:, k])
+      clf = estimators_lib.fit(estimators_lib.linear_svc(estimators, SVC_C, "balanced"),
+                               x_train[:, cols], y_train[:, k], log)
       out[i, k] = np.mean(clf.predict(x_test[:, cols]) == y_test[:, k])
   return out
 

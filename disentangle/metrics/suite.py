@@ -18,6 +18,7 @@ import numpy as np
 
 from disentangle.metrics import beta_vae
 from disentangle.metrics import dci
+from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import irs
 from disentangle.metrics import modularity
 from disentangle.metrics import registry
@@ -31,6 +32,12 @@ from disentangle.metrics.factor_vae import factor_vae_score
 
 def _use_discrete(cfg) -> bool:
   return registry.resolve_use_discrete(cfg, False)
+
+
+def _estimators(cfg) -> str:
+  """``eval.estimators``: today's scikit-learn defaults or the 2019 study's (`estimators`);
+  checked by the metrics that build a classifier."""
+  return registry.setting(cfg, "estimators", estimators_lib.DEFAULT)
 
 
 def _points(cfg, default: int, half: bool = False) -> int:
@@ -111,9 +118,10 @@ def _votes(cfg) -> dict:
 def _beta_vae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Higgins et al.'s score as disentanglement_lib (`metrics.beta_vae.beta_vae_score`)."""
   _require_ground_truth(inputs)
+  estimators_lib.check(s["estimators"])
   by = beta_vae.beta_vae_score(inputs.ground_truth, inputs.represent, inputs.rng,
                                batch_size=s["batch_size"], num_train=s["num_train"],
-                               num_eval=s["num_eval"],
+                               num_eval=s["num_eval"], estimators=s["estimators"],
                                encode_batch_size=inputs.encode_batch_size)
   return _headline(by, "eval_accuracy", s["use_discrete"])
 
@@ -131,11 +139,11 @@ registry.register(registry.Metric(
     lambda cfg, stage: {"batch_size": beta_vae.BATCH_SIZE,
                         "num_train": _points(cfg, beta_vae.NUM_TRAIN),
                         "num_eval": _points(cfg, beta_vae.NUM_EVAL, half=True),
-                        "use_discrete": _use_discrete(cfg)},
+                        "use_discrete": _use_discrete(cfg), "estimators": _estimators(cfg)},
     training_flag="", ground_truth=True, sampled=True,
     describe=lambda m: (f"{_describe_protocols(m, 'eval_accuracy')}: {m['num_train']} train / "
-                        f"{m['num_eval']} eval points, pairs of {m['batch_size']}, logistic "
-                        f"regression, train accuracy {m['train_accuracy']:.4f}")))
+                        f"{m['num_eval']} eval points, pairs of {m['batch_size']}, "
+                        f"{m['classifier']}, train accuracy {m['train_accuracy']:.4f}")))
 
 
 # -- SAP, DCI, modularity and explicitness, IRS: points drawn once, train and test -------------
@@ -174,27 +182,52 @@ def _split_settings(module, **extra):
     num_test = getattr(module, "NUM_TEST", None)
     return dict(num_train=_points(cfg, module.NUM_TRAIN),
                 num_test=None if num_test is None else _points(cfg, num_test, half=True),
-                use_discrete=_use_discrete(cfg), **extra)
+                use_discrete=_use_discrete(cfg), estimators=_estimators(cfg), **extra)
   return settings
 
 
 @_sampled_from_the_grid
 def _sap(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Kumar et al.'s SAP as disentanglement_lib (`metrics.sap`)."""
+  estimators_lib.check(s["estimators"])
   sets, used, code_sizes = _sets(inputs, s)
+  settings = estimators_lib.linear_svc_settings(s["estimators"], sap.SVC_C, "balanced")
   def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
     del with_codes
-    m = sap.score_matrix(x_tr, y_tr, x_te, y_te, groups, s["continuous_factors"])
-    return {"score": sap.avg_diff_top_two(m), "score_matrix": m}
+    log = estimators_lib.FitLog()
+    m = sap.score_matrix(x_tr, y_tr, x_te, y_te, groups, s["continuous_factors"],
+                         estimators=s["estimators"], log=log)
+    return {"score": sap.avg_diff_top_two(m), "score_matrix": m,
+            "estimator": log.record(settings)}
   by = _by_protocol(sets, code_sizes, True, fn)
   return _headline(by, "score", s["use_discrete"], factors_used=used, num_train=s["num_train"],
                    num_test=s["num_test"], continuous_factors=s["continuous_factors"],
-                   classifier=f"sklearn LinearSVC(C={sap.SVC_C}, class_weight='balanced')")
+                   classifier=(f"{estimators_lib.describe(settings)} per latent and factor"
+                               if not s["continuous_factors"] else "none (squared correlation)"))
+
+
+_DCI_TREES = {
+    "together": ("GradientBoostingClassifier() per factor, the trees of a stage grown together "
+                 "(disentangle.metrics.boosted_trees: scikit-learn's splits, leaves and "
+                 "importances)"),
+    "sklearn": "sklearn GradientBoostingClassifier() per factor",
+}
+
+
+def _dci_estimator(s: dict) -> dict:
+  """DCI's trees as recorded: today's fit under either ``eval.estimators`` (`estimators`)."""
+  return {"estimator": "GradientBoostingClassifier", "estimators": s["estimators"],
+          "implementation": ("disentangle.metrics.boosted_trees" if s["trees"] == "together"
+                             else "sklearn"),
+          "fit": "scikit-learn >= 0.21 (log-prior start, a stage's gradients from the previous "
+                 "stage); 0.20's multi-class fit is not reproduced",
+          "n_estimators": 100, "max_depth": 3, "learning_rate": 0.1, "converged": True}
 
 
 @_sampled_from_the_grid
 def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Eastwood & Williams' DCI as disentanglement_lib (`metrics.dci`); value: disentanglement."""
+  estimators_lib.check(s["estimators"])
   sets, used, code_sizes = _sets(inputs, s)
   seed = int(inputs.rng.integers(2**31))
   def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
@@ -207,31 +240,35 @@ def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   by = _by_protocol(sets, code_sizes, True, fn)
   return _headline(by, "disentanglement", s["use_discrete"], factors_used=used,
                    num_train=s["num_train"], num_test=s["num_test"], tree_seed=seed,
-                   classifier="sklearn GradientBoostingClassifier() per factor",
-                   trees=s["trees"])
+                   classifier=_DCI_TREES[s["trees"]], trees=s["trees"],
+                   estimator=_dci_estimator(s))
 
 
 @_sampled_from_the_grid
 def _modularity(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Ridgeway & Zemel's modularity and explicitness as disentanglement_lib
   (`metrics.modularity`); value: modularity."""
+  estimators_lib.check(s["estimators"])
   sets, used, code_sizes = _sets(inputs, s)
   rep_tr, y_tr = sets["train"]
+  settings = estimators_lib.logistic_regression_settings(s["estimators"])
   def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
     del groups
+    log = estimators_lib.FitLog()
     codes = sampling.histogram_discretize(rep_tr.mean, s["num_bins"])
     if with_codes:
       codes = np.concatenate([codes, rep_tr.codes], axis=1)
     mi = modularity.mutual_information(codes, y_tr)
     n_tr, n_te = sampling.normalize(x_tr, x_te)
-    train_auc, test_auc, per = modularity.explicitness(n_tr, y_tr, n_te, y_te)
+    train_auc, test_auc, per = modularity.explicitness(n_tr, y_tr, n_te, y_te,
+                                                       s["estimators"], log)
     return {"modularity": modularity.modularity(mi), "explicitness_train": train_auc,
             "explicitness_test": test_auc, "explicitness_per_factor": per,
-            "mutual_information": mi}
+            "mutual_information": mi, "estimator": log.record(settings)}
   by = _by_protocol(sets, code_sizes, True, fn)
   return _headline(by, "modularity", s["use_discrete"], factors_used=used,
                    num_train=s["num_train"], num_test=s["num_test"], num_bins=s["num_bins"],
-                   classifier="sklearn LogisticRegression() on standardised latents")
+                   classifier=f"{estimators_lib.describe(settings)} on standardised latents")
 
 
 def _explicitness_logged(m: dict) -> dict:
