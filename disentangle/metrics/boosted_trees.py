@@ -37,9 +37,10 @@ Where two differ, the numbers differ as scikit-learn's own do between two seeds:
   split off ties): scikit-learn takes the first in a random order of the features, drawn from its
   generator, and `fit` the first in a random order drawn from ``random_state``: the same rule,
   other draws;
-- scikit-learn computes a child's impurity by subtracting from its parent's sums, so a node whose
-  targets are all equal can show rounding noise above eps and be split into leaves of equal
-  value; `fit` leaves it a leaf (same predictions, an importance of ~1e-17 not counted);
+- a node whose targets are all equal shows rounding noise in its impurity (scikit-learn
+  subtracts a child's sums from its parent's, `fit` takes a mean of squares less a squared mean),
+  so one of the two can split it into leaves of equal value where the other keeps a leaf (same
+  predictions; an importance of ~1e-17);
 - sums are taken in another order, so improvements that agree to the last bits can resolve
   differently.
 
