@@ -41,6 +41,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.dataset.tfds_name = ""                # source 'tfds': builder to read; '' = catalog name
   c.dataset.synthetic_if_missing = False  # smoke variants: generate canonical-format stand-ins
   c.dataset.allow_download = True
+  c.dataset.placement = "auto"            # 'device' (the set on the device, batches gathered in
+                                          # the step), 'host' or 'auto' (train/device_data.py)
   c.dataset.eval_split = "test"           # split of the evaluated set (data.SPLITS)
   # dsprites_unfair (FFVAE App. B; data/dsprites_unfair.py): P(shape, x) ∝ (i_S/3)^q_shape +
   # (i_X/32)^q_x with indices counted from unfair_index_base; unfair_size rows drawn with unfair_seed.
@@ -271,6 +273,7 @@ RULES: dict[str, Rule] = {
     "dataset.name": one_of("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "shapes3d",
                            "smallnorb", "dsprites_unfair"),
     "dataset.source": one_of("auto", "file", "render", "tfds"),
+    "dataset.placement": one_of("auto", "device", "host"),
     "dataset.train_split": one_of(*DATASET_SPLITS),
     "dataset.eval_split": one_of(*DATASET_SPLITS),
     "dataset.eval_name": one_of("", "dsprites", "mnist", "fashion_mnist", "chairs", "celeba",

@@ -7,10 +7,15 @@ Every object returned by ``disentangle.data.load_dataset`` has
 - ``labels``: int64 array [num_examples] or ``None``;
 - the named supervision of ``supervision.Supervision``: ``target_names``, ``target_sizes``,
   ``targets_of(indices, names)``, ``attribute_names``, ``attributes_of(indices, names)``.
+
+A set that can be held whole in memory also has ``compact_images() -> CompactImages``: its
+images in their stored form (uint8, bit-packed), which the trainer may place on the device once
+and gather from inside the compiled step (`disentangle.train.device_data`).
 """
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+import dataclasses
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -35,6 +40,60 @@ class ImageDataset(Protocol):
 
   def get_images(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
     ...
+
+
+# How a compact array becomes the float32 images of ``get_images`` (the same values, bit for bit):
+# 'uint8': each byte's value looked up in ``CompactImages.levels`` (the dataset's own conversion
+# of the 256 levels); 'bits': binary images packed with ``np.packbits`` along the last pixel
+# axis, unpacked to {0., 1.}; 'float32': the values themselves.
+ENCODINGS = ("uint8", "bits", "float32")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompactImages:
+  """A training set's images in the compact form they are stored in.
+
+  Attributes:
+    encoding: one of ``ENCODINGS``.
+    shape: of the stored array (``[N, H, W // 8]`` for 'bits', else ``[N, H, W, C]`` or
+      ``[N, H, W]`` for one channel).
+    load: ``() -> array`` of ``shape`` (uint8, or float32 for 'float32'); may render or decode
+      every image (``in_memory`` False).
+    in_memory: whether ``load`` only hands over arrays already held (no rendering, no decoding).
+    rows: optional int [num_examples]: row r of the set is row ``rows[r]`` of the array.
+    levels: 'uint8': float32 [256], the image value of each byte (``levels_of``).
+  """
+  encoding: str
+  shape: tuple[int, ...]
+  load: Callable[[], np.ndarray]
+  in_memory: bool = True
+  rows: np.ndarray | None = None
+  levels: np.ndarray | None = None
+
+  @property
+  def nbytes(self) -> int:
+    itemsize = 4 if self.encoding == "float32" else 1
+    extra = 0 if self.rows is None else 4 * len(self.rows)
+    return int(np.prod(self.shape, dtype=np.int64)) * itemsize + extra
+
+
+def levels_of(convert: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+  """float32 [256]: ``convert`` (a dataset's uint8 -> float32 image conversion) of each byte."""
+  return np.asarray(convert(np.arange(256, dtype=np.uint8).reshape(256, 1, 1, 1)),
+                    np.float32).reshape(256)
+
+
+def compact_of(images: np.ndarray, convert: Callable[[np.ndarray], np.ndarray]
+               ) -> CompactImages | None:
+  """The ``CompactImages`` of images held in memory, converted by ``convert`` in
+  ``get_images``: uint8 as they are, floats as float32; None for other dtypes."""
+  if images.dtype == np.uint8:
+    return CompactImages("uint8", tuple(images.shape), lambda: images,
+                         levels=levels_of(convert))
+  if np.issubdtype(images.dtype, np.floating):
+    return CompactImages("float32", tuple(images.shape),
+                         lambda: np.asarray(convert(images), np.float32))
+  return None
 
 
 def to_float_images(images: np.ndarray) -> np.ndarray:
@@ -96,6 +155,9 @@ class ArrayImages(supervision.Supervision):
 
   def get_images(self, indices) -> np.ndarray:
     return to_float_images(self.images[np.asarray(indices, dtype=np.int64)])
+
+  def compact_images(self) -> CompactImages | None:
+    return compact_of(self.images, to_float_images)
 
   def __len__(self) -> int:
     return self.num_examples

@@ -17,6 +17,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from disentangle.data import arrays
 from disentangle.data.labels import supervision
 
 
@@ -118,6 +119,12 @@ class InMemoryGroundTruth(supervision.Supervision):
   def get_images(self, indices) -> np.ndarray:
     """float32 images [n, H, W, C] in [0, 1] of rows ``indices``."""
     return _as_images(self._observations[np.asarray(indices, np.int64)])
+
+  def compact_images(self) -> arrays.CompactImages | None:
+    """Image observations ([N, H, W] or [N, H, W, C]) as stored; None for feature vectors."""
+    if self._observations.ndim not in (3, 4):
+      return None
+    return arrays.compact_of(self._observations, _as_images)
 
   @property
   def factor_sizes(self) -> tuple[int, ...]:

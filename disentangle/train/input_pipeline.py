@@ -12,6 +12,10 @@ labelled spec, the second stream "labelled_image" / "labelled_targets": at step 
 entries of a permutation of the labelled subset drawn from ``PCG64([seed, LABELLED_STREAM, s])``
 (B_l distinct members; the authors take the first 64 of a fresh shuffle each iteration). The
 subset itself comes from ``LabelledSpec.seed`` (``data.labels.labelled``), the order from the run seed.
+
+Every source also gives the rows of its batch without loading them (``local_rows``: "index",
+and "labelled_index" for a labelled spec, int32); :class:`RowSource` yields those instead of the
+batch, for a training set held on the device (`disentangle.train.device_data`).
 """
 from __future__ import annotations
 
@@ -69,6 +73,10 @@ class BatchSource:
     """This process's share of ``global_indices(step)``."""
     return self.global_indices(step)[self.offset:self.offset + self.local]
 
+  def local_rows(self, step: int) -> dict:
+    """{"index": int32 rows of this process's share of the batch of ``step``}."""
+    return {"index": self.local_indices(step).astype(np.int32)}
+
   def local_batch(self, step: int) -> dict:
     return {"image": self.dataset.get_images(self.local_indices(step))}
 
@@ -104,16 +112,25 @@ class SideInfoSource:
     rng = np.random.Generator(np.random.PCG64([self.seed, LABELLED_STREAM, step]))
     return self.subset[rng.permutation(len(self.subset))[:self.spec.labelled.batch_size]]
 
+  def local_rows(self, step: int) -> dict:
+    """This process's rows of the batch of ``step`` (int32): "index" (the image stream) and,
+    with a labelled spec, "labelled_index"."""
+    rows = self.images.local_rows(step)
+    if self.subset is not None:
+      rows["labelled_index"] = self.labelled_indices(step)[
+          self.labelled_offset:self.labelled_offset + self.labelled_local].astype(np.int32)
+    return rows
+
   def local_batch(self, step: int) -> dict:
-    idx = self.images.local_indices(step)
+    rows = self.local_rows(step)
+    idx = rows["index"]
     batch = {"image": self.dataset.get_images(idx)}
     if self.spec.targets:
       batch["targets"] = self.dataset.targets_of(idx, self.spec.targets)
     if self.spec.attributes:
       batch["attributes"] = self.dataset.attributes_of(idx, self.spec.attributes)
     if self.subset is not None:
-      lidx = self.labelled_indices(step)[
-          self.labelled_offset:self.labelled_offset + self.labelled_local]
+      lidx = rows["labelled_index"]
       batch["labelled_image"] = self.dataset.get_images(lidx)
       batch["labelled_targets"] = self.dataset.targets_of(lidx, self.spec.targets)
     return batch
@@ -149,8 +166,24 @@ class MultiSeedSource:
     self.index = list(range(len(sources))) if index is None else list(index)
 
   def local_batch(self, step: int) -> dict:
-    batches = [s.local_batch(step) for s in self.sources]
+    return self._stacked([s.local_batch(step) for s in self.sources])
+
+  def local_rows(self, step: int) -> dict:
+    return self._stacked([s.local_rows(step) for s in self.sources])
+
+  def _stacked(self, batches: list[dict]) -> dict:
     return {k: np.stack([batches[i][k] for i in self.index]) for k in batches[0]}
+
+
+class RowSource:
+  """The rows of ``source``'s batches (``local_rows``) in place of the batches: the training set
+  is on the device and the compiled step gathers the batch (`disentangle.train.device_data`)."""
+
+  def __init__(self, source):
+    self.source = source
+
+  def local_batch(self, step: int) -> dict:
+    return self.source.local_rows(step)
 
 
 def prefetch(source, start_step: int, end_step: int, depth: int = 2,

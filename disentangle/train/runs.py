@@ -286,12 +286,14 @@ class Program:
       return {}
     return jax.device_put(values_arrays(self.config, self.cfgs), self.states)
 
-  def stepper(self, method, image_shape) -> Callable:
+  def stepper(self, method, image_shape, data=None) -> Callable:
     """``step -> jitted (state, batch, values) -> (state, metrics)`` of that step's phase.
 
     ``method`` (built from the whole config) tells the phases (``method.phase(step)``, e.g.
     CascadeVAE's discrete branch from t_d on): one program per phase, compiled on first use
-    and switched on the host, so no predicate is read back.
+    and switched on the host, so no predicate is read back. ``data``: the training set placed
+    on the devices (``device_data.DeviceData``); the step then takes the batch's rows in place
+    of the batch and gathers it first.
     """
     layout = seeds.layout(self.config)
     inner_mesh = None if self.manual else self.mesh  # inside shard_map every axis is manual
@@ -306,9 +308,15 @@ class Program:
                          concrete=not self.manual and layout == "unroll")
         if self.manual:
           impl = on_runs_axis(impl, self.mesh)
-        compiled[phase] = host.jit(impl, self.config, donate_argnums=0,
-                                   in_shardings=(self.states, self.batches, self.states),
-                                   out_shardings=(self.states, self.repl))
+        shardings = (self.states, self.batches, self.states)
+        if data is None:
+          compiled[phase] = host.jit(impl, self.config, donate_argnums=0,
+                                     in_shardings=shardings,
+                                     out_shardings=(self.states, self.repl))
+        else:
+          compiled[phase] = data.bind(host.jit(
+              data.compose(impl, self.batches), self.config, donate_argnums=0,
+              in_shardings=shardings + (self.repl,), out_shardings=(self.states, self.repl)))
       return compiled[phase]
 
     return at

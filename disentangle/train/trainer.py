@@ -41,6 +41,7 @@ from disentangle import config as config_lib
 from disentangle import data as data_lib
 from disentangle import methods
 from disentangle.train import checkpoint as checkpoint_lib
+from disentangle.train import device_data
 from disentangle.train import host
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
@@ -52,7 +53,8 @@ from disentangle.train import writers
 
 # Fields that may change between a run and its resumption.
 RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
-                    "progress_bar", "dataset.data_dir", "dataset.allow_download", "mesh.num_devices",
+                    "progress_bar", "dataset.data_dir", "dataset.allow_download",
+                    "dataset.placement", "mesh.num_devices",
                     "mesh.runs", "mesh.data", "model.conv_impl", "cascade.unary_batching",
                     "distributed.initialize", "distributed.coordinator_address",
                     "distributed.num_processes", "distributed.process_id")
@@ -155,6 +157,8 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   check_data = getattr(type(method), "check_data", None)  # e.g. label classes fit the variables
   if check_data is not None:
     check_data(config, dataset)
+  # The set on the devices (dataset.placement): the source then yields the batches' rows only.
+  source, on_device = device_data.prepare(config, dataset, spec, source, mesh)
 
   # Everything is valid: only now the run directories are created.
   for d, cfg_i in zip(dirs, cfgs):
@@ -178,7 +182,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     w.truncate_after(start)
 
   values = program.values()
-  train_step_at = program.stepper(method, dataset.image_shape)
+  train_step_at = program.stepper(method, dataset.image_shape, on_device)
   all_finite = jax.jit(_all_finite, out_shardings=repl)
 
   evaluators = []

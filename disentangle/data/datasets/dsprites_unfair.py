@@ -25,6 +25,8 @@ constant 0 in dSprites (one colour): it is not an attribute and asking for it is
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from disentangle.data.datasets import dsprites
@@ -191,6 +193,16 @@ class DSpritesUnfair(dsprites.IndexedRows):
   def get_images(self, indices) -> np.ndarray:
     """float32 [n, 64, 64, 1] in {0, 1}: the base's images of rows ``base_rows[indices]``."""
     return self.base.get_images(self.base_rows[self._check(indices)])
+
+  def compact_images(self):
+    """The base's compact images, row r read from the base's row ``base_rows[r]``; None for a
+    base without them (TFDS)."""
+    compact = getattr(self.base, "compact_images", None)
+    base = compact() if compact is not None else None
+    if base is None:
+      return None
+    rows = self.base_rows if base.rows is None else base.rows[self.base_rows]
+    return dataclasses.replace(base, rows=rows)
 
   def factors_of(self, indices) -> np.ndarray:
     """Factor classes [n, 5] (int64) of rows ``indices``."""

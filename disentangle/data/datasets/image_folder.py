@@ -114,6 +114,12 @@ class FolderImages(supervision.Supervision):
     """float32 [n, size, size, channels] in [0, 1]."""
     return arrays.to_float_images(self.load_uint8(indices))
 
+  def compact_images(self) -> arrays.CompactImages:
+    """uint8 [N, size, size, channels]; loading decodes every file once (``preload``)."""
+    return arrays.CompactImages("uint8", (self.num_examples,) + self.image_shape,
+                                lambda: self.preload()._cache, in_memory=self._cache is not None,
+                                levels=arrays.levels_of(arrays.to_float_images))
+
   def preload(self) -> "FolderImages":
     """Decodes every image once into memory (uint8); later calls index the array."""
     if self._cache is None:
