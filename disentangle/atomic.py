@@ -24,6 +24,7 @@ import errno
 import glob
 import os
 import pathlib
+import re
 import socket
 import tempfile
 from typing import Iterator
@@ -36,6 +37,9 @@ class WriteError(OSError):
 def write_error(path, e: BaseException) -> WriteError:
   """The `WriteError` of a failed write of ``path`` (``e``: the error that stopped it)."""
   code = getattr(e, "errno", None)
+  if not code:  # tensorstore (orbax's arrays) names the system's error in its message
+    found = re.search(r"os_error_code='(\d+)'", str(e))
+    code = int(found.group(1)) if found else None
   if code:
     cause = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
   else:

@@ -13,6 +13,10 @@ SIGTERM (a preemption notice) or SIGINT (Ctrl-C) during training: the step in fl
 checkpoint of that step is written, one line says where the run stopped and the command that
 resumes it (the same command), and the process exits with status 128 + the signal's number
 (143 for SIGTERM, 130 for SIGINT), as a shell reports a process ended by that signal.
+``--deadline=25m`` (seconds, or a number with s / m / h) stops the same way once that much wall
+time has passed since the start, with exit status 124; an evaluation that would end past it is
+not started (it runs first when the run resumes). The exit mapping and the deadline's parsing
+are `disentangle.command_line`'s, shared with ``experiments.reproduce``.
 """
 from __future__ import annotations
 
@@ -20,20 +24,22 @@ import importlib.util
 import pathlib
 import shlex
 import sys
+import time
 
 from absl import app
 from absl import flags
 from absl import logging as absl_logging
 from ml_collections import config_flags
 
-from disentangle import atomic
+from disentangle import command_line
 from disentangle import config as config_lib
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, with :variant.",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (created; resumed if it exists).")
 
-BAD_INPUT_STATUS = 2
+BAD_INPUT_STATUS = command_line.BAD_INPUT_STATUS
+fail = command_line.fail
 
 
 def default_workdir(config_arg: str) -> pathlib.Path:
@@ -82,11 +88,6 @@ def _last_line(text: str) -> str:
   return [line for line in text.splitlines() if line.strip()][-1].strip()
 
 
-def fail(message: str) -> None:
-  print(f"error: {message}", file=sys.stderr, flush=True)
-  sys.exit(BAD_INPUT_STATUS)
-
-
 def parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, with a bad ``--config`` (file, variant, field, value) as one line.
 
@@ -110,25 +111,17 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 
 def _run(_):
-  from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
+  deadline = command_line.deadline_from_flag(_STARTED)  # a bad value: one line, nothing created
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
-  from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
-  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
   absl_logging.set_verbosity(absl_logging.WARNING)
   config = _CONFIG.value
   workdir = pathlib.Path(_WORKDIR.value)
   print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
-  try:
-    trainer.train(config, workdir, evaluator_factory=evaluator.factory(config))
-  except (config_lib.ConfigError, trainer.NonFiniteError, data_lib.DataFileError,
-          checkpoint.CheckpointError, atomic.WriteError) as e:
-    fail(str(e))  # bad config, missing / corrupt data, NaN, no restorable checkpoint, a failed
-    # write (full disk): one line, no traceback
-  except preemption.Preempted as e:
-    print(f"{e}: {shlex.join(getattr(sys, 'orig_argv', sys.argv))}", flush=True)
-    sys.exit(e.exit_status)
+  with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
+    trainer.train(config, workdir, evaluator_factory=evaluator.factory(config),
+                  deadline=deadline)
   print(f"done: {workdir}", flush=True)
 
 
@@ -143,6 +136,9 @@ def _joined(argv: list[str], name: str) -> list[str]:
       out.append(argv[i])
       i += 1
   return out
+
+
+_STARTED = time.time()  # the deadline counts from the start of the command
 
 
 def main(default_config: str | None = None) -> None:

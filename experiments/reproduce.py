@@ -1,6 +1,7 @@
 """One command per paper table: train every row with its seeds, evaluate, print the table.
 
 python -m experiments.reproduce --table=NAME --workdir=DIR [--seeds=N] [--fraction=F]
+                               [--deadline=25m]
 python -m experiments.reproduce --list
 python -m experiments.reproduce --table=NAME --dry_run [--seeds=N] [--fraction=F]
 
@@ -9,16 +10,26 @@ logic `disentangle.reproduce`. ``--fraction=F`` shortens every schedule to F of 
 the ``cpu`` variants do (``common.scale_schedule``, iteration counts rounded to whole steps);
 ``--seeds`` defaults to the paper's number. The same command again resumes what is unfinished
 and prints the table again (``DIR/table.md``, ``DIR/table.json``). Bad input (an unknown table,
-a fraction outside (0, 1], fewer than one seed, a workdir of another table) is one line and exit
-status 2, with nothing created.
+a fraction outside (0, 1], fewer than one seed, a workdir of another table, a deadline that is
+not a positive duration) is one line and exit status 2, with nothing created; so is a workdir
+that another ``experiments.reproduce`` is using (a lock on ``DIR/reproduce.lock``).
+``--deadline`` (seconds, or ``90s``, ``25m``, ``1h``, from the start of the command) stops the
+program in training at the deadline with a checkpoint and starts no evaluation that would end
+past it; ``table.md`` / ``table.json`` then hold what is done, and the command exits with status
+124 (`disentangle.command_line`, the exit mapping shared with the training entry points).
 """
 import functools
 import shlex
 import sys
+import time
 
 from absl import app
 from absl import flags
 from absl import logging as absl_logging
+
+from disentangle import command_line
+
+STARTED = time.time()  # the deadline counts from the start of the command
 
 _TABLE = flags.DEFINE_string("table", None, "Table name (--list names them).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder of the table's runs (resumed).")
@@ -27,7 +38,8 @@ _FRACTION = flags.DEFINE_string("fraction", "1", "Share of every schedule, in (0
 _LIST = flags.DEFINE_bool("list", False, "Name every table with its rows.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the programs and the run-steps only.")
 
-BAD_INPUT_STATUS = 2
+BAD_INPUT_STATUS = command_line.BAD_INPUT_STATUS
+fail = command_line.fail
 
 
 def config_modules() -> dict:
@@ -41,15 +53,8 @@ def scale():
   return functools.partial(common.scale_schedule, round_steps=True)
 
 
-def fail(message: str) -> None:
-  print(f"error: {message}", file=sys.stderr, flush=True)
-  sys.exit(BAD_INPUT_STATUS)
-
-
 def main(argv):
-  from disentangle import atomic  # pylint: disable=g-import-not-at-top
   from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
-  from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
   from experiments import tables  # pylint: disable=g-import-not-at-top
@@ -75,21 +80,15 @@ def main(argv):
     run.check_workdir(_WORKDIR.value, table, seeds=seeds, fraction=fraction)
   except (plan.BadInput, config_lib.ConfigError) as e:
     fail(str(e))
+  deadline = command_line.deadline_from_flag(STARTED)
   absl_logging.set_verbosity(absl_logging.WARNING)
   command = "python -m experiments.reproduce " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-  from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
-  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
-  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  try:
+  # A workdir in use, a missing data file, NaN, no restorable checkpoint, a failed write: one
+  # line; a signal or the deadline: the table of what is done, one line. The finished programs
+  # stay and the same command resumes.
+  with command_line.exits(command):
     data = run.run_table(table, _WORKDIR.value, config_modules(), scale=scale(), seeds=seeds,
-                         fraction=fraction, command=command)
-  except (plan.BadInput, config_lib.ConfigError, data_lib.DataFileError, atomic.WriteError,
-          trainer.NonFiniteError, checkpoint.CheckpointError) as e:
-    fail(str(e))  # a missing data file, NaN, no restorable checkpoint, a failed write: one line;
-    # the finished programs stay and the same command resumes
-  except preemption.Preempted as e:  # SIGTERM / SIGINT: checkpointed; the command resumes
-    print(f"{e}: {command}", flush=True)
-    sys.exit(e.exit_status)
+                         fraction=fraction, command=command, deadline=deadline)
   from disentangle.reproduce import render  # pylint: disable=g-import-not-at-top
   print(render.markdown(data))
   print(f"wrote {_WORKDIR.value}/table.md and table.json")

@@ -406,3 +406,81 @@ def test_a_mig_table_states_each_estimators_factor_set():
   assert "every line" not in text
   assert "- F (penalty = 0.2): histogram: all (shape, scale, orientation); sampled: all " \
          "(shape, scale, orientation)" in text
+
+
+def _tiny_table():
+  base = dict(num_steps=4, checkpoint_every=2, log_every=2, **{
+      "cascade.discrete_start": 0, "cascade.num_discrete": 4, "eval.num_points": 64,
+      "eval.information": False, "eval.num_images": 4, "mesh.num_devices": 1})
+  module = _fake_module({"lo": _tiny(**base, **{"cascade.penalty": 0.25})}, {})
+  table = plan.Table("tiny", "a tiny table", "test", ("accuracy",),
+                     (plan.Row("lo", "3", "fake", "lo"),), "final", seeds=1)
+  kwargs = dict(scale=SCALE, seeds=1, fraction="1", command="cmd",
+                dataset=helpers.TinyImages(n=64),
+                evaluate_kwargs={"mig_points": 200, "encode_batch_size": 64})
+  return table, {"fake": module}, kwargs
+
+
+_HOLD = ("import fcntl, os, sys\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "os.pwrite(fd, str(os.getpid()).encode(), 0)\n"
+         "print('held', flush=True)\n"
+         "sys.stdin.read()\n")
+
+
+@pytest.mark.slow
+def test_a_workdir_in_use_is_refused_in_one_line_until_its_holder_ends(tmp_path):
+  """Another process holds ``reproduce.lock``: the command line and `run_table` are refused in one
+  line naming it (status 2), nothing of the table is written; once the holder is killed (the
+  system releases its lock) the same call proceeds (here to its deadline, already past)."""
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
+  workdir = tmp_path / "w"
+  workdir.mkdir()
+  holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(workdir / run.LOCK)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    proc = _cli("--table=cascadevae_table3", "--seeds=2", "--fraction=1/50",
+                f"--workdir={workdir}")
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert lines == [f"error: --workdir: {workdir} is in use by another experiments.reproduce "
+                     f"(process {holder.pid}); wait for it to end or choose another --workdir"]
+    table, modules, kwargs = _tiny_table()
+    with pytest.raises(plan.BadInput, match="is in use by another"):
+      run.run_table(table, workdir, modules, **kwargs)
+    assert [p.name for p in workdir.iterdir()] == [run.LOCK]
+  finally:
+    holder.kill()
+    holder.wait()
+  with pytest.raises(preemption.DeadlineReached) as e:
+    run.run_table(table, workdir, modules, deadline=0.0, **kwargs)
+  assert e.value.exit_status == 124
+  assert str(e.value) == (f"stopped at the deadline before the training of program 1/1 "
+                          f"(fake_lo); {workdir / 'table.md'} holds what is done; the same "
+                          "command resumes")
+  assert json.loads((workdir / "table.json").read_text())["lines"][0]["status"] != "evaluated"
+
+
+@pytest.mark.slow
+def test_a_table_stopped_at_its_deadline_writes_what_is_done_and_resumes(tmp_path, monkeypatch):
+  """The deadline passes during the first step of the only program: training stops there with a
+  checkpoint, table.md / table.json are written (the row not evaluated) and DeadlineReached says
+  where; the same call without a deadline resumes, evaluates and fills the row."""
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
+  table, modules, kwargs = _tiny_table()
+  monkeypatch.setattr(preemption.Signals, "passed", lambda self: self.deadline is not None)
+  with pytest.raises(preemption.DeadlineReached) as e:
+    run.run_table(table, tmp_path, modules, deadline=4e9, **kwargs)
+  program = tmp_path / "runs" / "fake_lo"
+  assert str(e.value).startswith(
+      f"stopped at the deadline in the training of program 1/1 (fake_lo) at step 1 of 4 "
+      f"(checkpoint 1 in {program / 'checkpoints'}); {tmp_path / 'table.md'} holds what is done")
+  assert (program / "checkpoints" / "1").is_dir()
+  first = json.loads((tmp_path / "table.json").read_text())
+  assert first["lines"][0]["status"] != "evaluated" and (tmp_path / "table.md").is_file()
+  monkeypatch.undo()
+  data = run.run_table(table, tmp_path, modules, **kwargs)
+  assert data["lines"][0]["status"] == "evaluated"
+  assert json.loads((tmp_path / "table.json").read_text())["lines"][0]["status"] == "evaluated"

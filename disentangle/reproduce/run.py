@@ -8,12 +8,23 @@ evaluator (`evaluator.factory`), unless its checkpoint is already at ``num_steps
 evaluated by `evaluate_run` (final checkpoint and, where ``eval.select`` keeps one, the selected
 checkpoint), unless its ``results.json`` is current. After each program ``table.json`` and
 ``table.md`` are rewritten (`render`), so an interrupted run leaves the rows it finished.
+
+One command at a time per workdir: `run_table` holds an exclusive lock (``fcntl.flock``) on
+``<workdir>/reproduce.lock`` while it works; a second one is refused in one line (`plan.BadInput`).
+The system releases the lock when the process ends, however it ends, so a killed command never
+blocks the next. With a ``deadline`` the program in training stops at it with a checkpoint
+(`preemption.DeadlineReached`), no evaluation that would end past it is started (as long as the
+last one of this command took) and no program is started past it; the table of what is done is
+written before the stop is raised.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import fractions
 import json
+import os
 import pathlib
 import time
 from typing import Callable, Mapping, Optional
@@ -23,6 +34,30 @@ from disentangle.reproduce import plan as plan_lib
 from disentangle.reproduce import render
 
 RECORD = "reproduce.json"
+LOCK = "reproduce.lock"
+
+
+@contextlib.contextmanager
+def holding(workdir):
+  """Hold the workdir's lock (creating the workdir); `plan.BadInput` when another process holds
+  it."""
+  workdir = pathlib.Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  fd = os.open(workdir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+      raise plan_lib.BadInput(
+          f"--workdir: {workdir} is in use by another experiments.reproduce"
+          f"{f' (process {holder})' if holder.isdigit() else ''}; wait for it to end or choose "
+          "another --workdir") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    yield
+  finally:
+    os.close(fd)  # releases the lock
 
 
 def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction) -> Optional[dict]:
@@ -48,7 +83,8 @@ def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction) -> Op
       raise plan_lib.BadInput(f"--seeds: {workdir} holds runs of {their[2]} seed(s), not {seeds}:"
                               f" use --seeds={their[2]} to resume, or another --workdir")
     return record
-  if workdir.exists() and (not workdir.is_dir() or any(workdir.iterdir())):
+  if workdir.exists() and (not workdir.is_dir() or
+                           any(p.name != LOCK for p in workdir.iterdir())):
     raise plan_lib.BadInput(f"--workdir: {workdir} is not empty and holds no {RECORD}: not a "
                             f"workdir of this command; choose a new or empty folder")
   return None
@@ -117,7 +153,8 @@ def write_table(workdir: pathlib.Path, table, programs, published, meta) -> dict
 
 def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callable,
               seeds: Optional[int] = None, fraction=1, command: str = "", dataset=None,
-              evaluate_kwargs: Optional[dict] = None, log: Callable = print) -> dict:
+              evaluate_kwargs: Optional[dict] = None, log: Callable = print,
+              deadline: Optional[float] = None) -> dict:
   """Every program of ``table`` trained, evaluated and tabulated in ``workdir``; the table data.
 
   Args:
@@ -130,22 +167,35 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
       `evaluate_run` as an override, so the table says "not comparable").
     evaluate_kwargs: further arguments of `evaluate_run` (e.g. fewer votes in tests).
     log: progress lines.
+    deadline: a `time.time()` at which the work stops (module docstring); None: none.
 
   Raises:
-    plan.BadInput: a bad seed count, fraction or workdir (nothing created).
+    plan.BadInput: a bad seed count, fraction or workdir (nothing created), or a workdir in use.
     ConfigError, DataFileError, ...: as `trainer.train` (the finished programs stay).
+    preemption.Preempted: a signal, or the deadline (`DeadlineReached`); the table is written.
   """
-  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
-  from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
-  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   seeds = table.seeds if seeds is None else plan_lib.parse_seeds(seeds)
   fraction = plan_lib.parse_fraction(fraction)
   workdir = pathlib.Path(workdir)
-  record = check_workdir(workdir, table, seeds=seeds, fraction=fraction)
+  check_workdir(workdir, table, seeds=seeds, fraction=fraction)  # before anything is created
   programs = plan_lib.plan_table(table, modules, seeds=seeds, fraction=fraction, scale=scale)
+  with holding(workdir):
+    return _run_programs(table, workdir, modules, programs, seeds=seeds, fraction=fraction,
+                         command=command, dataset=dataset, evaluate_kwargs=evaluate_kwargs,
+                         log=log, deadline=deadline)
+
+
+def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int, fraction,
+                  command: str, dataset, evaluate_kwargs, log: Callable,
+                  deadline: Optional[float]) -> dict:
+  """`run_table`'s work, under the workdir's lock."""
+  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  record = check_workdir(workdir, table, seeds=seeds, fraction=fraction)  # under the lock
   published = {i: plan_lib.published_of(r, modules) for i, r in enumerate(table.rows)}
   started = time.perf_counter()
-  workdir.mkdir(parents=True, exist_ok=True)
   record = record or {"table": table.name, "seeds": seeds, "fraction": str(fraction),
                       "created": datetime.datetime.now().isoformat(), "commands": [],
                       "wall_s": 0.0}
@@ -161,20 +211,41 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
     meta["wall_s"] = record["wall_s"]
     return write_table(workdir, table, programs, published, meta)
 
+  def stop(where: str, step=None):
+    save()
+    raise preemption.DeadlineReached(
+        f"stopped at the deadline {where}; {workdir / 'table.md'} holds what is done; the same "
+        "command resumes", step)
+
   save()
+  eval_seconds = 0.0  # the last evaluation's, the estimate of the next one
   for k, p in enumerate(programs, 1):
     directory = workdir / p.directory
     head = f"[{k}/{len(programs)}] {', '.join(p.args)} ({len(p.runs)} runs, {p.num_steps} steps)"
-    if finished(directory, p):
+    which = f"program {k}/{len(programs)} ({p.name})"
+    if finished(directory, p) and not (directory / trainer.PENDING_EVAL).exists():
       log(f"{head}: trained")
     else:
+      if deadline is not None and time.time() >= deadline:
+        stop(f"before the training of {which}")
       log(f"{head}: training in {directory}")
-      trainer.train(p.config, directory, dataset=dataset,
-                    evaluator_factory=evaluator.factory(p.config))
+      try:
+        trainer.train(p.config, directory, dataset=dataset,
+                      evaluator_factory=evaluator.factory(p.config), deadline=deadline)
+      except preemption.DeadlineReached as e:
+        stop(f"in the training of {which} at step {e.step} of {p.num_steps} (checkpoint "
+             f"{e.step} in {directory / 'checkpoints'})", e.step)
+      except preemption.Preempted:
+        save()
+        raise
     if evaluated(directory, p, table):
       log(f"{head}: evaluated")
     else:
+      if deadline is not None and time.time() + eval_seconds > deadline:
+        stop(f"before the evaluation of {which}")
       log(f"{head}: evaluating")
+      began = time.perf_counter()
       evaluate_run.evaluate_run(directory, dataset=dataset, **(evaluate_kwargs or {}))
+      eval_seconds = time.perf_counter() - began
     save()
   return save()

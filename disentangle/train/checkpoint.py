@@ -18,11 +18,21 @@ tree that does not match) is skipped: ``restore`` without a step falls back to t
 that restores, warns in one line naming the skipped ones and, when writable, moves them aside to
 ``<subdir>_skipped/<step>`` (never deleted; the resumed run then saves those steps afresh). When
 none restores, `CheckpointError` names the folder and nothing is moved.
+
+A save that fails (a full disk) raises `atomic.WriteError`, one line. Orbax's writer threads log
+the same error first (``_SignalingThread.run() raised an exception``, with its traceback) and
+tensorstore's writes still in flight, once they end, call back into the closed event loop of the
+failed save (``Event loop is closed``, one traceback each, through `sys.unraisablehook`): both
+repeat the one error and are dropped for a failed save only (`_quiet_failed_save`); other logging
+and other unraisable exceptions are untouched.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import pathlib
 import sys
+import traceback
 
 import jax
 import orbax.checkpoint as ocp
@@ -101,8 +111,9 @@ class Checkpointer:
     else:
       args = ocp.args.StandardSave(state)
     try:  # orbax writes into a temporary folder: a failed save leaves the older steps intact
-      self._manager.save(step, args=args)
-      self._manager.wait_until_finished()
+      with _quiet_failed_save():
+        self._manager.save(step, args=args)
+        self._manager.wait_until_finished()
     except ocp.checkpoint_manager.StepAlreadyExistsError:
       raise
     except Exception as e:  # pylint: disable=broad-except  (ENOSPC and other write failures)
@@ -197,3 +208,68 @@ class Checkpointer:
 
   def close(self) -> None:
     self._manager.close()
+
+
+class _HeldThreadErrors(logging.Filter):
+  """Holds back orbax's log record of an exception in one of its save threads."""
+
+  def __init__(self):
+    super().__init__()
+    self.held: list[logging.LogRecord] = []
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    if record.exc_info and "_SignalingThread.run() raised" in str(record.msg):
+      self.held.append(record)
+      return False
+    return True
+
+
+@contextlib.contextmanager
+def _quiet_failed_save():
+  """While a save runs, orbax's records of its threads' exceptions and the callbacks of its
+  writes into a closed event loop are held back: dropped when the save fails (its error is raised
+  as one line), passed on as usual when it succeeds. After a failure, the late callbacks of its
+  cancelled writes keep being dropped (`_drop_closed_loop_callbacks`)."""
+  logger = logging.getLogger("absl")  # orbax logs through absl
+  held = _HeldThreadErrors()
+  logger.addFilter(held)
+  previous = sys.unraisablehook
+  callbacks = []
+  sys.unraisablehook = lambda u: (callbacks.append(u) if _is_closed_loop_callback(u)
+                                  else previous(u))
+  try:
+    yield
+  except BaseException:
+    sys.unraisablehook = previous
+    _drop_closed_loop_callbacks()
+    raise
+  else:
+    sys.unraisablehook = previous
+    for record in held.held:
+      logger.handle(record)
+    for unraisable in callbacks:
+      previous(unraisable)
+  finally:
+    logger.removeFilter(held)
+
+
+def _is_closed_loop_callback(unraisable) -> bool:
+  """``RuntimeError('Event loop is closed')`` raised by ``call_soon_threadsafe``."""
+  e, tb = unraisable.exc_value, unraisable.exc_traceback
+  return isinstance(e, RuntimeError) and str(e) == "Event loop is closed" and tb is not None \
+      and any(f.name == "call_soon_threadsafe" for f in traceback.extract_tb(tb))
+
+
+def _drop_closed_loop_callbacks() -> None:
+  """From now on, `sys.unraisablehook` drops the callbacks into a closed loop (the writes of a
+  failed save ending after its loop was closed); every other unraisable exception goes to the
+  hook in place before. Installed once."""
+  previous = sys.unraisablehook
+  if getattr(previous, "drops_closed_loop_callbacks", False):
+    return
+
+  def hook(unraisable):
+    if not _is_closed_loop_callback(unraisable):
+      previous(unraisable)
+  hook.drops_closed_loop_callbacks = True
+  sys.unraisablehook = hook

@@ -1,0 +1,76 @@
+"""The command lines' shared pieces (`disentangle.command_line`): ``--deadline`` parsed once, bad
+values in one line naming the flag with nothing created, and a run stopped at its deadline."""
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from disentangle import command_line
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("text,seconds", [("90", 90), ("90s", 90), ("25m", 1500), ("1h", 3600),
+                                          ("1.5h", 5400), (" 2 m ", 120), (".5s", 0.5)])
+def test_deadline_is_seconds_or_a_number_with_a_unit(text, seconds):
+  assert command_line.parse_deadline(text) == seconds
+
+
+@pytest.mark.parametrize("text,reason", [("0", "must be positive"), ("0m", "must be positive"),
+                                         ("-5m", "expected seconds"), ("abc", "expected seconds"),
+                                         ("5d", "expected seconds"), ("", "expected seconds"),
+                                         ("inf", "expected seconds"), ("1h30m", "expected")])
+def test_bad_deadline_is_one_line_naming_the_flag(text, reason):
+  with pytest.raises(ValueError) as e:
+    command_line.parse_deadline(text)
+  assert str(e.value).startswith("--deadline: ") and reason in str(e.value)
+  assert "\n" not in str(e.value)
+
+
+_SMOKE = ("--config=experiments/configs/dsprites_betavae.py:smoke", "--config.batch_size=16",
+          "--config.checkpoint_every=10", "--config.eval_every=20", "--config.eval.num_points=500",
+          "--config.eval.factor_score_votes=20", "--noconfig.progress_bar")
+
+
+def _run(module, *args):
+  return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True,
+                        text=True, timeout=600, check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module,args", [
+    ("experiments.dsprites_betavae", _SMOKE),
+    ("experiments.reproduce", ("--table=cascadevae_table3", "--seeds=2", "--fraction=1/50"))])
+@pytest.mark.parametrize("value", ["0", "soon"])
+def test_command_lines_refuse_a_bad_deadline_in_one_line(tmp_path, module, args, value):
+  proc = _run(module, *args, f"--deadline={value}", f"--workdir={tmp_path / 'run'}")
+  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith("error: --deadline: "), proc.stderr[-2000:]
+  assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_smoke_run_stops_at_its_deadline_with_a_checkpoint_and_resumes(tmp_path):
+  """``--deadline=2s`` counts from the start: start-up and the first compilation take longer, so
+  the first step ends past it; the run stops there with its checkpoint, one line on stdout with
+  the command that resumes, status 124, nothing on stderr but the data's warnings. The same
+  command without a deadline then resumes and completes."""
+  workdir = tmp_path / "run"
+  args = _SMOKE + ("--config.num_steps=20", f"--workdir={workdir}")
+  proc = _run("experiments.dsprites_betavae", *args, "--deadline=2s")
+  assert proc.returncode == 124, proc.stderr[-3000:]
+  [line] = [l for l in proc.stdout.splitlines() if l.startswith("stopped")]
+  found = re.match(r"stopped at the deadline at step (\d+) of 20, checkpoint (\d+) in (\S+); "
+                   r"the same command resumes: .*--deadline=2s", line)
+  assert found and found.group(1) == found.group(2), line
+  step = int(found.group(1))
+  assert found.group(3) == str(workdir / "checkpoints") and (workdir / "checkpoints" / str(step)) \
+      .is_dir()
+  assert not [l for l in proc.stderr.splitlines()
+              if l.strip() and "procedurally rendered" not in l and "return DSprites(" not in l]
+  done = _run("experiments.dsprites_betavae", *args)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert f"at step {step}" in done.stdout and "done:" in done.stdout
