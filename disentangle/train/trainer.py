@@ -9,7 +9,12 @@ atomically every ``checkpoint_every`` steps and at the end. A non-finite loss st
 :class:`NonFiniteError` before anything bad is saved. SIGTERM or SIGINT during the loop
 (`disentangle.train.preemption`): the step in flight ends, a checkpoint of that step is written
 (every process stopping at the same step), the writers are closed and
-`preemption.Preempted` is raised; training again in the same workdir resumes bitwise.
+`preemption.Preempted` is raised; training again in the same workdir resumes bitwise. A
+``deadline`` stops the run the same way (`preemption.DeadlineReached`) at the first step that
+ends past it; an evaluation that would end past it (as long as the last one took) is not
+started: the run stops at that step and the resumed run evaluates it first (``eval_pending.json``
+in the workdir says which step). Any exception out of the loop closes the writers, the selectors
+and the checkpointer too, as a normal end and a stop do.
 
 ``config.num_seeds = N > 1`` and ``config.sweep`` train R runs (sweep points x seeds,
 `disentangle.train.runs`) in one program over stacked parameters, optimiser states, rng and
@@ -51,6 +56,7 @@ from disentangle.train import seeds
 from disentangle.train import selection
 from disentangle.train import writers
 
+PENDING_EVAL = "eval_pending.json"  # the step whose evaluation was deferred at the deadline
 # Fields that may change between a run and its resumption.
 RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                     "progress_bar", "dataset.data_dir", "dataset.allow_download",
@@ -121,8 +127,12 @@ def _all_finite(tree) -> jax.Array:
 
 
 def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
-          evaluator_factory: Callable | None = None):
-  """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint). Returns the state."""
+          evaluator_factory: Callable | None = None, deadline: float | None = None):
+  """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint). Returns the state.
+
+  ``deadline``: a `time.time()` at which training stops with a checkpoint
+  (`preemption.DeadlineReached`); None: none.
+  """
   methods.validate(config)
   selection.check(config)
   if selection.rule(config) != "final" and evaluator_factory is None:
@@ -198,10 +208,30 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   # dispatched on ready inputs (a pending copy cost XLA:CPU ~15% more CPU per step; benchmarks/README.md).
   to_device = lambda local: jax.block_until_ready(
       _global_batch(local, data_sharding, num_runs, config.batch_size))
-  stopped = None
-  # SIGTERM / SIGINT: stop after a step. The bar is closed on any exit, so that an error's
-  # message starts its own line.
-  with preemption.Signals(start) as stop, _closing(bar):
+  stopped, deferred, eval_seconds = None, False, 0.0
+
+  def evaluate(done, state) -> float:
+    """Every run's evaluation at step ``done`` (process 0); its duration in seconds."""
+    began = time.perf_counter()
+    params = _local_copy(state.params)
+    for i, ev in enumerate(evaluators):
+      params_i = seeds.take(params, i) if multi else params
+      result = ev.run(params_i, done)
+      metric_writers[i].write(done, result)
+      if selectors:
+        selectors[i].offer(done, result, lambda i=i: _seed_state(state, i, multi),
+                           num_points=len(getattr(ev, "indices", ())) or None)
+    return time.perf_counter() - began
+
+  # SIGTERM / SIGINT / the deadline: stop after a step. The bar is closed on any exit, so that an
+  # error's message starts its own line; the writers, selectors and checkpointer too.
+  with _closed_on_exit(metric_writers, selectors, ckpt), \
+      preemption.Signals(start, deadline) as stop, _closing(bar):
+    pending = workdir / PENDING_EVAL
+    if is_main and pending.exists():  # deferred at the deadline: evaluated before going on
+      if evaluators and json.loads(pending.read_text()).get("step") == start:
+        eval_seconds = evaluate(start, state)
+      pending.unlink()
     for step, batch in input_pipeline.prefetch(source, start, config.num_steps,
                                                transfer=to_device):
       state, metrics = train_step_at(step)(state, batch, values)
@@ -226,18 +256,16 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
           w.write(done, dict(mi, steps_per_sec=rate))
         if bar is not None:
           bar.set_postfix(loss=f"{float(losses.mean()):.2f}")
-      if evaluators and (done % config.eval_every == 0 or is_last):
-        params = _local_copy(state.params)
-        for i, ev in enumerate(evaluators):
-          params_i = seeds.take(params, i) if multi else params
-          result = ev.run(params_i, done)
-          metric_writers[i].write(done, result)
-          if selectors:
-            selectors[i].offer(done, result, lambda i=i: _seed_state(state, i, multi),
-                               num_points=len(getattr(ev, "indices", ())) or None)
+      if evaluator_factory is not None and (done % config.eval_every == 0 or is_last):
+        deferred = stop.too_late(eval_seconds)  # it would end past the deadline: stop here
+        if deferred and is_main:
+          atomic.write_text(pending, json.dumps({"step": done}))
+        elif evaluators:
+          eval_seconds = evaluate(done, state)
       for hook in hooks or ():
         hook(state, done)
-      stopping = not is_last and stop.stop_at(done)  # a signal: this step's checkpoint, stop
+      # A signal or the deadline: this step's checkpoint, stop.
+      stopping = deferred or (not is_last and stop.stop_at(done))
       if save_now or stopping:
         if not bool(all_finite(state.params)):
           raise NonFiniteError(f"parameters became non-finite by step {done}; not saved. The last "
@@ -246,11 +274,11 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       if stopping:
         stopped = done
         break
-  for w in metric_writers:
-    w.close()
-  for s in selectors:
-    s.close()
-  ckpt.close()
+  if stopped is not None and stop.at_deadline:
+    later = " (its evaluation runs first when resumed)" if deferred else ""
+    raise preemption.DeadlineReached(
+        f"stopped at the deadline at step {stopped} of {config.num_steps}, checkpoint {stopped} "
+        f"in {ckpt.directory}{later}; the same command resumes", stopped)
   if stopped is not None:
     raise preemption.Preempted(
         f"stopped by {stop.name} at step {stopped} of {config.num_steps}, checkpoint {stopped} "
@@ -320,6 +348,33 @@ def _first(x):
 
 def _closing(bar):
   return contextlib.nullcontext() if bar is None else contextlib.closing(bar)
+
+
+@contextlib.contextmanager
+def _closed_on_exit(metric_writers, selectors, ckpt):
+  """Close the writers, the selectors and the checkpointer (which waits for a save in flight)
+  on any exit. Each is closed even when another fails; a failure to close is raised after a
+  normal exit and dropped behind an exception already on its way (which says what went wrong)."""
+  things = [*metric_writers, *selectors, ckpt]
+  try:
+    yield
+  except BaseException:
+    _close_all(things)
+    raise
+  error = _close_all(things)
+  if error is not None:
+    raise error
+
+
+def _close_all(things) -> Exception | None:
+  """Close each of ``things``; the first exception raised, if any."""
+  first = None
+  for thing in things:
+    try:
+      thing.close()
+    except Exception as e:  # pylint: disable=broad-except
+      first = first or e
+  return first
 
 
 def _progress(config, start, enabled):
