@@ -195,3 +195,61 @@ def test_command_line_full_disk_at_an_image_then_an_evaluation_write(tmp_path):
                         check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "resumed from" in proc.stdout and "done:" in proc.stdout
+
+
+_FILE_SIZE_CLI = r"""
+import resource, runpy, signal, sys
+limit = int(sys.argv.pop())  # the last argument: the largest file this process may write
+if limit:  # a write past it fails (EFBIG) in whichever thread makes it, C++ ones included
+  signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+runpy.run_module("experiments.dsprites_betavae", run_name="__main__")
+"""
+_ABSL_PREFIX = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
+
+
+def _stderr_lines(text: str) -> list[str]:
+  """Non-empty lines of a stderr, absl's time and thread prefix cut."""
+  return [_ABSL_PREFIX.sub(r"\1 ", l) for l in re.split(r"[\r\n]", text) if l.strip()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("disk", ["file_size_limit", "tmpfs"])
+def test_command_line_full_disk_at_a_checkpoint_is_the_error_line_alone(tmp_path, disk):
+  """The first checkpoint cannot be written by orbax's writer threads (tensorstore, in C++): the
+  WHOLE stderr of the command is what a run that succeeds prints (the data's warnings) plus the
+  one error line, without the threads' logs and tracebacks; exit status 2; the same command
+  completes once the space is back. ``file_size_limit``: any file past 1 MB fails (RLIMIT_FSIZE;
+  only the checkpoint's data file is that large); ``tmpfs``: a 6 MB file system (root only)."""
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  workdir, limit, expected = tmp_path / "run", 1 << 20, "File too large (EFBIG)"
+  if disk == "tmpfs":
+    workdir.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(workdir)],
+                      capture_output=True, check=False).returncode != 0:
+      pytest.skip("a tmpfs cannot be mounted here (not root)")
+    limit, expected = 0, "No space left on device (ENOSPC)"
+  args = [sys.executable, "-c", _FILE_SIZE_CLI,
+          "--config=experiments/configs/dsprites_betavae.py:smoke", "--config.num_steps=10",
+          "--config.checkpoint_every=5", "--config.eval_every=10", "--config.batch_size=16",
+          "--config.eval.num_points=500", "--config.eval.factor_score_votes=20",
+          "--noconfig.progress_bar", f"--workdir={workdir}"]
+  try:
+    full = subprocess.run(args + [str(limit)], capture_output=True, text=True, cwd=repo,
+                          timeout=600, check=False)
+    if disk == "tmpfs":
+      subprocess.run(["umount", str(workdir)], check=True)
+  finally:
+    subprocess.run(["umount", str(workdir)], capture_output=True, check=False)
+  assert full.returncode == 2, full.stderr[-3000:]
+  done = subprocess.run(args + ["0"], capture_output=True, text=True, cwd=repo, timeout=600,
+                        check=False)
+  assert done.returncode == 0 and "done:" in done.stdout, done.stderr[-3000:]
+  lines, usual = _stderr_lines(full.stderr), _stderr_lines(done.stderr)
+  errors = [l for l in lines if l.startswith("error:")]
+  assert len(errors) == 1 and errors[0].startswith(
+      f"error: cannot write checkpoint 5 in {workdir / 'checkpoints'}: "), lines
+  assert expected in errors[0] and "\n" not in errors[0]
+  usual = [l for l in usual if ".orbax-checkpoint-tmp which already exists" not in l]  # the
+  # resumed run removes the failed save's temporary folder, and says so
+  assert [l for l in lines if l not in errors] == usual, full.stderr[-3000:]
