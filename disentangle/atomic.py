@@ -6,7 +6,8 @@ goes to a temporary file in the target's folder, then ``os.replace`` renames it 
 (atomic on POSIX file systems), so a reader sees the old file or the new one, never a mix. The
 temporary is flushed to the disk (``fsync``) before the rename and the folder after it, so that a
 power cut or a kernel crash, not only a killed process, leaves the old or the new content and the
-rename itself survives (about 1 ms a write here, `benchmarks/atomic_writes.py`).
+rename itself survives (about 9 ms more a write on our 2-core host under load, a few per
+evaluation; `benchmarks/README.md`).
 
 A process killed during a write (SIGKILL) leaves its temporary, a hidden
 ``.<name>.<pid>@<host>.XXXXXXXX<ext>`` beside the target, never read; the next write of that
