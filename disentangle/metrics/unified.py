@@ -1,0 +1,111 @@
+"""Unified disentanglement scores: each matrix of latents x factors with each aggregation.
+
+As disentanglement_lib computes them (`evaluation/metrics/unified_scores.py::unified_scores`):
+three matrices R [latents, factors] relate the code to the factors,
+
+- ``importance_gbt_matrix``: DCI's importance of each latent for each factor (`dci`);
+- ``mutual_information_matrix``: plug-in I(bin(z_i); v_k) of the means in 20 histogram bins
+  (MIG's and modularity's, `modularity.mutual_information`);
+- ``accuracy_svm_matrix``: SAP's test accuracy of a linear SVM on each latent alone (`sap`);
+
+and each matrix is aggregated by every score's aggregation (`aggregate`): DCI disentanglement
+and completeness (with the per-latent and per-factor terms), MIG ((top - second) / H(v_k) per
+factor, H of the training factors), SAP (top - second per factor) and modularity (per latent),
+plus the precision curve of the matrix (`precision_curve`: over the thresholds t = every entry
+in decreasing order, the number of connected components with an edge of the bipartite graph
+of latents and factors joined where R >= t, `visualize_scores.precision`; its trapezoid area
+over the thresholds and its maximum). DCI, MIG, SAP and modularity are the special cases of
+their own matrix with their own aggregation.
+
+Settings: no study of disentanglement_lib binds ``unified_scores``; ``num_train`` = 10,000 and
+``num_test`` = 5,000 (DCI's and SAP's study points, which two of the matrices are) and the
+study's discretiser (histogram, 20 bins) here. Only factors with more than one value take part
+(as the rest of the suite).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.csgraph
+
+from disentangle.metrics import dci
+from disentangle.metrics import estimators as estimators_lib
+from disentangle.metrics import information
+from disentangle.metrics import modularity
+from disentangle.metrics import sampling
+from disentangle.metrics import sap
+from disentangle.metrics.mig import mig_from_matrix
+
+NUM_TRAIN = 10_000
+NUM_TEST = 5_000
+NUM_BINS = 20
+MATRICES = ("importance_gbt_matrix", "mutual_information_matrix", "accuracy_svm_matrix")
+
+
+def matrix(name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
+           y_test: np.ndarray, *, random_state: int = 0, num_bins: int = NUM_BINS,
+           trees: str = "together", estimators: str = estimators_lib.DEFAULT,
+           log: Optional[estimators_lib.FitLog] = None) -> np.ndarray:
+  """The matrix ``name`` (one of `MATRICES`) [latents, factors] of means x [n, d], factors y;
+  ``estimators`` / ``log``: the SVMs' (`sap.score_matrix`)."""
+  if name == "importance_gbt_matrix":
+    return dci.importance_matrix(x_train, y_train, x_test, y_test, random_state=random_state,
+                                 trees=trees)[0]
+  if name == "mutual_information_matrix":
+    return modularity.mutual_information(sampling.histogram_discretize(x_train, num_bins),
+                                         y_train)
+  if name == "accuracy_svm_matrix":
+    return sap.score_matrix(x_train, y_train, x_test, y_test, continuous_factors=False,
+                            estimators=estimators, log=log)
+  raise ValueError(f"unknown matrix {name!r}; choose from {list(MATRICES)}")
+
+
+def precision(r: np.ndarray, threshold: float) -> int:
+  """Connected components holding an edge of the bipartite graph latents - factors with an
+  edge where ``r`` >= ``threshold`` and ``r`` != 0 (`visualize_scores.precision`)."""
+  edges = (r >= threshold) & (r != 0)
+  d, k = r.shape
+  graph = scipy.sparse.bmat([[None, scipy.sparse.csr_matrix(edges)],
+                             [scipy.sparse.csr_matrix(edges.T), None]])
+  _, label = scipy.sparse.csgraph.connected_components(graph, directed=False)
+  return int(len(np.unique(label[:d][edges.any(axis=1)])))
+
+
+def precision_curve(r: np.ndarray) -> dict:
+  """``area_precision`` (trapezoids over the thresholds, every entry of ``r`` in decreasing
+  order) and ``max_precision`` (`unified_scores.pr_curves_values`)."""
+  thresholds = np.sort(r.ravel())[::-1]
+  p = np.array([precision(r, t) for t in thresholds], np.float64)
+  area = float(np.sum((p[:-1] + p[1:]) * (thresholds[:-1] - thresholds[1:]) * 0.5))
+  return {"area_precision": area, "max_precision": int(p.max())}
+
+
+def aggregate(r: np.ndarray, y_train: np.ndarray) -> dict:
+  """Every aggregation of ``r`` [latents, factors] (`unified_scores.AGGREGATION_FN`); the
+  per-latent / per-factor terms are each score of that row / column alone."""
+  rows = [r[[i]] for i in range(r.shape[0])]
+  cols = [r[:, [k]] for k in range(r.shape[1])]
+  entropies = np.array([information.discrete_entropy(y_train[:, k])
+                        for k in range(y_train.shape[1])])
+  mig_score, mig_per_factor = mig_from_matrix(r, entropies)
+  return {"dci_disentanglement": dci.disentanglement(r),
+          "dci_completeness": dci.completeness(r),
+          "dci_disentanglement_per_code": [dci.disentanglement(x) for x in rows],
+          "dci_completeness_per_factor": [dci.completeness(x) for x in cols],
+          "mig": mig_score, "mig_per_factor": np.asarray(mig_per_factor).tolist(),
+          "sap": sap.avg_diff_top_two(r),
+          "sap_per_factor": [sap.avg_diff_top_two(x) for x in cols],
+          "modularity": modularity.modularity(r),
+          "modularity_per_code": [modularity.modularity(x) for x in rows]}
+
+
+def unified_scores(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
+                   y_test: np.ndarray, matrices=MATRICES, **kwargs) -> dict:
+  """{matrix name: {the matrix, its precision curve, every aggregation}} (`unified_scores`)."""
+  out = {}
+  for name in matrices:
+    r = matrix(name, x_train, y_train, x_test, y_test, **kwargs)
+    out[name] = dict(matrix=r.tolist(), **precision_curve(r), **aggregate(r, y_train))
+  return out
