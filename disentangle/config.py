@@ -103,6 +103,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.estimators = "current"       # the suite's scikit-learn classifiers: 'current' (the pinned
                                       # version's defaults) / 'study2019' (0.20's, as Locatello et
                                       # al.'s study ran them: metrics/estimators.py)
+  c.eval.udr_correlation = "lasso"    # UDR's R across a row's seeds (aggregate, metrics/udr.py):
+                                      # 'lasso' (disentanglement_lib's default) / 'spearman'
   # validation split, e.g. MNIST 'valid10k'; needs dataset.train_split = its training part,
   # 'train50k'), 'best_metric' (best eval.select_metric on the evaluated data itself, as the
   # authors' dSprites code; only where no held-out split exists).
@@ -310,6 +312,7 @@ RULES: dict[str, Rule] = {
     "eval.repeats": POSITIVE,
     "eval.suite_points": NONNEG,
     "eval.dci_trees": one_of("together", "sklearn"),
+    "eval.udr_correlation": one_of("lasso", "spearman"),
     "eval.select": one_of("final", "best_validation", "best_metric"),
     "mesh.num_devices": NONNEG,
     "mesh.runs": NONNEG,
