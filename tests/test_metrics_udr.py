@@ -70,3 +70,64 @@ def test_udr_sample_is_the_same_points_for_every_seed_and_aggregate_scores_a_row
   assert row["correlation"] == "lasso" and row["num_points"] == 200
   np.testing.assert_allclose(list(row["per_seed"].values()), TOP, atol=0.01)
   assert aggregate.udr_of_row(samples[:1]) is None
+
+
+def test_spearman_matrix_is_scipys_and_udr_reads_it():
+  import scipy.stats  # pylint: disable=g-import-not-at-top
+  gen = np.random.default_rng(4)
+  a = gen.normal(size=(40, 3))
+  b = np.column_stack([np.exp(a[:, 2]), a[:, 0] + gen.normal(size=40), gen.normal(size=40)])
+  r = udr.correlation_matrix(a, b, "spearman")
+  expected = np.array([[abs(scipy.stats.spearmanr(a[:, i], b[:, j])[0]) for j in range(3)]
+                       for i in range(3)])
+  np.testing.assert_allclose(r, expected, rtol=1e-12)
+  out = udr.udr([a, b], [None, None], correlation="spearman")
+  scale = lambda z: (z - z.mean(0)) / z.std(0)  # StandardScaler: ranks unchanged
+  np.testing.assert_allclose(out["pairwise"][0, 1], udr.relative_strength(expected), rtol=1e-12)
+  np.testing.assert_allclose(out["pairwise"][1, 0], udr.relative_strength(
+      udr.correlation_matrix(scale(b), scale(a), "spearman")), rtol=1e-12)
+  assert out["correlation"] == "spearman"
+
+
+def _record(seed, sample, correlation):
+  cfg = {"method": "betavae", "dataset": {"name": "dsprites"}, "seed": seed, "eval": {}}
+  if correlation is not None:
+    cfg["eval"]["udr_correlation"] = correlation
+  results = {"seed": seed, "method": "betavae", "latent_dim": 4, "metrics": {"udr_sample": sample},
+             "dataset": {"name": "dsprites", "class": "X", "source": "render",
+                         "comparable_with_published": False},
+             "checkpoint": {"step": 1, "num_steps": 1, "final": True}}
+  return {"run_dir": f"run{seed}", "config": cfg, "results": results}
+
+
+def test_aggregate_scores_udr_with_the_runs_eval_udr_correlation():
+  z = _runs(n=200)
+  samples = [{"means": m, "kl_per_dim": None, "num_points": 200, "points_seed": 1,
+              "factors_checksum": 7} for m in (z, np.exp(z), -z)]
+  scores = {}
+  for correlation in ("spearman", None):  # a run without the field: lasso
+    table = aggregate.aggregate([_record(s, m, correlation) for s, m in enumerate(samples)], [])
+    row = table["rows"][0]["udr"]
+    assert row["correlation"] == (correlation or "lasso")
+    expected = udr.udr([s["means"] for s in samples], [None] * 3,
+                       correlation=correlation or "lasso")["model_scores"]
+    np.testing.assert_allclose(list(row["per_seed"].values()), expected, rtol=1e-12)
+    scores[correlation] = expected
+  # exp keeps the ranks (|rank correlation| 1 with the partner), not the linear fit.
+  assert min(scores["spearman"]) > 0.85 and scores[None][1] < scores["spearman"][1] - 0.05
+  mixed = [_record(0, samples[0], "lasso"), _record(1, samples[1], "spearman")]
+  row = aggregate.aggregate(mixed, [])["rows"][0]
+  assert row["udr"] is None and "eval.udr_correlation differ" in row["warning"]
+
+
+def test_config_validates_eval_udr_correlation():
+  from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
+  schema = config_lib.base_config()
+  assert schema.eval.udr_correlation == "lasso"
+  good = config_lib.base_config()
+  good.eval.udr_correlation = "spearman"
+  config_lib.validate(good, schema)
+  bad = config_lib.base_config()
+  bad.eval.udr_correlation = "pearson"
+  with pytest.raises(config_lib.ConfigError, match=r"eval\.udr_correlation"):
+    config_lib.validate(bad, schema)

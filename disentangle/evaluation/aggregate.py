@@ -37,6 +37,10 @@ and at the selected one (mean (std) / best over seeds each), and every table lis
 two figures with the selected step and its selection value. Runs evaluated before selection
 existed have no selected figures ("-").
 
+UDR (`disentangle.metrics.udr`) is scored per row from the ``udr_sample`` of its runs, with the
+correlation the runs' ``eval.udr_correlation`` names ('lasso', disentanglement_lib's default, or
+'spearman'); a row whose seeds name different ones gets no UDR and a warning.
+
 The metrics and their titles are the tabulated ones of the registry
 (`disentangle.metrics.registry`). The library never imports the experiments: the caller
 (``experiments/aggregate.py``) passes the config modules in (`config_candidates`).
@@ -218,6 +222,7 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
         "step": res["checkpoint"]["step"], "num_steps": res["checkpoint"]["num_steps"],
         "final": res["checkpoint"]["final"], "selection_rule": rule, "runs": [], "seeds": [],
         "per_seed": [], "_values": {}, "_selected": {}, "_repeat_std": {}, "_udr": [],
+        "_udr_correlation": [],
         "_by_estimator": {}, "_settings": {}, "_fields": significant_fields(rec["config"])})
     group["runs"].append(rec["run_dir"])
     group["seeds"].append(res["seed"])
@@ -235,6 +240,7 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
       for e, o in (mig.get("by_estimator") or {}).items():
         group["_by_estimator"].setdefault("mig", {}).setdefault(e, []).append(o["value"])
     group["_udr"].append((res["seed"], res["metrics"].get("udr_sample")))
+    group["_udr_correlation"].append(udr_correlation_of(rec["config"]))
     if selected is not None:
       seed_row.update(selected={}, selected_step=selected["step"],
                       selection_label=selected["label"],
@@ -254,7 +260,13 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
     for name, stds in group.pop("_repeat_std").items():  # sampling error, beside the seeds'
       if name in group["metrics"] and len(stds) == len(group["seeds"]):
         group["metrics"][name]["repeat_std"] = 100.0 * float(np.mean(stds))
-    group["udr"] = udr_of_row(group.pop("_udr"))
+    correlations = sorted(set(group.pop("_udr_correlation")))
+    if len(correlations) == 1:
+      group["udr"] = udr_of_row(group.pop("_udr"), correlation=correlations[0])
+    else:
+      group.pop("_udr")
+      group["udr"] = None
+      group["warning"] = f"the seeds' eval.udr_correlation differ ({correlations}): no UDR"
     group["metric_settings"] = {}
     for name, per_seed in group.pop("_settings").items():
       same = all(p == per_seed[0] for p in per_seed)
@@ -331,16 +343,23 @@ def _cell(s: Optional[dict]) -> str:
   return f"{s['mean']:.2f} ({std}) / {s['best']:.2f}{repeats}{trimmed}"
 
 
-def udr_of_row(samples: Sequence[tuple]) -> Optional[dict]:
+def udr_correlation_of(config: dict) -> str:
+  """The run's ``eval.udr_correlation`` (`config.base_config`); 'lasso' for a run saved before
+  the field existed."""
+  return (config.get("eval") or {}).get("udr_correlation", "lasso")
+
+
+def udr_of_row(samples: Sequence[tuple], correlation: str = "lasso") -> Optional[dict]:
   """UDR (`metrics.udr`, Duan et al. 2020) across the seeds of one row, from the ``udr_sample``
-  each run wrote (the same points for every seed); None with fewer than two such runs."""
+  each run wrote (the same points for every seed), with the runs' ``eval.udr_correlation``
+  (``correlation``: 'lasso' or 'spearman'); None with fewer than two such runs."""
   usable = [(seed, s) for seed, s in samples if isinstance(s, dict) and s.get("means") is not None]
   keys = {(s["num_points"], s["points_seed"], s.get("factors_checksum")) for _, s in usable}
   if len(usable) < 2 or len(keys) != 1:
     return None
   out = udr_lib.udr([np.asarray(s["means"]) for _, s in usable],
                     [None if s.get("kl_per_dim") is None else np.asarray(s["kl_per_dim"])
-                     for _, s in usable])
+                     for _, s in usable], correlation=correlation)
   scores = out["model_scores"]
   return {"per_seed": {str(seed): v for (seed, _), v in zip(usable, scores)},
           "mean": float(np.mean(scores)), "std": float(np.std(scores, ddof=STD_DDOF)),
