@@ -18,10 +18,11 @@ given duration (an evaluation) would end past it, so that it is not started.
   forwarded to it as a SIGTERM of the same process. With the service switched off
   (``jax_enable_preemption_service=False``) the processes exchange their flags at every step
   (`multihost_utils.process_allgather`, one small collective a step). The deadline is process
-  0's, sent to all when training starts; a process that passes it notifies the service as a
-  SIGTERM does (or sends its flag), so that all stop at the same step, and each one names the
-  deadline as the cause once it has passed it too (clocks agreeing to within the few steps the
-  service adds). `too_late` answers process 0's answer in every process (one broadcast).
+  0's (the seconds it has left, sent to all when training starts); a process that passes it
+  notifies the service as a SIGTERM does (or sends its flag), so that all stop at the same step,
+  and each one names the deadline as the cause once it has passed it too (clocks agreeing to
+  within the few steps the service adds). `too_late` gives process 0's answer in every process
+  (one broadcast).
 
 A second signal while stopping restores the previous handlers and is delivered again (Ctrl-C
 twice: KeyboardInterrupt; SIGTERM twice: termination). Handlers can be set only from the main
@@ -92,7 +93,8 @@ class Signals:
       except RuntimeError:  # the service is switched off
         self._mode = "allgather" if jax.process_count() > 1 else "local"
     if self.deadline is not None and jax.process_count() > 1:  # process 0's, in every process
-      self.deadline = float(multihost_utils.broadcast_one_to_all(np.float64(self.deadline)))
+      left = multihost_utils.broadcast_one_to_all(np.float32(self.deadline - time.time()))
+      self.deadline = time.time() + float(left)  # seconds left (a float32 of now is too coarse)
     if threading.current_thread() is threading.main_thread():
       # The service's own SIGTERM handler (in C++) stays in place: SIGINT is forwarded to it.
       for signum in (signal.SIGINT,) if self._mode == "service" else SIGNALS:
