@@ -72,3 +72,40 @@ def test_information_report_has_numbers_and_settings():
   assert out["num_samples"] == 200 and out["num_points"] == 500
   assert out["mi_per_dim"].shape == (3,) and out["kl_per_dim"].shape == (3,)
   assert out["estimator"] == "chen2018_dataset_mixture" and "discrete_mi" in out
+
+
+def test_plugin_mutual_information_is_sklearns_bit_for_bit():
+  from sklearn import metrics as skm  # pylint: disable=g-import-not-at-top
+  from disentangle.metrics.information import plugin_mutual_information  # pylint: disable=g-import-not-at-top
+  gen = np.random.default_rng(0)
+  for t in range(300):
+    n = int(gen.integers(2, 3000))
+    a = gen.integers(0, int(gen.integers(1, 25)), n)
+    b = (a * 3 + gen.integers(0, 2, n)) % 7 if t % 3 == 0 else gen.integers(0, 40, n)
+    assert plugin_mutual_information(a, b) == skm.mutual_info_score(a, b), t
+  # A closed form: two independent fair bits share nothing; a bit with itself shares log 2.
+  bit = np.arange(1000) % 2
+  assert plugin_mutual_information(bit, bit) == pytest.approx(np.log(2), rel=1e-15)
+  assert plugin_mutual_information(bit, np.arange(1000) // 500) == 0.0
+
+
+def test_the_metrics_read_one_discretiser_and_one_plugin_mi_and_keep_sklearns_numbers():
+  from sklearn import metrics as skm  # pylint: disable=g-import-not-at-top
+  import importlib  # pylint: disable=g-import-not-at-top
+  from disentangle.metrics import modularity, sampling, unsupervised  # pylint: disable=g-import-not-at-top
+  mig = importlib.import_module("disentangle.metrics.mig")  # the package exports mig(), the function
+  assert mig.histogram_discretize is sampling.histogram_discretize
+  gen = np.random.default_rng(1)
+  z = gen.normal(size=(2000, 4))
+  factors = np.stack([np.digitize(z[:, 0], [-1, 0, 1]), gen.integers(0, 5, 2000)], axis=1)
+  codes = sampling.histogram_discretize(z, 20)
+  # disentanglement_lib's calls: mutual_info_score(factor, code) for MIG and modularity,
+  # mutual_info_score(code_i, code_j) for the unsupervised score.
+  ref = np.array([[skm.mutual_info_score(factors[:, k], codes[:, j]) for k in range(2)]
+                  for j in range(4)])
+  np.testing.assert_array_equal(modularity.mutual_information(codes, factors), ref)
+  np.testing.assert_array_equal(
+      mig.mutual_information_matrix_histogram(Representation(mean=z), factors, 20), ref)
+  pairs = [skm.mutual_info_score(codes[:, i], codes[:, j])
+           for i in range(4) for j in range(4) if i != j]
+  assert unsupervised.mutual_info_score(codes) == sum(pairs) / 12

@@ -8,16 +8,21 @@ from tests import synthetic_factors as syn
 def _irs(latents_fn, n=2000, seed=0):
   y = syn.identity_observations(n, np.random.default_rng(seed))
   z = latents_fn(y.astype(float))
-  active = np.var(z, axis=0) > 0
-  if not active.any():
-    return 0.0
-  return irs.irs_scores(sampling.histogram_discretize(y.astype(float), 10), z[:, active])["score"]
+  return irs.irs(sampling.histogram_discretize(y.astype(float), 10), z)["score"]
 
 
 def test_disentanglement_lib_cases():
   # irs_test.py: identity in [0.9, 1]; zeros in [0, 0.1].
   assert 0.9 <= _irs(syn.identity) <= 1.0
   assert _irs(syn.zeros) == 0.0
+  # A constant latent beside informative ones is dropped, not scored.
+  out = irs.irs(np.array([[0], [0], [1], [1]]), np.array([[0.0, 5.0], [0.2, 5.0], [1.0, 5.0],
+                                                          [1.2, 5.0]]))
+  assert out["active_dims"] == [0] and out["score"] == irs.irs_scores(
+      np.array([[0], [0], [1], [1]]), np.array([[0.0], [0.2], [1.0], [1.2]]))["score"]
+  # No latent varies: 0, from the library (disentanglement_lib's rule), not from a test helper.
+  assert irs.irs(np.array([[0], [1]]), np.ones((2, 3))) == {
+      "score": 0.0, "num_active_dims": 0, "active_dims": []}
 
 
 def test_noise_low_mixed_in_between_rescaling_invariant():

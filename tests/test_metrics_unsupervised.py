@@ -30,9 +30,16 @@ def test_independent_code_near_zero_correlated_code_positive():
   mixed = np.stack([z[:, 0], z[:, 0] + 0.1 * z[:, 1], z[:, 2]], axis=1)
   tied = unsupervised.scores(mixed, sampling.histogram_discretize(mixed, 20))
   assert tied["gaussian_total_correlation"] > 1.0 and tied["mutual_info_score"] > 0.3
-  # Rescaling a dimension changes neither the TC nor the discretised MI.
-  scaled = unsupervised.scores(z * [5.0, 1.0, 1.0], sampling.histogram_discretize(z, 20))
-  assert scaled["gaussian_total_correlation"] == pytest.approx(free["gaussian_total_correlation"])
+  # Rescaling a dimension changes neither the TC nor the discretised MI (bins per dimension);
+  # the Wasserstein correlation, a covariance in the latents' units, moves.
+  for tc_of, mixed_of in ((free, z), (tied, mixed)):
+    wide = mixed_of * [5.0, 1.0, 1.0]
+    scaled = unsupervised.scores(wide, sampling.histogram_discretize(wide, 20))
+    assert scaled["gaussian_total_correlation"] == pytest.approx(
+        tc_of["gaussian_total_correlation"], rel=1e-9, abs=1e-12)
+    assert scaled["mutual_info_score"] == pytest.approx(tc_of["mutual_info_score"], rel=1e-12)
+  assert abs(scaled["gaussian_wasserstein_correlation"]
+             - tied["gaussian_wasserstein_correlation"]) > 0.1
 
 
 def test_registered_with_and_without_ground_truth():

@@ -26,6 +26,7 @@ H(E_x q(d|x)) - E_x H(q(d|x)).
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -143,20 +144,32 @@ def discrete_entropy(labels: np.ndarray) -> float:
 
 
 def plugin_mutual_information(a: np.ndarray, b: np.ndarray) -> float:
-  """Plug-in I(a; b) in nats from the contingency table of two label arrays [N].
+  """Plug-in I(a; b) in nats from the contingency table of two label arrays [N] (rows: the
+  values of ``a``).
 
-  Equals sklearn's `mutual_info_score(a, b)` (used by disentanglement_lib's MIG).
+  The one implementation of the suite (MIG, modularity, the unsupervised and unified scores):
+  bit for bit sklearn's ``mutual_info_score(a, b)``, which disentanglement_lib calls with the
+  factor first (``mutual_info_score(ys[j], mus[i])``): the same non-zero cells in row-major
+  order, the same operations (``math.log`` of the totals), the same zeroing below eps, the same
+  summation; without its input checks and sparse matrices (about 3x faster).
   """
   _, ia = np.unique(np.asarray(a).ravel(), return_inverse=True)
   _, ib = np.unique(np.asarray(b).ravel(), return_inverse=True)
-  na, nb = ia.max() + 1, ib.max() + 1
-  joint = np.bincount(ia * nb + ib, minlength=na * nb).reshape(na, nb).astype(np.float64)
-  n = joint.sum()
-  pa = joint.sum(1, keepdims=True) / n
-  pb = joint.sum(0, keepdims=True) / n
-  pab = joint / n
-  nz = pab > 0
-  return float(max(0.0, np.sum(pab[nz] * (np.log(pab[nz]) - np.log((pa * pb)[nz])))))
+  na, nb = int(ia.max()) + 1, int(ib.max()) + 1
+  if na == 1 or nb == 1:
+    return 0.0
+  joint = np.bincount(ia * nb + ib, minlength=na * nb).reshape(na, nb)
+  rows, cols = np.nonzero(joint)
+  counts = joint[rows, cols]
+  total = int(counts.sum())
+  pi, pj = joint.sum(axis=1), joint.sum(axis=0)
+  log_counts = np.log(counts)
+  share = counts / total
+  outer = pi.take(rows).astype(np.int64) * pj.take(cols).astype(np.int64)
+  log_outer = -np.log(outer) + math.log(pi.sum()) + math.log(pj.sum())
+  mi = share * (log_counts - math.log(total)) + share * log_outer
+  mi = np.where(np.abs(mi) < np.finfo(mi.dtype).eps, 0.0, mi)
+  return float(np.clip(mi.sum(), 0.0, None))
 
 
 def discrete_mutual_information(codes: np.ndarray) -> float:

@@ -40,3 +40,12 @@ def irs_scores(factors: np.ndarray, latents: np.ndarray,
          else float(np.mean(per_latent)))
   return {"score": float(avg), "per_latent": per_latent, "irs_matrix": matrix,
           "parents": matrix.argmax(axis=1), "max_deviations": max_dev}
+
+
+def irs(factors: np.ndarray, latents: np.ndarray, diff_quantile: float = DIFF_QUANTILE) -> dict:
+  """IRS of every latent [n, d] that varies on the points (disentanglement_lib's
+  ``_drop_constant_dims``); a score of 0 when none varies. The result names the active dims."""
+  active = np.var(latents, axis=0) > 0
+  out = ({"score": 0.0} if not active.any()
+         else irs_scores(factors, latents[:, active], diff_quantile))
+  return dict(out, num_active_dims=int(active.sum()), active_dims=np.flatnonzero(active).tolist())

@@ -60,7 +60,7 @@ import numpy as np
 from disentangle.metrics.information import (discrete_entropy, mixture_neg_log_density,
                                              plugin_mutual_information, sample_posterior)
 from disentangle.metrics.representation import Representation, encode_factors
-from disentangle.metrics.sampling import MetricInputError
+from disentangle.metrics.sampling import MetricInputError, histogram_discretize
 
 
 ESTIMATORS = ("histogram", "sampled")
@@ -103,22 +103,13 @@ def factor_set_of(factor_set: str, estimator: str, factor_names: Sequence[str],
   return "chen_et_al", [k for k in varying if names[k] in kept]
 
 
-def histogram_discretize(values: np.ndarray, num_bins: int) -> np.ndarray:
-  """Per-column bin index of `values` [N, m], as disentanglement_lib's histogram discretizer."""
-  out = np.zeros(values.shape, dtype=np.int64)
-  for j in range(values.shape[1]):
-    edges = np.histogram(values[:, j], num_bins)[1][:-1]
-    out[:, j] = np.digitize(values[:, j], edges)
-  return out
-
-
 def mutual_information_matrix_histogram(rep: Representation, factors: np.ndarray,
                                         num_bins: int) -> np.ndarray:
   """Plug-in I(z_j; v_k) [dims, K] of the discretised means (+ the discrete codes' rows)."""
   codes = histogram_discretize(rep.mean, num_bins)
   if rep.codes is not None:
     codes = np.concatenate([codes, rep.codes], axis=1)
-  return np.array([[plugin_mutual_information(codes[:, j], factors[:, k])
+  return np.array([[plugin_mutual_information(factors[:, k], codes[:, j])
                     for k in range(factors.shape[1])] for j in range(codes.shape[1])])
 
 
@@ -148,7 +139,7 @@ def mutual_information_matrix_sampled(rep: Representation, factors: np.ndarray,
       conditional += (c / n) * entropy_over(np.flatnonzero(factors[:, k] == v))
     mi[:, k] = marginal - conditional
   if rep.codes is not None:
-    disc = [[plugin_mutual_information(code, factors[:, k]) for k in range(factors.shape[1])]
+    disc = [[plugin_mutual_information(factors[:, k], code) for k in range(factors.shape[1])]
             for code in rep.codes.T]
     mi = np.concatenate([mi, np.array(disc)], axis=0)
   return mi

@@ -281,11 +281,8 @@ def _irs(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   sets, used, _ = _sets(inputs, s, names=("train",))
   rep, factors = sets["train"]
   binned = sampling.histogram_discretize(factors.astype(np.float64), s["num_bins"])
-  active = np.var(rep.mean, axis=0) > 0
-  out = {"score": 0.0} if not active.any() else irs.irs_scores(binned, rep.mean[:, active],
-                                                               s["diff_quantile"])
+  out = irs.irs(binned, rep.mean, s["diff_quantile"])
   return dict(out, value=out["score"], protocol=sampling.PROTOCOL, use_discrete=False,
-              num_active_dims=int(active.sum()), active_dims=np.flatnonzero(active).tolist(),
               factors_used=used, num_train=s["num_train"], num_bins=s["num_bins"],
               diff_quantile=s["diff_quantile"])
 
