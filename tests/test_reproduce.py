@@ -220,6 +220,12 @@ def test_plan_maps_every_run_of_a_merged_program_to_its_row_and_seed():
   (single,) = plan.plan_table(dataclasses.replace(table, rows=table.rows[3:]),
                               {"fake": module}, seeds=1, scale=SCALE)
   assert [s.run_dir for s in single.runs] == ["runs/fake_m4"]
+  # The suite's classifiers: today's by default, the 2019 study's for a table that says so.
+  assert single.config.eval.estimators == "current"
+  (study,) = plan.plan_table(dataclasses.replace(table, rows=table.rows[3:],
+                                                 estimators="study2019"),
+                             {"fake": module}, seeds=1, scale=SCALE)
+  assert study.config.eval.estimators == "study2019"
 
 
 def _record(run_dir, seed, value, *, selected=None, source="file", comparable=True):

@@ -77,6 +77,9 @@ class Table:
     seeds: the paper's number of seeds (the default of ``--seeds``).
     selected: the protocol keeps a selected checkpoint (``eval.select``): cells at the final and
       at the selected checkpoint.
+    estimators: ``eval.estimators`` of its runs (`disentangle.metrics.estimators`): 'study2019'
+      for a table set beside Locatello et al.'s numbers (scikit-learn's classifiers as their
+      study ran them), 'current' otherwise.
   """
   name: str
   title: str
@@ -86,6 +89,7 @@ class Table:
   protocol: str
   seeds: int = 10
   selected: bool = False
+  estimators: str = "current"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +239,7 @@ def row_configs(table: Table, modules: Mapping, *, seeds: int, fraction,
     c = ml_collections.ConfigDict(c.to_dict())
     scaled = scale(c, fraction) if fraction != 1 else {}
     c.num_seeds = seeds
+    c.eval.estimators = table.estimators
     out[i] = (c, scaled)
   return out
 
