@@ -13,6 +13,7 @@ def _points(represent, n, seed):
   return represent(y), y
 
 
+@pytest.mark.slow  # compiles the boosted trees
 def test_identity_predicts_every_factor_and_noise_is_at_chance():
   for predictor in downstream.PREDICTORS:
     (x_tr, y_tr), (x_te, y_te) = _points(syn.identity, 200, 0), _points(syn.identity, 200, 1)
@@ -60,6 +61,7 @@ def test_suite_points_leave_out_the_larger_sizes_and_a_larger_size_is_one_line()
                                         "evaluation's 300 points (eval.suite_points)"}
 
 
+@pytest.mark.slow  # compiles the boosted trees
 def test_multinomial_folds_missing_a_class_fail_and_one_vs_rest_fits_them():
   # KFold without shuffling: the first fold's training rows hold no class 0.
   y = np.repeat(np.arange(5), 2)
@@ -74,6 +76,7 @@ def test_multinomial_folds_missing_a_class_fail_and_one_vs_rest_fits_them():
   assert acc["single_class_factors"] == [1] and acc["test"][1] == 0.0
 
 
+@pytest.mark.slow  # compiles the boosted trees
 def test_reduced_task_removes_the_factors_latent():
   (x_tr, y_tr), (x_te, y_te) = _points(syn.identity, 200, 0), _points(syn.identity, 200, 1)
   out = downstream.reduced_accuracies("gradient_boosting_classifier", x_tr, y_tr, x_te, y_te, 1)
@@ -98,6 +101,7 @@ def test_intervention_fixes_another_factor_in_training_and_avoids_its_value_in_t
     np.testing.assert_array_equal(tr[:, others], f_tr[:, others])
 
 
+@pytest.mark.slow  # compiles the boosted trees
 def test_strong_task_is_one_on_identity_and_drops_for_a_mixed_code():
   over = {"strong_downstream": {"num_train": (150,), "num_points": 150, "num_test": 100}}
   out, _ = registry.run(syn.inputs(syn.identity), {}, names=["strong_downstream"],

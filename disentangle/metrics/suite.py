@@ -573,7 +573,8 @@ def _describe_task(m: dict, key: str) -> str:
           if m["sizes_left_out"] else "")
   return (f"{_describe_protocols(m, key)}: {key} at {m['num_train'][-1]} training points; "
           f"sizes {list(m['num_train'])}{left}, {m['num_test']} test points, "
-          f"{m['estimator']['estimator']} [{m['estimator'].get('estimators', '')}]")
+          f"{m['estimator']['estimator']} "
+          f"[{m['estimator'].get('estimators') or m['estimator'].get('implementation')}]")
 
 
 _GBT = "gradient_boosting_classifier"
