@@ -8,7 +8,8 @@ row indices of every read this process asked of the TFDS source, call by call ("
 With DISENTANGLE_TEST_SIGTERM_AT=k (k > 0) in its environment the process sends itself SIGTERM
 during step k and then slows each step by 0.5 s (the preemption service agrees on a step about a
 second after the notice); the result says at which step it stopped ("stopped", None when it ran
-to the end).
+to the end). With DISENTANGLE_TEST_PLACEMENT=host|device: the tiny config on an in-memory uint8
+set, with that ``dataset.placement``.
 """
 import hashlib
 import json
@@ -18,9 +19,11 @@ import sys
 import time
 
 import jax
+import numpy as np
 
 jax.config.update("jax_num_cpu_devices", 2)
 
+from disentangle import data  # noqa: E402
 from disentangle.data.tfds import source as tfds_source  # noqa: E402
 from disentangle.train import preemption  # noqa: E402
 from disentangle.train import trainer  # noqa: E402
@@ -55,7 +58,12 @@ def main():
   process_id, port, workdir, steps = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
   tfds_dir = sys.argv[5] if len(sys.argv) > 5 else None
   reads = []
-  if tfds_dir is None:
+  placement, dataset = os.environ.get("DISENTANGLE_TEST_PLACEMENT"), None
+  if placement:
+    config = helpers.tiny_config(**{"num_steps": steps, "log_every": steps,
+                                    "checkpoint_every": steps, "dataset.placement": placement})
+    dataset = data.ArrayImages((helpers.TinyImages().images * 255).astype(np.uint8))
+  elif tfds_dir is None:
     config = dsprites_betavae.get_config(f"smoke,num_steps={steps},log_every=1,checkpoint_every=2")
   else:
     config = helpers.tiny_config(**{"num_steps": steps, "log_every": steps,
@@ -79,7 +87,7 @@ def main():
       time.sleep(0.5)
 
   try:
-    state = trainer.train(config, workdir, hooks=[hook])
+    state = trainer.train(config, workdir, dataset=dataset, hooks=[hook])
   except preemption.Preempted as e:
     state, stopped = last["state"], {"stopped": e.step, "signal": signal.Signals(e.signum).name}
   leaves = [x.addressable_data(0) for x in jax.tree_util.tree_leaves(state.params)]

@@ -203,7 +203,7 @@ def _host_and_device(tmp_path, config, dataset, hooks=None):
 @pytest.mark.slow
 @pytest.mark.parametrize("method, num_seeds, layout, num_devices", [
     ("betavae", 1, "auto", 8),
-    ("betavae", 2, "unroll", 1),
+    ("betavae", 2, "unroll", 2),   # mesh runs 2 x data 1: each device steps its own run
     ("betavae", 2, "vmap", 8),     # mesh runs 2 x data 4
     ("ffvae", 2, "vmap", 1),       # attributes
     ("partedvae", 1, "auto", 8),   # targets and the labelled stream
@@ -252,6 +252,18 @@ def test_a_host_run_resumed_on_device_data_is_bitwise_the_straight_run(tmp_path)
     np.testing.assert_array_equal(a, b)
   lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
   assert [json.loads(line)["step"] for line in lines] == [2, 3, 4, 6]
+
+
+@pytest.mark.slow
+def test_two_processes_each_place_the_set_and_train_as_on_the_host(tmp_path, monkeypatch):
+  from tests import test_distributed  # pylint: disable=g-import-not-at-top
+  digests = {}
+  for placement in ("host", "device"):
+    monkeypatch.setenv("DISENTANGLE_TEST_PLACEMENT", placement)
+    results = test_distributed._run_pair(tmp_path / placement, 3)  # pylint: disable=protected-access
+    assert all(r["count"] == 2 and r["devices"] == 4 and r["step"] == 3 for r in results)
+    digests[placement] = {r["params_sha256"] for r in results}
+  assert len(digests["host"]) == 1 and digests["device"] == digests["host"]
 
 
 @pytest.mark.slow

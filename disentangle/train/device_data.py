@@ -10,7 +10,8 @@
   "labelled_index", ``[B]`` or ``[runs, B]``, sharded like the batches were) and the compiled
   step gathers and converts them (:func:`gather`), bit for bit the batch of the host pipeline.
   A set without a compact form (TFDS, a dataset object without ``compact_images``) or one that
-  does not fit in the device's free memory is a ``ConfigError`` naming the field and the sizes.
+  does not fit in the device's free memory is a ``ConfigError`` naming the field and the sizes
+  (one line and exit status 2 from the entry points), raised before anything is created.
 - ``'host'``: the prefetch thread loads, converts and copies each batch (``input_pipeline``).
 - ``'auto'`` (default): the device when the compact set takes at most ``DEVICE_SHARE`` of a
   device's memory (``memory_stats()['bytes_limit']``), else the host. On the CPU backend the
@@ -54,8 +55,9 @@ class Layout:
 
 @dataclasses.dataclass
 class DeviceData:
-  """The placed arrays (``placed``: "images", optional "rows", "targets", "attributes") and
-  their :class:`Layout`."""
+  """The placed arrays (``placed``: "images"; "levels" for uint8 images, "rows" for a set read
+  through a row map, the "targets" / "attributes" tables when asked for) and their
+  :class:`Layout`."""
   placed: dict
   layout: Layout
 
@@ -152,10 +154,20 @@ def memory_per_device(devices) -> tuple[int, int]:
   if "bytes_limit" in stats:
     limit = int(stats["bytes_limit"])
     return limit, limit - int(stats.get("bytes_in_use", 0))
-  page = os.sysconf("SC_PAGE_SIZE")
   share = max(1, len(devices))
-  return (page * os.sysconf("SC_PHYS_PAGES") // share,
-          page * os.sysconf("SC_AVPHYS_PAGES") // share)
+  return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // share, _available() // share
+
+
+def _available() -> int:
+  """Bytes of host memory available to a new allocation (``MemAvailable``, else free pages)."""
+  try:
+    with open("/proc/meminfo", encoding="ascii") as f:
+      for line in f:
+        if line.startswith("MemAvailable:"):
+          return int(line.split()[1]) * 1024
+  except (OSError, ValueError, IndexError):
+    pass
+  return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
 def on_device(placement: str, dataset, compact, spec, devices) -> bool:
@@ -196,7 +208,13 @@ def place(dataset, compact, spec, mesh) -> DeviceData:
     arrays["levels"] = np.asarray(compact.levels, np.float32)
   arrays.update(_tables(dataset, spec))
   sharding = NamedSharding(mesh, P())
-  placed = jax.device_put(arrays, sharding)  # each process to its own devices
+  mine = sorted(sharding.addressable_devices, key=lambda d: d.id)
+
+  def replicated(v):  # a copy on each of this process's devices (no cross-process check)
+    return jax.make_array_from_single_device_arrays(
+        v.shape, sharding, [jax.device_put(v, d) for d in mine])
+
+  placed = {k: replicated(v) for k, v in arrays.items()}
   layout = Layout(compact.encoding, tuple(dataset.image_shape), bool(spec.targets),
                   bool(spec.attributes), spec.labelled is not None)
   return DeviceData(jax.block_until_ready(placed), layout)
