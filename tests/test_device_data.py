@@ -20,6 +20,7 @@ from disentangle.train import device_data
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
 from disentangle.train import trainer
+from tests import conftest
 from tests import helpers
 from tests import test_partedvae
 
@@ -38,15 +39,19 @@ def _tiny_uint8(n=256, **kw):
 
 
 @pytest.fixture(scope="module")
-def sets(tmp_path_factory, shared_data_dir):
-  """Every kind of in-memory training set, small."""
+def sets(tmp_path_factory):
+  """Every kind of in-memory training set, small (MNIST the real one where ../shared/data has
+  it, else the synthetic stand-in)."""
   tmp = tmp_path_factory.mktemp("sets")
+  mnist_dir, verify = conftest.SHARED / "data", True
+  if not (mnist_dir / "mnist").is_dir():
+    mnist_dir, verify = synthetic.ensure_synthetic("mnist", tmp / "synthetic"), False
   rng = np.random.default_rng(0)
   subset = dsprites.DSprites(path=synthetic.write_dsprites_subset(tmp, num_images=2048))
   synthetic.write_chairs(tmp, num_models=2, num_views=5)
   factors = rng.integers(0, 3, (120, 2))
   return {
-      "mnist": mnist.load_mnist(shared_data_dir, "train", allow_download=False),
+      "mnist": mnist.load_mnist(mnist_dir, "train", allow_download=False, verify=verify),
       "dsprites_file": subset,
       "dsprites_unfair": data.DSpritesUnfair(subset, num_examples=500, seed=1),
       "ground_truth_uint8": data.InMemoryGroundTruth(
@@ -120,7 +125,7 @@ def test_rendered_dsprites_are_rendered_once_and_equal_the_renderer(monkeypatch)
 
 def test_compact_sizes_and_encodings(sets):
   assert sets["mnist"].compact_images().encoding == "uint8"
-  assert sets["mnist"].compact_images().nbytes == 60000 * 32 * 32
+  assert sets["mnist"].compact_images().nbytes == sets["mnist"].num_examples * 32 * 32
   full = data.arrays.CompactImages("bits", (dsprites.NUM_EXAMPLES, 64, 8), lambda: None)
   assert full.nbytes == 377_487_360  # 737,280 images of 64 x 64 bits
   unfair = sets["dsprites_unfair"].compact_images()
@@ -182,7 +187,6 @@ def test_device_for_a_set_that_does_not_fit_is_one_config_error_and_creates_noth
 def test_the_entry_point_says_in_one_line_that_tfds_stays_on_the_host(tmp_path):
   """``placement='device'`` for a set read from TFDS: exit status 2, one line naming the field,
   no run directory."""
-  from tests import conftest  # pylint: disable=g-import-not-at-top
   from tests import test_data_tfds  # pylint: disable=g-import-not-at-top
   tfds_dir = test_data_tfds.prepare(test_data_tfds.TinyMnist, tmp_path / "tfds")
   proc = subprocess.run(
