@@ -98,13 +98,19 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.dci_trees = "together"       # DCI's GradientBoostingClassifier(): 'together' (the trees of
                                       # a stage grown at once, metrics/boosted_trees.py) /
                                       # 'sklearn' (scikit-learn's own, one tree at a time)
-  # Which checkpoint the results report beside the final one (train/selection.py):
-  # 'final' (no selection), 'best_validation' (best eval.select_metric on the held-out
+  # disentanglement_lib's later scores, in the run stage (evaluate) when switched on: each costs
+  # more than the rest of the suite (metrics/downstream.py, fairness_study.py, unified.py).
+  c.eval.downstream = False           # downstream tasks: plain (logistic, boosted trees), reduced,
+                                      # strong
+  c.eval.fairness_dlib = False        # the unfairness of Locatello et al. 2019b
+  c.eval.unified_scores = False       # the unified scores
   c.eval.estimators = "current"       # the suite's scikit-learn classifiers: 'current' (the pinned
                                       # version's defaults) / 'study2019' (0.20's, as Locatello et
                                       # al.'s study ran them: metrics/estimators.py)
   c.eval.udr_correlation = "lasso"    # UDR's R across a row's seeds (aggregate, metrics/udr.py):
                                       # 'lasso' (disentanglement_lib's default) / 'spearman'
+  # Which checkpoint the results report beside the final one (train/selection.py):
+  # 'final' (no selection), 'best_validation' (best eval.select_metric on the held-out
   # validation split, e.g. MNIST 'valid10k'; needs dataset.train_split = its training part,
   # 'train50k'), 'best_metric' (best eval.select_metric on the evaluated data itself, as the
   # authors' dSprites code; only where no held-out split exists).
@@ -312,11 +318,11 @@ RULES: dict[str, Rule] = {
     "eval.repeats": POSITIVE,
     "eval.suite_points": NONNEG,
     "eval.dci_trees": one_of("together", "sklearn"),
+    "eval.estimators": one_of("current", "study2019"),
     "eval.udr_correlation": one_of("lasso", "spearman"),
     "eval.select": one_of("final", "best_validation", "best_metric"),
     "mesh.num_devices": NONNEG,
     "mesh.runs": NONNEG,
-    "eval.estimators": one_of("current", "study2019"),
     "mesh.data": NONNEG,
 }
 

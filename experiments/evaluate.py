@@ -8,7 +8,8 @@ writes ``RUN/results.json``, ``RUN/report.md`` and ``RUN/images/evaluate_step_<n
 `disentangle.evaluation.evaluate_run`. ``--mig_estimator`` / ``--mig_factors`` /
 ``--use_discrete`` / ``--estimators`` / ``--suite_points`` override the run's
 ``eval.mig_estimator`` / ``eval.mig_factors`` / ``eval.use_discrete`` / ``eval.estimators`` /
-``eval.suite_points``; ``--eval_name`` / ``--eval_split`` its ``dataset.eval_name`` /
+``eval.suite_points``; ``--downstream`` / ``--fairness_dlib`` / ``--unified_scores`` switch on
+disentanglement_lib's later scores (off by default: each costs more than the rest of the suite); ``--eval_name`` / ``--eval_split`` its ``dataset.eval_name`` /
 ``dataset.eval_split`` (all recorded in results.json). It prints a line per run with every
 metric that has a per-run value, and names the metrics without one (UDR's sample, scored
 across seeds by ``experiments.aggregate``), those not computed and classifier fits that did not
@@ -45,6 +46,12 @@ _EVAL_SPLIT = flags.DEFINE_string("eval_split", None, "Override dataset.eval_spl
 _ESTIMATORS = flags.DEFINE_enum("estimators", None, ["current", "study2019"],
                                 "Override eval.estimators: the suite's scikit-learn classifiers "
                                 "with today's defaults or the 2019 study's.")
+_DOWNSTREAM = flags.DEFINE_bool("downstream", None, "Override eval.downstream: also the "
+                                "downstream tasks (plain, reduced, strong).")
+_FAIRNESS = flags.DEFINE_bool("fairness_dlib", None, "Override eval.fairness_dlib: also the "
+                              "unfairness score of Locatello et al. 2019b.")
+_UNIFIED = flags.DEFINE_bool("unified_scores", None, "Override eval.unified_scores: also the "
+                             "unified scores.")
 _SUITE_POINTS = flags.DEFINE_integer("suite_points", None,
                                      "Override eval.suite_points (0: disentanglement_lib's own "
                                      "10,000 / 5,000 points per metric).")
@@ -62,7 +69,8 @@ def main(_):
     overrides = {field: value for field, value in (
         ("eval.mig_estimator", _MIG_ESTIMATOR.value), ("eval.mig_factors", _MIG_FACTORS.value),
         ("eval.use_discrete", _USE_DISCRETE.value), ("eval.estimators", _ESTIMATORS.value),
-        ("eval.suite_points", _SUITE_POINTS.value),
+        ("eval.suite_points", _SUITE_POINTS.value), ("eval.downstream", _DOWNSTREAM.value),
+        ("eval.fairness_dlib", _FAIRNESS.value), ("eval.unified_scores", _UNIFIED.value),
         ("dataset.eval_name", _EVAL_NAME.value), ("dataset.eval_split", _EVAL_SPLIT.value))
                  if value is not None}
     results = evaluate_run.evaluate_run(

@@ -73,7 +73,13 @@ def small_settings(**extra):
           "unsupervised": {"num_train": 400},
           "beta_vae": dict(batch_size=16, num_train=300, num_eval=300),
           "factor_score_dlib": dict(num_votes=300, num_eval_votes=300, batch_size=16,
-                                    num_variance_points=300), **extra}
+                                    num_variance_points=300),
+          "downstream_logistic": dict(num_train=(10, 100), num_points=100, num_test=100),
+          "downstream_trees": dict(num_train=(10, 100), num_points=100, num_test=100),
+          "reduced_downstream": dict(num_train=(100,), num_points=100, num_test=100),
+          "strong_downstream": dict(num_train=(100,), num_points=100, num_test=100),
+          "fairness_dlib": dict(num_train=300, num_test_points_per_class=20),
+          "unified_scores": dict(num_train=300, num_test=200), **extra}
 
 
 def as_rep(mean):

@@ -6,20 +6,31 @@ from disentangle.metrics import registry, suite
 from tests import synthetic_factors as syn
 
 OVER = syn.small_settings(udr_sample={"num_points": 100})
+# disentanglement_lib's later scores are switched on in the run stage by their eval fields.
+ALL = {"downstream": True, "fairness_dlib": True, "unified_scores": True}
 
 
 @pytest.mark.slow
 def test_the_registry_lists_the_suite_and_each_result_has_protocol_and_settings():
   assert set(suite.NAMES) <= set(registry.METRICS)
-  out, timings = registry.run(syn.inputs(syn.code_carries_factor0), {}, names=suite.NAMES,
+  out, timings = registry.run(syn.inputs(syn.code_carries_factor0), ALL, names=suite.NAMES,
                               overrides=OVER)
   assert set(out) == set(suite.NAMES)
   for name in suite.NAMES:
     m = out[name]
     assert m["protocol"].startswith("disentanglement_lib"), name
     assert m["stream"]["metric"] == name and f"{name}_s" in timings
-    assert isinstance(registry.METRICS[name].describe(m), str)
-    assert isinstance(registry.METRICS[name].log_values(m), dict)
+    # The report's line names the points the number came from; the logged scalars are finite.
+    line = registry.METRICS[name].describe(m)
+    assert line and "\n" not in line
+    for key in ("num_votes", "num_train", "num_points"):
+      for number in np.atleast_1d(m.get(key, [])):  # one number, or the downstream sizes
+        assert str(number) in line, (name, key, line)
+    logged = registry.METRICS[name].log_values(m)
+    if name != "udr_sample":  # no per-run value: nothing logged
+      assert logged and all(np.all(np.isfinite(v)) for v in logged.values()), name
+    else:
+      assert logged == {} and m["value"] is None
   # Headline on the means alone ('protocol'); the discrete code beside it where it extends.
   for name in ("factor_score_dlib", "beta_vae", "sap", "dci", "modularity", "unsupervised"):
     assert out[name]["use_discrete"] is False
@@ -32,7 +43,7 @@ def test_bad_input_is_one_line_per_metric_and_the_others_run(monkeypatch):
       "value": 0.5}))
   nan_sometimes = lambda x: np.where(np.asarray(x)[:, :1] > 1, np.nan, np.asarray(x, float))
   errors = {}
-  out, _ = registry.run(syn.inputs(nan_sometimes), {}, names=suite.NAMES + ("mig", "ok"),
+  out, _ = registry.run(syn.inputs(nan_sometimes), ALL, names=suite.NAMES + ("mig", "ok"),
                         overrides=dict(OVER, mig={"num_points": 200}), errors=errors)
   assert set(errors) == set(suite.NAMES) | {"mig"} and out == {"ok": {"value": 0.5, "stream": {
       "entropy": [0, 1], "spawn_key": [], "metric": "ok", "repeat": 0}}}
@@ -42,7 +53,7 @@ def test_bad_input_is_one_line_per_metric_and_the_others_run(monkeypatch):
   # on the eval points.
   errors = {}
   rep = syn.as_rep(np.random.default_rng(0).normal(size=(100, 3)))
-  out, _ = registry.run(registry.Inputs("run", np.random.default_rng(0), rep=rep), {},
+  out, _ = registry.run(registry.Inputs("run", np.random.default_rng(0), rep=rep), ALL,
                         names=suite.NAMES, overrides=OVER, errors=errors)
   assert set(out) == {"unsupervised"}
   assert all(line.endswith("needs ground-truth factors; the evaluation data has none")
@@ -77,9 +88,21 @@ def test_a_set_without_every_factor_combination_is_one_line_per_metric(monkeypat
 
   monkeypatch.setattr(data, "sample_observations_from_factors", missing)
   errors = {}
-  out, _ = registry.run(syn.inputs(syn.identity, data), {}, names=suite.NAMES, overrides=OVER,
+  out, _ = registry.run(syn.inputs(syn.identity, data), ALL, names=suite.NAMES, overrides=OVER,
                         errors=errors)
   assert out == {} and set(errors) == set(suite.NAMES)
   for name, line in errors.items():
     assert line.startswith(f"{name}: the evaluated set does not hold every factor combination")
     assert "no encoded example has factors" in line and "\n" not in line
+
+
+def test_the_later_scores_run_only_when_their_field_is_on():
+  flagged = {n: registry.METRICS[n].run_flag for n in suite.NAMES if registry.METRICS[n].run_flag}
+  assert flagged == {"downstream_logistic": "downstream", "downstream_trees": "downstream",
+                     "reduced_downstream": "downstream", "strong_downstream": "downstream",
+                     "fairness_dlib": "fairness_dlib", "unified_scores": "unified_scores"}
+  for name, flag in flagged.items():
+    assert not registry.METRICS[name].enabled({}, "run")
+    assert registry.METRICS[name].enabled({flag: True}, "run")
+    assert not registry.METRICS[name].enabled({flag: True}, "training")
+  assert registry.METRICS["dci"].enabled({}, "run")

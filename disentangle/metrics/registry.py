@@ -139,6 +139,9 @@ class Metric:
     settings: (config.eval, stage) -> the settings dict passed to ``compute``.
     training_flag: the ``config.eval`` bool field that turns it on at eval steps; None: on
       whenever it applies; "" : never at eval steps.
+    run_flag: the ``config.eval`` bool field that turns it on in the run stage (metrics that
+      cost more than the rest of the suite together: the downstream tasks, the fairness score,
+      the unified scores); None: always on there.
     ground_truth: reads ``Inputs.ground_truth`` (ordering, see the module doc).
     sampled: its number depends on its random stream (``eval.repeats`` repeats it).
     tabulated: its ``value`` is a fraction for the tables over seeds (aggregate: in percent).
@@ -150,6 +153,7 @@ class Metric:
   compute: Callable[[Inputs, dict], Optional[dict]]
   settings: Callable[[Any, str], dict] = lambda cfg, stage: {}
   training_flag: Optional[str] = None
+  run_flag: Optional[str] = None
   ground_truth: bool = False
   sampled: bool = False
   tabulated: bool = True
@@ -160,7 +164,9 @@ class Metric:
     return self.logged(result) if self.logged else {self.name: result["value"]}
 
   def enabled(self, eval_config, stage: str) -> bool:
-    if stage == "run" or self.training_flag is None:
+    if stage == "run":
+      return self.run_flag is None or bool(setting(eval_config, self.run_flag, False))
+    if self.training_flag is None:
       return True
     return bool(self.training_flag) and bool(setting(eval_config, self.training_flag, False))
 
