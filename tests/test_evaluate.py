@@ -1,6 +1,7 @@
 """Evaluation of saved runs (`evaluate_run`) and tables over seeds (`aggregate`)."""
 import importlib
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -416,3 +417,44 @@ def test_evaluation_on_another_set_records_trained_on_and_evaluated_on(trained, 
   old.dataset.name = "dsprites"
   assert evaluator_lib.eval_data_names(old) == {"trained_on": "dsprites",
                                                 "evaluated_on": "dsprites", "split": "train"}
+
+
+@pytest.mark.slow
+def test_the_command_line_finishes_a_dsprites_cascadevae_smoke_run_with_one_line_per_run(
+    tmp_path):
+  # The main job's smoke run (on dSprites' synthetic subset: the official file is not here, and
+  # encoding the rendered 737,280 images takes minutes), evaluated by the command line with its
+  # default metrics: exit 0, a summary line with every number, the metrics that could not run on
+  # this set named one line each.
+  env = dict(os.environ, DISENTANGLE_SYNTHETIC_DIR=str(tmp_path / "synthetic"))
+  run_dir = tmp_path / "run"
+  overrides = ("smoke,num_steps=4,checkpoint_every=4,eval_every=4,log_every=2,batch_size=16,"
+               "eval.num_points=200,eval.factor_score_votes=20,eval.suite_points=200,"
+               "progress_bar=False,dataset.source=file,dataset.synthetic_if_missing=True")
+  train = subprocess.run(
+      [sys.executable, "-m", "experiments.dsprites_cascade",
+       f"--config=experiments/configs/dsprites_cascade.py:{overrides}", f"--workdir={run_dir}"],
+      capture_output=True, text=True, cwd=REPO, env=env, timeout=900, check=False)
+  assert train.returncode == 0, train.stderr[-3000:]
+  proc = subprocess.run(
+      [sys.executable, "-m", "experiments.evaluate", f"--workdir={run_dir}",
+       "--factor_score_votes=20", "--vote_batch=10", "--mig_points=500"],
+      capture_output=True, text=True, cwd=REPO, env=env, timeout=900, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "ConvergenceWarning" not in proc.stderr and "Traceback" not in proc.stderr
+  lines = proc.stdout.strip().splitlines()
+  saved = json.loads((run_dir / "results.json").read_text())
+  head = f"{run_dir}: seed 0 step 4 (final: True): "
+  (summary,) = [line for line in lines if line.startswith(head)]
+  shown = {m: v for m, v in saved["metrics"].items() if isinstance(v, dict) and "value" in v}
+  for name, m in shown.items():  # every per-run value printed as written
+    if m["value"] is not None:
+      assert f"{name} {m['value']:.4f}" in summary, name
+  not_computed = saved["metrics"].get("not_computed", {})
+  for line in not_computed.values():
+    assert f"  not computed: {line}" in lines
+  # UDR's sample has no per-run value (aggregate scores it across seeds): named, not formatted.
+  assert shown["udr_sample"]["value"] is None and "factor_score" in shown and "mig" in shown
+  assert [line for line in lines if line.startswith("  no per-run value:")] == [
+      "  no per-run value: udr_sample (scored across seeds: python -m experiments.aggregate)"]
+  assert lines[-1] == f"wrote {run_dir}/results.json and report.md"
