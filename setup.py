@@ -18,7 +18,7 @@ setuptools.setup(
     python_requires=">=3.10",
     install_requires=REQUIREMENTS,
     extras_require={
-        "test": ["pytest>=8", "pytest-xdist==3.8.0"],
+        "test": ["pytest>=8", "pytest-xdist==3.8.0", "ruff==0.17.6"],
         # Benchmark-only: the PyTorch reference step (never imported by the library).
         "torch": ["torch==2.13.0"],
     },

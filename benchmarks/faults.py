@@ -168,8 +168,8 @@ def _visible(run: pathlib.Path) -> set[str]:
 
 def compare(run: pathlib.Path, reference: pathlib.Path, steps: int) -> list[str]:
   """What of a finished ``run`` differs from ``reference`` (module docstring); [] if nothing."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
   out = []
   files = _visible(reference)
   if _visible(run) != files:

@@ -79,8 +79,8 @@ def layer_specs(image_size: int) -> list[dict[str, Any]]:
 def _space_to_depth_conv(features: int):
   """``nn.Conv(features, (4, 4), (2, 2), 'SAME')`` on even sizes, as a stride-1 2x2 conv."""
   import flax.linen as nn  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from jax import lax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
 
   class SpaceToDepthConv(nn.Module):
 
@@ -104,6 +104,7 @@ def _space_to_depth_conv(features: int):
 def _layer_grad_fn(kind: str, impl: str, cout: int) -> Callable:
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
   from disentangle.nn import layers  # pylint: disable=g-import-not-at-top
   if impl == "space_to_depth":
     module = _space_to_depth_conv(cout)
@@ -162,6 +163,7 @@ def step_worker(impl: str, malloc: bool, batch: int, image_size: int, steps: int
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import optax  # pylint: disable=g-import-not-at-top
+
   from disentangle.nn import networks  # pylint: disable=g-import-not-at-top
   shape = (image_size, image_size, 1)
   encoder = networks.Encoder(LATENT, posterior_head="softplus_sigma", conv_impl=impl)

@@ -39,6 +39,7 @@ import json
 import pathlib
 import tempfile
 import time
+
 from absl import app
 from absl import flags
 import jax
@@ -136,9 +137,10 @@ def real_batches(config, bench: common.StepBench, count: int = 4) -> list[dict]:
 
 def host_costs(config, bench: common.StepBench, reps: int = 20) -> dict[str, float]:
   """Median ms of each host-side piece of one loop step, timed alone (outside the loop)."""
+  from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
+
   from disentangle.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   from disentangle.train import writers  # pylint: disable=g-import-not-at-top
-  from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
 
   source = _source(config, bench)
   mesh = mesh_lib.make_mesh(config.mesh.num_devices)

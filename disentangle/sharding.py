@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Callable
 
 import jax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 DATA_AXIS = "data"
 RUNS_AXIS = "runs"     # the runs of one program (seeds x sweep points), on a 2-D mesh

@@ -62,7 +62,8 @@ _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
 
 
 def main(_):
-  from disentangle.evaluation import evaluate_run, report  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import report  # pylint: disable=g-import-not-at-top
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
   try:

@@ -26,8 +26,9 @@ def main(argv=None):
   flags_ = flags.FLAGS
 
   def run(_):
-    import jax  # pylint: disable=g-import-not-at-top
     from absl import logging  # pylint: disable=g-import-not-at-top
+    import jax  # pylint: disable=g-import-not-at-top
+
     from disentangle.evaluation import fair_audit  # pylint: disable=g-import-not-at-top
     if not flags_["verbosity"].present:
       logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO

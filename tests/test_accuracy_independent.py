@@ -12,7 +12,6 @@ import json
 import pathlib
 import struct
 
-import jax
 import numpy as np
 import pytest
 from scipy import optimize

@@ -9,9 +9,9 @@ import itertools
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 import numpy as np
 import pytest
-from jax.sharding import PartitionSpec as P
 
 from disentangle import assignment
 

@@ -1,8 +1,8 @@
 """CascadeVAE step: the d fed to the decoder is the exact assignment of the unary at the same eps."""
 import jax
-import pytest
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from disentangle import assignment
 from disentangle import losses

@@ -95,6 +95,7 @@ def test_scale_schedule_keeps_never_and_rejects_uneven_fractions():
 def test_authors_code_variant_relieves_as_their_run_batch():
   """dsprites_cascade:authors_code: one dim at step 0, one more every 2e4, a pause at t_d = 8e4."""
   import importlib
+
   from disentangle import methods
   c = importlib.import_module("experiments.configs.dsprites_cascade").get_config("authors_code")
   methods.validate(c)

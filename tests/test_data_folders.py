@@ -1,7 +1,7 @@
 """3D Chairs and CelebA folder loaders, synthetic stand-ins and ``load_dataset``."""
 import numpy as np
-import pytest
 from PIL import Image
+import pytest
 
 from disentangle import data
 from disentangle.data import files

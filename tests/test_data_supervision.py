@@ -8,7 +8,8 @@ import pytest
 
 from disentangle import config as config_lib
 from disentangle import data
-from disentangle.data import BatchSpec, LabelledSpec
+from disentangle.data import BatchSpec
+from disentangle.data import LabelledSpec
 from disentangle.data.datasets import celeba
 from disentangle.data.datasets import chairs
 from disentangle.data.datasets import mnist

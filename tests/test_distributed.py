@@ -1,16 +1,19 @@
 """Two processes on loopback (jax.distributed + gloo CPU collectives): train, checkpoint, resume;
 and read a TFDS builder, each process only its share of every global batch."""
 import json
-import pytest
 import os
 import socket
 import subprocess
 import sys
 import types
 
+import pytest
+
 from disentangle.train import input_pipeline
 from tests.conftest import REPO
-from tests.test_data_tfds import TRAIN_IMAGES, TinyMnist, prepare
+from tests.test_data_tfds import TRAIN_IMAGES
+from tests.test_data_tfds import TinyMnist
+from tests.test_data_tfds import prepare
 
 
 def _free_port():

@@ -1,6 +1,5 @@
 """DSpritesUnfair (FFVAE App. B): the law in closed form, a 2e5-row draw tested by chi-square,
 the binarised attributes on every class. No image is rendered here: factors only."""
-import warnings
 
 import numpy as np
 import pytest

@@ -1,9 +1,9 @@
 """A method's own evaluation pictures: the evaluator writes what the method's hook returns."""
 import jax
-import pytest
 import jax.numpy as jnp
 import numpy as np
 from PIL import Image
+import pytest
 
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.methods import base

@@ -5,7 +5,6 @@ import pytest
 
 from disentangle.evaluation import fair_classification as fc
 
-
 # ---------------------------------------------------------------------------------------------
 # Splits.
 

@@ -2,7 +2,6 @@
 ends exactly where a run never stopped ends; no half-written file is ever visible
 (`benchmarks.faults` holds the command, the kill points and the checks)."""
 import json
-import pathlib
 import re
 import signal
 import time

@@ -4,8 +4,8 @@ from __future__ import annotations
 import platform
 
 import jax
-import jax.numpy as jnp
 from jax import lax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest

@@ -6,7 +6,8 @@ import pytest
 
 from disentangle import config as config_lib
 from disentangle import data
-from disentangle.data import BatchSpec, LabelledSpec
+from disentangle.data import BatchSpec
+from disentangle.data import LabelledSpec
 from disentangle.data import files
 from disentangle.data.labels import labelled
 from disentangle.train import input_pipeline

@@ -103,7 +103,9 @@ def test_direct_accuracies_only_for_a_code_named_by_labels():
 def test_code_named_by_labels_follows_the_batch_spec():
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
-  from experiments.configs import dsprites_parted, mnist_cascade, mnist_parted  # pylint: disable=g-import-not-at-top
+  from experiments.configs import dsprites_parted  # pylint: disable=g-import-not-at-top
+  from experiments.configs import mnist_cascade  # pylint: disable=g-import-not-at-top
+  from experiments.configs import mnist_parted  # pylint: disable=g-import-not-at-top
   named = {(mod.__name__, v): evaluator.code_named_by_labels(
       methods.build(mod.get_config(v), (32, 32, 1)))
       for mod, v in [(mnist_cascade, "m10"), (mnist_parted, "labels256"),

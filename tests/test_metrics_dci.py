@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from disentangle.metrics import dci, registry
+from disentangle.metrics import dci
+from disentangle.metrics import registry
 from tests import synthetic_factors as syn
 
 D5 = np.diag(5.0 * np.ones(5))

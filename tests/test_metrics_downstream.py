@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from disentangle.metrics import downstream, registry
+from disentangle.metrics import downstream
+from disentangle.metrics import registry
 from tests import synthetic_factors as syn
 
 CHANCE = float(np.mean([1.0 / n for n in syn.SIZES]))  # uniform factors of 3, 4, 5 values

@@ -3,10 +3,14 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn import ensemble, exceptions, linear_model, svm
+from sklearn import ensemble
+from sklearn import exceptions
+from sklearn import linear_model
+from sklearn import svm
 
 from disentangle.evaluation import report
-from disentangle.metrics import estimators, registry
+from disentangle.metrics import estimators
+from disentangle.metrics import registry
 from disentangle.metrics.representation import MetricInputError
 from tests import synthetic_factors as syn
 

@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 
 from disentangle.data.ground_truth import InMemoryGroundTruth
-from disentangle.metrics import Representation, encode_in_batches, factor_vae_score
-from disentangle.metrics.factor_vae import pairwise_discrete_variance, score_from_votes
+from disentangle.metrics import Representation
+from disentangle.metrics import encode_in_batches
+from disentangle.metrics import factor_vae_score
+from disentangle.metrics.factor_vae import pairwise_discrete_variance
+from disentangle.metrics.factor_vae import score_from_votes
 
 SIZES = (3, 4, 5, 6)
 K = len(SIZES)

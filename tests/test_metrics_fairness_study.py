@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from disentangle.metrics import fairness_study, registry
+from disentangle.metrics import fairness_study
+from disentangle.metrics import registry
 from tests import synthetic_factors as syn
 
 

@@ -1,11 +1,16 @@
 """Chen et al. (2018) estimators against Gaussian closed forms."""
 import numpy as np
 import pytest
-from scipy import integrate, stats
+from scipy import integrate
+from scipy import stats
 
-from disentangle.metrics import (Representation, discrete_mutual_information, estimate_entropies,
-                                 information_report, kl_per_dim, mutual_information_per_dim,
-                                 total_correlation)
+from disentangle.metrics import Representation
+from disentangle.metrics import discrete_mutual_information
+from disentangle.metrics import estimate_entropies
+from disentangle.metrics import information_report
+from disentangle.metrics import kl_per_dim
+from disentangle.metrics import mutual_information_per_dim
+from disentangle.metrics import total_correlation
 
 
 def test_kl_per_dim_against_quadrature():
@@ -76,6 +81,7 @@ def test_information_report_has_numbers_and_settings():
 
 def test_plugin_mutual_information_is_sklearns_bit_for_bit():
   from sklearn import metrics as skm  # pylint: disable=g-import-not-at-top
+
   from disentangle.metrics.information import plugin_mutual_information  # pylint: disable=g-import-not-at-top
   gen = np.random.default_rng(0)
   for t in range(300):
@@ -90,9 +96,13 @@ def test_plugin_mutual_information_is_sklearns_bit_for_bit():
 
 
 def test_the_metrics_read_one_discretiser_and_one_plugin_mi_and_keep_sklearns_numbers():
-  from sklearn import metrics as skm  # pylint: disable=g-import-not-at-top
   import importlib  # pylint: disable=g-import-not-at-top
-  from disentangle.metrics import modularity, sampling, unsupervised  # pylint: disable=g-import-not-at-top
+
+  from sklearn import metrics as skm  # pylint: disable=g-import-not-at-top
+
+  from disentangle.metrics import modularity  # pylint: disable=g-import-not-at-top
+  from disentangle.metrics import sampling  # pylint: disable=g-import-not-at-top
+  from disentangle.metrics import unsupervised  # pylint: disable=g-import-not-at-top
   mig = importlib.import_module("disentangle.metrics.mig")  # the package exports mig(), the function
   assert mig.histogram_discretize is sampling.histogram_discretize
   gen = np.random.default_rng(1)

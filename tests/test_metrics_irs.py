@@ -1,7 +1,9 @@
 """IRS (Suter et al. 2019) as disentanglement_lib computes it."""
 import numpy as np
 
-from disentangle.metrics import irs, registry, sampling
+from disentangle.metrics import irs
+from disentangle.metrics import registry
+from disentangle.metrics import sampling
 from tests import synthetic_factors as syn
 
 

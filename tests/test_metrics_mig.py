@@ -3,9 +3,13 @@ import numpy as np
 import pytest
 
 from disentangle.data.ground_truth import InMemoryGroundTruth
-from disentangle.metrics import Representation, mig, plugin_mutual_information
-from disentangle.metrics.mig import (DSPRITES_FACTORS, factor_set_of, histogram_discretize,
-                                    mig_from_matrix)
+from disentangle.metrics import Representation
+from disentangle.metrics import mig
+from disentangle.metrics import plugin_mutual_information
+from disentangle.metrics.mig import DSPRITES_FACTORS
+from disentangle.metrics.mig import factor_set_of
+from disentangle.metrics.mig import histogram_discretize
+from disentangle.metrics.mig import mig_from_matrix
 from disentangle.metrics.sampling import MetricInputError
 
 SIZES = (3, 4, 5, 6)

@@ -9,7 +9,8 @@ import pytest
 
 from disentangle.data.ground_truth import InMemoryGroundTruth
 from disentangle.evaluation import encodings
-from disentangle.metrics import factor_vae_score, registry
+from disentangle.metrics import factor_vae_score
+from disentangle.metrics import registry
 from disentangle.metrics.factor_vae import partedvae_votes
 from disentangle.metrics.representation import as_representation
 
@@ -172,7 +173,9 @@ def test_registered_partedvae_score_and_labelled_cascadevae_variants():
 @pytest.mark.slow
 def test_evaluator_reports_the_partedvae_metrics_and_pictures(tmp_path):
   import json  # pylint: disable=g-import-not-at-top
+
   import jax  # pylint: disable=g-import-not-at-top
+
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator as evaluator_lib  # pylint: disable=g-import-not-at-top
   from tests import helpers  # pylint: disable=g-import-not-at-top

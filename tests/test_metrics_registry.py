@@ -14,7 +14,8 @@ from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.evaluation import report
 from disentangle.metrics import registry
-from disentangle.metrics.representation import as_representation, concatenate
+from disentangle.metrics.representation import as_representation
+from disentangle.metrics.representation import concatenate
 from tests import helpers
 
 SIZES = (3, 4, 5)

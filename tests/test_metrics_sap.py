@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from disentangle.metrics import registry, sap
+from disentangle.metrics import registry
+from disentangle.metrics import sap
 from tests import synthetic_factors as syn
 
 

@@ -127,8 +127,10 @@ def test_std_across_repeats_shrinks_when_the_points_grow():
 
 def test_aggregate_shows_the_repeats_std_beside_the_spread_across_seeds(tmp_path):
   import jax  # pylint: disable=g-import-not-at-top
+
   from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
-  from disentangle.evaluation import aggregate, report  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import aggregate  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import report  # pylint: disable=g-import-not-at-top
   from tests import helpers  # pylint: disable=g-import-not-at-top
   runs = []
   for seed, (value, std) in enumerate(((0.2, 0.01), (0.4, 0.03))):

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from disentangle.metrics import registry, suite
+from disentangle.metrics import registry
+from disentangle.metrics import suite
 from tests import synthetic_factors as syn
 
 OVER = syn.small_settings(udr_sample={"num_points": 100})

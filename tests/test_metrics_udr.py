@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from disentangle.evaluation import aggregate
-from disentangle.metrics import registry, udr
+from disentangle.metrics import registry
+from disentangle.metrics import udr
 from tests import synthetic_factors as syn
 
 

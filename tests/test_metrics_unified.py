@@ -4,7 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from disentangle.metrics import registry, unified
+from disentangle.metrics import registry
+from disentangle.metrics import unified
 from tests import synthetic_factors as syn
 
 

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from disentangle.metrics import registry, sampling, unsupervised
+from disentangle.metrics import registry
+from disentangle.metrics import sampling
+from disentangle.metrics import unsupervised
 from tests import synthetic_factors as syn
 
 

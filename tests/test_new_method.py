@@ -1,12 +1,12 @@
 """A new method through the public surface alone: a beta-VAE with a supervised label head."""
 import json
-import pytest
 
 import flax.linen as nn
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
+import pytest
 
 from disentangle import config as config_lib
 from disentangle import methods

@@ -14,7 +14,8 @@ from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
 from disentangle.train import trainer
 from tests import helpers
-from tests.test_partedvae import TinyDigits, tiny_config
+from tests.test_partedvae import TinyDigits
+from tests.test_partedvae import tiny_config
 
 MODULES = ("mnist_parted", "dsprites_parted", "celeba_parted")
 

@@ -128,6 +128,7 @@ def test_an_exception_in_the_loop_closes_the_writers_and_the_checkpointer(tmp_pa
   metric writers (their TensorBoard files) and the checkpointer are closed, no thread of the
   run is left, the lines written are on disk, and the same call resumes bitwise."""
   import threading  # pylint: disable=g-import-not-at-top
+
   from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   from disentangle.train import writers  # pylint: disable=g-import-not-at-top

@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks import torch_reference as ref  # pylint: disable=g-import-not-at-top
-from disentangle import mixture  # pylint: disable=g-import-not-at-top
+from benchmarks import torch_reference as ref  # noqa: E402  # pylint: disable=g-import-not-at-top
+from disentangle import mixture  # noqa: E402  # pylint: disable=g-import-not-at-top
 
 
 def test_bc_and_gaussian_kl_equal_the_jax_pieces():

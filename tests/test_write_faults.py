@@ -11,8 +11,8 @@ import sys
 
 import jax
 import numpy as np
-import pytest
 from orbax.checkpoint._src.path import atomicity
+import pytest
 
 from disentangle import atomic
 from disentangle.train import checkpoint

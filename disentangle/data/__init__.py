@@ -20,17 +20,25 @@ import pathlib
 
 from disentangle import config as config_lib
 from disentangle.data import files
-from disentangle.data.arrays import ArrayImages, ImageDataset, to_float_images
+from disentangle.data.arrays import ArrayImages
+from disentangle.data.arrays import ImageDataset
+from disentangle.data.arrays import to_float_images
 from disentangle.data.datasets import celeba
 from disentangle.data.datasets import chairs
 from disentangle.data.datasets import mnist
 from disentangle.data.datasets import synthetic
-from disentangle.data.datasets.dsprites import DSprites, ProceduralDataWarning
+from disentangle.data.datasets.dsprites import DSprites
+from disentangle.data.datasets.dsprites import ProceduralDataWarning
 from disentangle.data.datasets.dsprites_unfair import DSpritesUnfair
-from disentangle.data.files import (ChecksumError, DataFileError, MissingDataError,
-                                    data_dir_origin)
-from disentangle.data.ground_truth import GroundTruthData, InMemoryGroundTruth
-from disentangle.data.labels.batch_spec import IMAGES_ONLY, BatchSpec, LabelledSpec
+from disentangle.data.files import ChecksumError
+from disentangle.data.files import DataFileError
+from disentangle.data.files import MissingDataError
+from disentangle.data.files import data_dir_origin
+from disentangle.data.ground_truth import GroundTruthData
+from disentangle.data.ground_truth import InMemoryGroundTruth
+from disentangle.data.labels.batch_spec import IMAGES_ONLY
+from disentangle.data.labels.batch_spec import BatchSpec
+from disentangle.data.labels.batch_spec import LabelledSpec
 from disentangle.data.labels.labelled import check_batch_spec
 
 _LOG = logging.getLogger(__name__)

@@ -58,8 +58,8 @@ def selection_lines(result: dict) -> list[str]:
   if not final or "selected" not in result:
     return []
   if selected is None:
-    return [f"Selected checkpoint: none kept yet (eval.select); the final figures above are "
-            f"the only ones.", ""]
+    return ["Selected checkpoint: none kept yet (eval.select); the final figures above are "
+            "the only ones.", ""]
   lines = [f"Selected checkpoint: {selected['label']}.", "",
            f"| metric | final (step {final['step']}) | selected (step {selected['step']}) |",
            "|---|---|---|"]

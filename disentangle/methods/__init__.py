@@ -25,7 +25,8 @@ from disentangle.methods import factorvae
 from disentangle.methods import ffvae
 from disentangle.methods import jointvae
 from disentangle.methods import partedvae
-from disentangle.methods.base import TrainState, VAEMethod  # noqa: F401
+from disentangle.methods.base import TrainState  # noqa: F401
+from disentangle.methods.base import VAEMethod  # noqa: F401
 from disentangle.methods.optimizers import Optimizer  # noqa: F401
 
 

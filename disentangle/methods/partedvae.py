@@ -73,7 +73,6 @@ from disentangle.methods import partedvae_config as cfg
 from disentangle.methods import partedvae_nets as nets
 from disentangle.nn import networks
 
-
 default_config = cfg.default_config
 RULES = cfg.RULES
 STEP_FIELDS = cfg.STEP_FIELDS

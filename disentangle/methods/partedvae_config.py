@@ -169,8 +169,8 @@ def require_labels_file(config) -> None:
   """``parted.require_labels_file`` on CelebA: ``MissingDataError`` unless the file exists."""
   if not (config.parted.require_labels_file and config.dataset.name == "celeba"):
     return
-  from disentangle.data.datasets import celeba  # pylint: disable=g-import-not-at-top
   from disentangle.data import files  # pylint: disable=g-import-not-at-top
+  from disentangle.data.datasets import celeba  # pylint: disable=g-import-not-at-top
   root, _ = files.data_dir_origin(config.dataset.data_dir)
   path = celeba.parted_labels_path(root)
   if not path.is_file():

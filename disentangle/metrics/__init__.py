@@ -5,20 +5,27 @@ function (observations -> `Representation`) and a numpy Generator, and returns a
 its number(s) and every setting that produced them. `registry` lists the metrics the evaluation
 runs (each registered once; read by the evaluator, ``experiments.evaluate`` and the tables).
 """
-from disentangle.metrics.accuracy import classification_accuracy, per_variable_accuracy
+from disentangle.metrics import registered  # the papers' metrics, registered in the registry
+from disentangle.metrics import registry
+from disentangle.metrics import suite  # disentanglement_lib's suite, registered after them
+from disentangle.metrics.accuracy import classification_accuracy
+from disentangle.metrics.accuracy import per_variable_accuracy
 from disentangle.metrics.clustering import cluster_accuracy
 from disentangle.metrics.factor_vae import factor_vae_score
-from disentangle.metrics.information import (discrete_entropy, discrete_mutual_information,
-                                             estimate_entropies, gaussian_entropy_per_dim,
-                                             information_report, kl_per_dim,
-                                             mutual_information_per_dim,
-                                             plugin_mutual_information, total_correlation)
+from disentangle.metrics.information import discrete_entropy
+from disentangle.metrics.information import discrete_mutual_information
+from disentangle.metrics.information import estimate_entropies
+from disentangle.metrics.information import gaussian_entropy_per_dim
+from disentangle.metrics.information import information_report
+from disentangle.metrics.information import kl_per_dim
+from disentangle.metrics.information import mutual_information_per_dim
+from disentangle.metrics.information import plugin_mutual_information
+from disentangle.metrics.information import total_correlation
 from disentangle.metrics.mig import mig
-from disentangle.metrics import registry
-from disentangle.metrics import registered  # the papers' metrics, registered in the registry
-from disentangle.metrics import suite  # disentanglement_lib's suite, registered after them
-from disentangle.metrics.representation import (Representation, as_representation,
-                                                encode_factors, encode_in_batches)
+from disentangle.metrics.representation import Representation
+from disentangle.metrics.representation import as_representation
+from disentangle.metrics.representation import encode_factors
+from disentangle.metrics.representation import encode_in_batches
 
 __all__ = [
     "Representation",

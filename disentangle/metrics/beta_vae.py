@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+
 from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import sampling
 from disentangle.metrics.representation import encode_factors

@@ -52,7 +52,8 @@ from disentangle.metrics import boosted_trees
 from disentangle.metrics import dci
 from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import sampling
-from disentangle.metrics.representation import MetricInputError, encode_factors
+from disentangle.metrics.representation import MetricInputError
+from disentangle.metrics.representation import encode_factors
 
 NUM_TRAIN = (10, 100, 1_000, 10_000)
 NUM_TEST = 5_000

@@ -40,11 +40,15 @@ line for a metric with fits that did not converge.
 from __future__ import annotations
 
 import threading
-import warnings
 from typing import Optional
+import warnings
 
 import numpy as np
-from sklearn import exceptions, linear_model, model_selection, multiclass, svm
+from sklearn import exceptions
+from sklearn import linear_model
+from sklearn import model_selection
+from sklearn import multiclass
+from sklearn import svm
 
 from disentangle.metrics.representation import MetricInputError
 

@@ -75,8 +75,11 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from disentangle.metrics.information import kl_per_dim
-from disentangle.metrics.representation import (Representation, dataset_size, encode_factors,
-                                                encode_in_batches, enumerate_factors)
+from disentangle.metrics.representation import Representation
+from disentangle.metrics.representation import dataset_size
+from disentangle.metrics.representation import encode_factors
+from disentangle.metrics.representation import encode_in_batches
+from disentangle.metrics.representation import enumerate_factors
 
 # Settings of each protocol; an argument left at None takes the protocol's value.
 PROTOCOLS = {

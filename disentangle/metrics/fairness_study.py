@@ -30,7 +30,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from disentangle.metrics import downstream
-from disentangle.metrics.representation import MetricInputError, encode_factors
+from disentangle.metrics.representation import MetricInputError
+from disentangle.metrics.representation import encode_factors
 
 NUM_TRAIN = 10_000
 NUM_TEST_POINTS_PER_CLASS = 100

@@ -31,7 +31,8 @@ from typing import Optional
 
 import numpy as np
 
-from disentangle.metrics.representation import Representation, as_representation
+from disentangle.metrics.representation import Representation
+from disentangle.metrics.representation import as_representation
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 _BLOCK_ELEMENTS = 1 << 21  # numbers per log-density block (16 MiB of float64)

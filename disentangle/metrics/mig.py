@@ -57,11 +57,14 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from disentangle.metrics.information import (discrete_entropy, mixture_neg_log_density,
-                                             plugin_mutual_information, sample_posterior)
-from disentangle.metrics.representation import Representation, encode_factors
-from disentangle.metrics.sampling import MetricInputError, histogram_discretize
-
+from disentangle.metrics.information import discrete_entropy
+from disentangle.metrics.information import mixture_neg_log_density
+from disentangle.metrics.information import plugin_mutual_information
+from disentangle.metrics.information import sample_posterior
+from disentangle.metrics.representation import Representation
+from disentangle.metrics.representation import encode_factors
+from disentangle.metrics.sampling import MetricInputError
+from disentangle.metrics.sampling import histogram_discretize
 
 ESTIMATORS = ("histogram", "sampled")
 # The published protocol each estimator reproduces (without discrete rows).

@@ -14,14 +14,17 @@ from typing import Callable, Optional
 import numpy as np
 
 from disentangle.metrics import registry
-from disentangle.metrics.accuracy import classification_accuracy, per_variable_accuracy
+from disentangle.metrics.accuracy import classification_accuracy
+from disentangle.metrics.accuracy import per_variable_accuracy
 from disentangle.metrics.clustering import cluster_accuracy
 from disentangle.metrics.factor_vae import factor_vae_score
 from disentangle.metrics.information import information_report
 from disentangle.metrics.mig import ESTIMATORS as MIG_ESTIMATORS
 from disentangle.metrics.mig import mig
-from disentangle.metrics.representation import encode_factors, enumerate_factors
+from disentangle.metrics.representation import encode_factors
+from disentangle.metrics.representation import enumerate_factors
 from disentangle.metrics.sampling import MetricInputError
+
 
 def _factor_score_settings(cfg, stage):
   training = stage == "training"

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import zlib
 from typing import Any, Callable, Optional
+import zlib
 
 import numpy as np
 

@@ -20,7 +20,9 @@ from typing import Optional
 
 import numpy as np
 
-from disentangle.metrics.representation import MetricInputError, Representation, encode_factors
+from disentangle.metrics.representation import MetricInputError
+from disentangle.metrics.representation import Representation
+from disentangle.metrics.representation import encode_factors
 
 PROTOCOL = "disentanglement_lib"
 PROTOCOL_DISCRETE = "disentanglement_lib+discrete_codes"

@@ -26,8 +26,8 @@ from disentangle.metrics import sampling
 from disentangle.metrics import sap
 from disentangle.metrics import udr
 from disentangle.metrics import unsupervised
-from disentangle.metrics.information import kl_per_dim
 from disentangle.metrics.factor_vae import factor_vae_score
+from disentangle.metrics.information import kl_per_dim
 
 
 def _use_discrete(cfg) -> bool:

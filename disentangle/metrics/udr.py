@@ -20,12 +20,14 @@ samples its runs wrote.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Optional, Sequence
+import warnings
 
 import numpy as np
 import scipy.stats
-from sklearn import exceptions, linear_model, preprocessing
+from sklearn import exceptions
+from sklearn import linear_model
+from sklearn import preprocessing
 
 NUM_POINTS = 1_000
 KL_THRESHOLD = 0.01

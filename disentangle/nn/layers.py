@@ -30,12 +30,12 @@ import functools
 from typing import Any
 
 import flax.linen as nn
-import jax
-import jax.numpy as jnp
 from flax.linen import dtypes
 from flax.linen import initializers
 from flax.linen.linear import default_kernel_init
+import jax
 from jax import lax
+import jax.numpy as jnp
 
 Array = Any
 Dtype = Any

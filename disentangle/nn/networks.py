@@ -39,7 +39,6 @@ import jax.numpy as jnp
 
 from disentangle import config as config_lib
 
-
 # Encoder conv widths per image size; at 32x32 the two papers differ (``model.encoder_widths``).
 ENCODER_WIDTHS = {
     "cascade": {64: (32, 32, 64, 64), 32: (32, 32, 64)},   # CascadeVAE supplement Table 2

@@ -31,8 +31,9 @@ import os
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 from disentangle import config as config_lib
 from disentangle.data.labels import batch_spec as batch_spec_lib

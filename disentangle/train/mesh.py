@@ -13,7 +13,11 @@ import logging
 import jax
 import numpy as np
 
-from disentangle.sharding import DATA_AXIS, RUNS_AXIS, batch_sharding, global_batch, replicated  # noqa: F401
+from disentangle.sharding import DATA_AXIS  # noqa: F401
+from disentangle.sharding import RUNS_AXIS  # noqa: F401
+from disentangle.sharding import batch_sharding  # noqa: F401
+from disentangle.sharding import global_batch  # noqa: F401
+from disentangle.sharding import replicated  # noqa: F401
 
 
 def initialize_distributed(cfg) -> None:

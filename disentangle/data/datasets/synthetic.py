@@ -26,7 +26,8 @@ import shutil
 import tempfile
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image
+from PIL import ImageDraw
 
 from disentangle import atomic
 from disentangle.data.datasets import dsprites

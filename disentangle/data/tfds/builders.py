@@ -39,8 +39,9 @@ import pathlib
 import tempfile
 
 import numpy as np
+from PIL import Image
+from PIL import ImageDraw
 import tensorflow_datasets as tfds
-from PIL import Image, ImageDraw
 
 from disentangle.data.datasets import dsprites
 from disentangle.data.datasets import mnist

@@ -53,8 +53,11 @@ from disentangle.data import files
 from disentangle.data.datasets import image_folder
 from disentangle.data.datasets import mnist
 from disentangle.data.labels import supervision
-from disentangle.data.tfds.layouts import (LAYOUTS, PROCEDURAL_BUILDERS, Layout, prepare_command,
-                                             resolve_tfds_data_dir)
+from disentangle.data.tfds.layouts import LAYOUTS
+from disentangle.data.tfds.layouts import PROCEDURAL_BUILDERS
+from disentangle.data.tfds.layouts import Layout
+from disentangle.data.tfds.layouts import prepare_command
+from disentangle.data.tfds.layouts import resolve_tfds_data_dir
 
 _LOG = logging.getLogger(__name__)
 
@@ -79,7 +82,9 @@ def open_source(tfds_name: str, split: str, data_dir: str):
     TfdsNotPreparedError: one line naming the set, the folder and the command preparing it.
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  from disentangle.data.tfds import builders  # pylint: disable=g-import-not-at-top,unused-import
+
+  # For its side effect: defining the builders registers them with tfds, which finds them by name.
+  from disentangle.data.tfds import builders  # noqa: F401  # pylint: disable=g-import-not-at-top
   if not _is_prepared(tfds_name, data_dir):
     raise TfdsNotPreparedError(f"TFDS set {tfds_name!r} is not prepared under {data_dir}; "
                                f"prepare it with: {prepare_command(tfds_name, data_dir)}")
