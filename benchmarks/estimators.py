@@ -22,7 +22,8 @@ import os
 import numpy as np
 
 from disentangle.data.ground_truth import InMemoryGroundTruth
-from disentangle.metrics import estimators, registry
+from disentangle.metrics import estimators
+from disentangle.metrics import registry
 
 SIZES = (3, 6, 40, 32, 32)
 SCORES = {"beta_vae": ("eval_accuracy",), "sap": ("score",),
