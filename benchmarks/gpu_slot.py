@@ -1,0 +1,598 @@
+"""Spend a short GPU slot: throughput figures first, then paper tables up to the slot's end.
+
+  python -m benchmarks.gpu_slot --minutes=25 --out=DIR [--workdir=W]
+      [--queue=TABLE[:SEEDS[:FRACTION]],...] [--smoke] [--redo_throughput] [--runs=1,10,20,40]
+
+1. Throughput (skipped when ``DIR/throughput.json`` exists, unless ``--redo_throughput``): for
+   dSprites CascadeVAE ``m6`` and MNIST ``m10`` (``--smoke``: their ``smoke`` variants and 1-2
+   runs), N runs in one program (the trainer's, `benchmarks.phases`) for each N of ``--runs``,
+   before and after t_d with the host solver (``cascade.solver='scipy'``) and after t_d with the
+   on-device one (``'hungarian'``), on synthetic batches: run-steps/s, host callbacks per step,
+   compile time and the device's busy share (mean ``utilization.gpu`` of nvidia-smi over the
+   timed steps, sampled in a background thread; null where nvidia-smi does not exist). Budget:
+   15% of the slot, at most 5 minutes; what would start past it is listed as skipped.
+2. The queue (default: ``cascadevae_table3`` with 10 seeds, then ``cascadevae_table1``), each
+   table through `disentangle.reproduce.run.run_table` in ``W/tables/<table>-s<seeds>-f<fraction>``
+   with the deadline at the slot's end minus a margin (10% of the slot, at most 3 minutes): the
+   program in training stops there with a checkpoint and no evaluation that cannot finish starts.
+3. ``DIR`` holds a compact summary, rewritten atomically after the throughput, after each table
+   and at the end: ``throughput.json``, ``utilisation.csv`` (the nvidia-smi samples, where they
+   exist), ``table.json`` / ``table.md`` (every queued table), ``log_tail.txt`` and ``slot.json``
+   (the command, the seeds, the budget, the device, the jax version, start and end, what
+   finished, the earlier calls).
+
+The same command again continues: the throughput is kept, every table resumes from ``W`` (default
+``<DIR>_workdir`` beside ``DIR``, so that ``DIR`` stays small), and the persistent compilation
+cache in ``W/jax_cache`` spares most compilations of the first call. One command at a time per
+``W`` (the lock of `disentangle.reproduce.run.holding`). Exit status: 0 when the queue is done,
+124 when the deadline stopped it, 143 / 130 on SIGTERM / SIGINT, 2 on bad input (one line naming
+the flag, nothing created) or when a table failed (its line is in the log; the queue went on).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import fractions
+import functools
+import importlib
+import itertools
+import json
+import math
+import os
+import pathlib
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Mapping, Optional
+
+from absl import app
+from absl import flags
+
+from disentangle import atomic
+from disentangle import command_line
+
+DEFAULT_QUEUE = "cascadevae_table3:10,cascadevae_table1"
+CONFIGS = (("dsprites_cascade", "m6"), ("mnist_cascade", "m10"))
+RUNS, SMOKE_RUNS = (1, 10, 20, 40), (1, 2)
+SOLVERS = (("scipy", None), ("hungarian", ("after",)))  # the on-device solver: after t_d only
+THROUGHPUT_SHARE, THROUGHPUT_MAX_S = 0.15, 300.0
+MARGIN_SHARE, MARGIN_MAX_S = 0.10, 180.0
+TIMING = {False: dict(steps=10, warmup=2, min_seconds=2.0),  # >= 2 s: several nvidia-smi samples
+          True: dict(steps=2, warmup=1, min_seconds=0.0)}
+SAMPLE_S = {"throughput": 0.2, "queue": 2.0}
+LOG_TAIL_LINES = 300
+UTILISATION_ROWS = 200_000  # about 8 MiB of utilisation.csv
+CACHE = "jax_cache"
+
+_MINUTES = flags.DEFINE_string("minutes", None, "Length of the slot in minutes (> 0).")
+_OUT = flags.DEFINE_string("out", None, "Folder of the compact summary (six files at most).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Folder of the tables' runs and the compilation "
+                               "cache (default: <out>_workdir beside --out).")
+_QUEUE = flags.DEFINE_string("queue", DEFAULT_QUEUE, "Tables to run in order, "
+                             "table[:seeds[:fraction]] separated by commas ('' : none).")
+_SMOKE = flags.DEFINE_bool("smoke", False, "Throughput of the smoke variants, 1-2 runs, 2 steps.")
+_REDO = flags.DEFINE_bool("redo_throughput", False, "Measure again when throughput.json exists.")
+_RUNS = flags.DEFINE_list("runs", None, "Runs per program of the throughput figures (default "
+                          "1,10,20,40; with --smoke 1,2).")
+
+
+# ---------------------------------------------------------------------------------------------
+# Input.
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """A queued table with its seeds and budget fraction."""
+  table: Any  # plan.Table
+  seeds: int
+  fraction: fractions.Fraction
+
+  @property
+  def spec(self) -> str:
+    return f"{self.table.name}:{self.seeds}:{self.fraction}"
+
+  @property
+  def directory(self) -> str:
+    """Its folder under ``W/tables``: one per table, seed count and fraction."""
+    return f"{self.table.name}-s{self.seeds}-f{str(self.fraction).replace('/', '_')}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+  """The command's parsed input."""
+  minutes: float
+  out: pathlib.Path
+  workdir: pathlib.Path
+  queue: tuple[Entry, ...]
+  smoke: bool = False
+  redo_throughput: bool = False
+  runs: tuple[int, ...] = RUNS
+  command: str = ""
+
+  def table_dir(self, entry: Entry) -> pathlib.Path:
+    return self.workdir / "tables" / entry.directory
+
+
+def parse_queue(text: str, tables: Mapping) -> tuple[Entry, ...]:
+  """``table[:seeds[:fraction]],...`` (seeds default: the table's); `plan.BadInput` naming
+  ``--queue`` otherwise."""
+  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  entries = []
+  for part in filter(None, (p.strip() for p in str(text).split(","))):
+    fields = part.split(":")
+    if len(fields) > 3 or not fields[0]:
+      raise plan.BadInput(f"--queue: {part!r} is not table[:seeds[:fraction]]")
+    if fields[0] not in tables:
+      raise plan.BadInput(f"--queue: unknown table {fields[0]!r}; known tables: "
+                          f"{', '.join(tables)}")
+    table = tables[fields[0]]
+    try:
+      seeds = plan.parse_seeds(fields[1]) if len(fields) > 1 and fields[1] else table.seeds
+      fraction = plan.parse_fraction(fields[2] if len(fields) > 2 and fields[2] else 1)
+    except plan.BadInput as e:
+      raise plan.BadInput(f"--queue: {part!r}: {str(e).removeprefix('--')}") from None
+    entry = Entry(table, seeds, fraction)
+    if any(e.directory == entry.directory for e in entries):
+      raise plan.BadInput(f"--queue: {entry.spec} is queued twice")
+    entries.append(entry)
+  return tuple(entries)
+
+
+def check_writable(flag: str, path: pathlib.Path) -> None:
+  """`plan.BadInput` naming ``flag`` unless ``path`` is a folder, or can be made one, that this
+  process can write in; creates nothing (the probe is an unnamed temporary file)."""
+  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  if path.exists() and not path.is_dir():
+    raise plan.BadInput(f"{flag}: {path} exists and is not a folder")
+  ancestor = path
+  while not ancestor.exists():
+    ancestor = ancestor.parent
+  if not ancestor.is_dir():
+    raise plan.BadInput(f"{flag}: cannot create {path}: {ancestor} is not a folder")
+  try:
+    with tempfile.TemporaryFile(dir=ancestor):
+      pass
+  except OSError as e:
+    raise plan.BadInput(f"{flag}: {path} is not writable: {e.strerror or e}") from None
+
+
+def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=None,
+               smoke: bool = False, redo_throughput: bool = False, command: str = "",
+               tables: Optional[Mapping] = None) -> Slot:
+  """The command's input checked, nothing created; `plan.BadInput` naming the flag otherwise.
+
+  ``tables``: the known tables (default `experiments.tables.TABLES`).
+  """
+  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
+  if minutes is None:
+    raise plan.BadInput("--minutes: required (the length of the slot)")
+  try:
+    length = float(minutes)
+  except (TypeError, ValueError):
+    length = math.nan
+  if not (math.isfinite(length) and length > 0):
+    raise plan.BadInput(f"--minutes: must be a positive number of minutes, got {minutes!r}")
+  if not out:
+    raise plan.BadInput("--out: required (the folder of the summary)")
+  out = pathlib.Path(os.path.abspath(out))
+  check_writable("--out", out)
+  workdir = pathlib.Path(os.path.abspath(workdir)) if workdir else \
+      out.parent / f"{out.name}_workdir"
+  if workdir == out or out in workdir.parents:
+    raise plan.BadInput(f"--workdir: {workdir} is inside --out; the summary folder stays small")
+  check_writable("--workdir", workdir)
+  try:
+    counts = tuple(int(r) for r in (runs or (SMOKE_RUNS if smoke else RUNS)))
+  except ValueError:
+    counts = ()
+  if not counts or min(counts) < 1:
+    raise plan.BadInput(f"--runs: whole numbers >= 1 separated by commas, got {runs!r}")
+  if tables is None:
+    from experiments import tables as tables_lib  # pylint: disable=g-import-not-at-top
+    tables = tables_lib.TABLES
+  entries = parse_queue(queue, tables)
+  slot = Slot(length, out, workdir, entries, smoke, redo_throughput, counts, command)
+  for entry in entries:  # a folder of something else is refused before anything starts
+    run.check_workdir(slot.table_dir(entry), entry.table, seeds=entry.seeds,
+                      fraction=entry.fraction)
+  return slot
+
+
+# ---------------------------------------------------------------------------------------------
+# The device's busy share.
+# ---------------------------------------------------------------------------------------------
+class GpuSampler:
+  """nvidia-smi's ``utilization.gpu`` and ``memory.used`` of every GPU, sampled in a thread.
+
+  ``utilization.gpu`` is the share of the last sample period in which a kernel ran; its mean
+  over a span is the device's busy share. Without the binary nothing is sampled (``available``
+  False, every share None). Samples: ``(time.time(), label, gpu, percent, MiB)``.
+  """
+
+  QUERY = ("--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits")
+  HEADER = "time,label,gpu,utilization_gpu_percent,memory_used_mib"
+
+  def __init__(self, previous_csv: Optional[pathlib.Path] = None):
+    self.binary = shutil.which("nvidia-smi")
+    self.available = self.binary is not None
+    self.samples: list[tuple] = []
+    self.label, self.interval_s = "start", SAMPLE_S["throughput"]
+    self._previous = []
+    if previous_csv is not None and previous_csv.is_file():
+      self._previous = previous_csv.read_text().splitlines()[1:]
+    self._lock, self._stop, self._thread = threading.Lock(), threading.Event(), None
+
+  def __enter__(self) -> "GpuSampler":
+    if self.available:
+      self._thread = threading.Thread(target=self._loop, name="nvidia-smi", daemon=True)
+      self._thread.start()
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self._stop.set()
+    if self._thread is not None:
+      self._thread.join(timeout=15)
+
+  @staticmethod
+  def parse(text: str) -> list[tuple[Optional[float], Optional[float]]]:
+    """``(percent, MiB)`` per GPU line of the query (None for ``[N/A]``)."""
+    def number(s):
+      try:
+        return float(s)
+      except ValueError:
+        return None
+    rows = [[p.strip() for p in line.split(",")] for line in text.splitlines() if line.strip()]
+    return [(number(r[0]), number(r[1])) for r in rows if len(r) == 2]
+
+  def _loop(self) -> None:
+    while not self._stop.is_set():
+      t = time.time()
+      try:
+        text = subprocess.run([self.binary, *self.QUERY], capture_output=True, text=True,
+                              timeout=10, check=False).stdout
+      except (OSError, subprocess.SubprocessError):
+        text = ""
+      with self._lock:
+        self.samples.extend((t, self.label, i, u, m) for i, (u, m) in enumerate(self.parse(text)))
+      self._stop.wait(self.interval_s)
+
+  def window(self, start: float, end: float) -> dict[str, Any]:
+    """Busy share (mean utilization.gpu / 100 over every GPU) and peak memory in [start, end]."""
+    with self._lock:
+      inside = [s for s in self.samples if start <= s[0] <= end]
+    util = [s[3] for s in inside if s[3] is not None]
+    mem = [s[4] for s in inside if s[4] is not None]
+    return {"busy_share": round(sum(util) / len(util) / 100, 4) if util else None,
+            "memory_used_mib_max": max(mem) if mem else None, "gpu_samples": len(inside)}
+
+  def csv_text(self) -> str:
+    """The earlier calls' rows then this one's, the last `UTILISATION_ROWS`."""
+    text = lambda v: "" if v is None else f"{v:g}"
+    with self._lock:
+      rows = [f"{t:.2f},{label.replace(',', ';')},{gpu},{text(u)},{text(m)}"
+              for t, label, gpu, u, m in self.samples]
+    return "\n".join([self.HEADER] + (self._previous + rows)[-UTILISATION_ROWS:]) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Throughput.
+# ---------------------------------------------------------------------------------------------
+def measure_throughput(slot: Slot, sampler: GpuSampler, budget_end: float,
+                       log: Callable[[str], None]) -> dict[str, Any]:
+  """The figures of step 1 (module docstring) until ``budget_end`` (the first always)."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from benchmarks import common  # pylint: disable=g-import-not-at-top
+  from benchmarks import phases  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
+  timing = TIMING[slot.smoke]
+  started, asked = time.time(), itertools.count()
+  keep_going = lambda: next(asked) == 0 or time.time() < budget_end
+  figures, skipped, configs = [], [], {}
+  with phases.CallbackCounter() as counter:
+    for runs, (name, variant), (solver, only) in itertools.product(slot.runs, CONFIGS, SOLVERS):
+      variant = f"{variant},smoke" if slot.smoke else variant
+      config = importlib.import_module(f"experiments.configs.{name}").get_config(variant)
+      with config.unlocked():
+        config.cascade.solver = solver
+      wanted = only or ("before", "after")
+      where = dict(config=name, variant=variant, runs=runs, solver=solver)
+      label = f"{name}:{variant} runs={runs} solver={solver}"
+      configs.setdefault(f"{name}:{variant}", dict(
+          common.model_summary(config), discrete_start=int(config.cascade.discrete_start)))
+      if not keep_going():
+        skipped += [dict(where, phase=p, reason="throughput budget spent") for p in wanted]
+        continue
+      sampler.label = label
+      log(f"throughput: {label}")
+      try:
+        records = phases.measure_program(config, common.image_shape(config), runs, 1, counter,
+                                         only=only, keep_going=keep_going, **timing)
+      except Exception as e:  # pylint: disable=broad-except
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        log(f"throughput: {label}: failed: {reason}")
+        skipped += [dict(where, phase=p, reason=f"failed: {reason}") for p in wanted]
+        continue
+      for r in records:
+        figure = dict(where, **r, **sampler.window(r["timed_from"], r["timed_to"]))
+        figures.append(figure)
+        log(f"throughput: {label} {r['phase']}: {r['run_steps_per_s']} run-steps/s, busy share "
+            f"{figure['busy_share']}")
+      done = {r["phase"] for r in records}
+      skipped += [dict(where, phase=p, reason="throughput budget spent")
+                  for p in wanted if p not in done]
+  after = {(f["config"], f["runs"], f["solver"]): f for f in figures if f["phase"] == "after"}
+  comparison = []
+  for (name, runs, solver), f in after.items():
+    other = after.get((name, runs, "hungarian"))
+    if solver == "scipy" and other is not None:
+      comparison.append({"config": name, "runs": runs,
+                         "scipy_run_steps_per_s": f["run_steps_per_s"],
+                         "hungarian_run_steps_per_s": other["run_steps_per_s"],
+                         "hungarian_over_scipy": round(other["run_steps_per_s"] /
+                                                       f["run_steps_per_s"], 3)})
+  return {
+      "device": run.device(), "jax_version": jax.__version__, "smoke": slot.smoke,
+      "runs": list(slot.runs), "configs": configs, "timing": timing,
+      "budget_until": _iso(budget_end), "spent_s": round(time.time() - started, 1),
+      "figures": figures, "skipped": skipped, "solver_comparison": comparison,
+      "environment": common.environment(), "data": common.DATA_NOTE,
+      "notes": {
+          "run_steps_per_s": "runs / median step time of the one program (steps blocked on)",
+          "phase": "CascadeVAE before t_d (no discrete branch) and after it (the assignment "
+                   "solved each step: 'scipy' on the host through a callback, 'hungarian' on "
+                   "the device)",
+          "busy_share": "mean nvidia-smi utilization.gpu / 100 over the timed steps (null: no "
+                        "nvidia-smi or no sample in the span)",
+          "timed_from": "time.time() span of the timed steps (utilisation.csv's time column)"},
+  }
+
+
+# ---------------------------------------------------------------------------------------------
+# Log and summary.
+# ---------------------------------------------------------------------------------------------
+class Log:
+  """Progress lines: printed, and appended to ``W/slot.log`` (its tail goes to ``DIR``)."""
+
+  def __init__(self, path: pathlib.Path):
+    self.path = path
+
+  def __call__(self, line: str) -> None:
+    stamped = f"[{datetime.datetime.now():%Y-%m-%d %H:%M:%S}] {line}"
+    print(stamped, flush=True)
+    self.path.parent.mkdir(parents=True, exist_ok=True)
+    with open(self.path, "a", encoding="utf-8") as f:
+      f.write(stamped.replace("\n", " ") + "\n")
+
+  def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+    if not self.path.is_file():
+      return ""
+    with open(self.path, encoding="utf-8", errors="replace") as f:
+      return "".join(line[:2000] for line in collections.deque(f, maxlen=lines))
+
+
+def progress(data: Optional[dict]) -> dict[str, int]:
+  """How many of a table's lines (with a config) are evaluated, partial, pending."""
+  lines = [l for l in (data or {}).get("lines", []) if l.get("status") != "no config"]
+  counts = collections.Counter(l.get("status") for l in lines)
+  return {"lines": len(lines), "evaluated": counts["evaluated"], "partial": counts["partial"],
+          "pending": len(lines) - counts["evaluated"] - counts["partial"]}
+
+
+def _iso(t: float) -> str:
+  return datetime.datetime.fromtimestamp(t).isoformat(timespec="seconds")
+
+
+def write_summary(slot: Slot, call: dict, status: Mapping[str, dict], sampler: GpuSampler,
+                  log: Log) -> None:
+  """The files of ``DIR`` (module docstring), each written atomically."""
+  tables, text = [], [f"# Tables of `{slot.command or 'benchmarks.gpu_slot'}`\n"]
+  for entry in slot.queue:
+    folder = slot.table_dir(entry)
+    data = None
+    if (folder / "table.json").is_file():
+      data = json.loads((folder / "table.json").read_text())
+    state = status.get(entry.spec, {"status": "not started in this call"})
+    tables.append(dict(queue=entry.spec, workdir=str(folder), **state, table=data))
+    text.append(f"## {entry.spec}: {state['status']}\n")
+    if (folder / "table.md").is_file():
+      text.append((folder / "table.md").read_text())
+  atomic.write_text(slot.out / "table.json", json.dumps({"tables": tables}, indent=1, default=str))
+  atomic.write_text(slot.out / "table.md", "\n".join(text))
+  call["end"] = _iso(time.time())
+  call["queue"] = [dict(table=e.table.name, seeds=e.seeds, fraction=str(e.fraction),
+                        **{k: v for k, v in status.get(e.spec, {}).items()}) for e in slot.queue]
+  cache = slot.workdir / CACHE
+  call["compilation_cache"]["entries_at_end"] = \
+      sum(1 for _ in cache.iterdir()) if cache.is_dir() else 0
+  atomic.write_text(slot.out / "slot.json", json.dumps(call, indent=1, default=str))
+  atomic.write_text(slot.out / "log_tail.txt", log.tail())
+  if sampler.available:
+    atomic.write_text(slot.out / "utilisation.csv", sampler.csv_text())
+
+
+# ---------------------------------------------------------------------------------------------
+# The slot.
+# ---------------------------------------------------------------------------------------------
+def run_slot(slot: Slot, *, modules: Mapping, scale: Callable, dataset=None,
+             evaluate_kwargs: Optional[dict] = None, started: Optional[float] = None) -> int:
+  """The throughput, then the queue up to the deadline, summarised in ``slot.out``.
+
+  Args:
+    slot: the parsed input (`parse_slot`).
+    modules, scale, dataset, evaluate_kwargs: as `disentangle.reproduce.run.run_table`.
+    started: the ``time.time()`` the slot began (default: now).
+
+  Returns:
+    0 when every queued table is done, 2 when one failed (the queue went on).
+
+  Raises:
+    plan.BadInput: ``slot.workdir`` is in use by another command.
+    preemption.Preempted: the deadline (`DeadlineReached`) or a signal stopped a table; the
+      summary is written first.
+  """
+  import contextlib  # pylint: disable=g-import-not-at-top
+
+  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
+  with contextlib.ExitStack() as stack:
+    try:
+      stack.enter_context(run.holding(slot.workdir))
+    except plan.BadInput:
+      raise plan.BadInput(f"--workdir: {slot.workdir} is in use by another command (gpu_slot or "
+                          "experiments.reproduce); wait for it to end or choose another "
+                          "--workdir") from None
+    return _run_locked(slot, modules=modules, scale=scale, dataset=dataset,
+                       evaluate_kwargs=evaluate_kwargs,
+                       started=time.time() if started is None else started)
+
+
+def _read_json(path: pathlib.Path) -> dict:
+  try:
+    return json.loads(path.read_text())
+  except (OSError, ValueError):
+    return {}
+
+
+def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started: float) -> int:
+  """`run_slot`'s work, under the workdir's lock."""
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
+  from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  # A table that fails this way leaves the others to run; a failed write (a full disk) or a bug
+  # ends the command.
+  table_errors = (plan.BadInput, config_lib.ConfigError, data_lib.DataFileError,
+                  trainer.NonFiniteError, checkpoint.CheckpointError)
+  slot_s = 60.0 * slot.minutes
+  margin = min(MARGIN_MAX_S, MARGIN_SHARE * slot_s)
+  deadline = started + slot_s - margin
+  throughput_end = started + min(THROUGHPUT_MAX_S, THROUGHPUT_SHARE * slot_s)
+  log = Log(slot.workdir / "slot.log")
+  previous = _read_json(slot.out / "slot.json")
+  history = previous.pop("previous_calls", []) + ([previous] if previous else [])
+  cache = slot.workdir / CACHE
+  call: dict[str, Any] = {
+      "command": slot.command, "status": "running", "device": run.device(),
+      "jax_version": jax.__version__, "smoke": slot.smoke,
+      "seeds": {e.table.name: e.seeds for e in slot.queue},
+      "budget": {"minutes": slot.minutes, "slot_end": _iso(started + slot_s),
+                 "deadline": _iso(deadline), "margin_s": round(margin, 1),
+                 "throughput_budget_s": round(throughput_end - started, 1)},
+      "start": _iso(started), "end": None, "out": str(slot.out), "workdir": str(slot.workdir),
+      "compilation_cache": {"dir": str(cache), "entries_at_start":
+                            sum(1 for _ in cache.iterdir()) if cache.is_dir() else 0},
+      "throughput": None, "queue": [], "previous_calls": history}
+  status: dict[str, dict] = {}
+  stop, failed = None, False
+  log(f"slot of {slot.minutes:g} min on {call['device']['kind']}: the queue stops at "
+      f"{call['budget']['deadline']}; summary in {slot.out}, runs in {slot.workdir}")
+  with GpuSampler(slot.out / "utilisation.csv") as sampler:
+    summary = lambda: write_summary(slot, call, status, sampler, log)
+    try:
+      if (slot.out / "throughput.json").is_file() and not slot.redo_throughput:
+        call["throughput"] = "kept: throughput.json exists (--redo_throughput measures again)"
+        log(f"throughput: {call['throughput']}")
+      else:
+        data = measure_throughput(slot, sampler, throughput_end, log)
+        atomic.write_text(slot.out / "throughput.json", json.dumps(data, indent=1))
+        call["throughput"] = (f"measured: {len(data['figures'])} figures, "
+                              f"{len(data['skipped'])} skipped")
+      summary()
+      sampler.interval_s = SAMPLE_S["queue"]
+      for entry in slot.queue:
+        folder = slot.table_dir(entry)
+        sampler.label, began, state = entry.spec, time.time(), {}
+        log(f"queue: {entry.spec} in {folder}")
+        try:
+          run.run_table(entry.table, folder, modules, scale=scale, seeds=entry.seeds,
+                        fraction=entry.fraction, command=slot.command, dataset=dataset,
+                        evaluate_kwargs=evaluate_kwargs, deadline=deadline,
+                        log=lambda line, name=entry.table.name: log(f"{name}: {line}"))
+          state["status"] = "done"
+        except preemption.Preempted as e:
+          deadline_stop = isinstance(e, preemption.DeadlineReached)
+          state.update(status="stopped at the deadline" if deadline_stop else
+                       "stopped by a signal", stop=str(e))
+          stop = e
+        except table_errors as e:
+          state["status"], failed = f"failed: {e}", True
+          print(f"error: {entry.spec}: {e}", file=sys.stderr, flush=True)
+        finally:
+          state.update(progress(_read_json(folder / "table.json")),
+                       wall_s=round(time.time() - began, 1),
+                       **sampler.window(began, time.time()))
+          status[entry.spec] = state
+          log(f"queue: {entry.spec}: {state['status']}; evaluated {state['evaluated']} of "
+              f"{state['lines']} lines")
+          summary()
+        if stop is not None:
+          break
+      for entry in slot.queue:
+        status.setdefault(entry.spec, {"status": "not started: stopped before it"})
+      call["status"] = ("done" if stop is None and not failed else
+                        "done, a table failed" if stop is None else
+                        status[next(e.spec for e in slot.queue
+                                    if status[e.spec].get("stop"))]["status"])
+    except BaseException as e:
+      call["status"] = f"ended by {type(e).__name__}: {e}"
+      summary()
+      raise
+    log(f"slot: {call['status']}")
+    summary()
+  if stop is not None:
+    raise stop
+  return 2 if failed else 0
+
+
+def use_compilation_cache(folder: pathlib.Path) -> None:
+  """Keep every compiled program that took 0.5 s or more in ``folder``, across calls."""
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.update("jax_compilation_cache_dir", str(folder))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+STARTED = time.time()  # the slot counts from the start of the command
+
+
+def main(argv) -> None:
+  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  if len(argv) > 1:
+    command_line.fail(f"unexpected argument {argv[1]!r}; see --helpfull")
+  if command_line.DEADLINE.value is not None:
+    command_line.fail("--deadline: not a flag of this command; the slot ends after --minutes")
+  command = "python -m benchmarks.gpu_slot " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+  try:
+    slot = parse_slot(minutes=_MINUTES.value, out=_OUT.value, workdir=_WORKDIR.value,
+                      queue=_QUEUE.value, runs=_RUNS.value, smoke=_SMOKE.value,
+                      redo_throughput=_REDO.value, command=command)
+  except plan.BadInput as e:
+    command_line.fail(str(e))
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+
+  from benchmarks import common  # pylint: disable=g-import-not-at-top
+  from experiments import aggregate  # pylint: disable=g-import-not-at-top
+  from experiments.configs import common as configs  # pylint: disable=g-import-not-at-top
+  common.configure_host()
+  use_compilation_cache(slot.workdir / CACHE)
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  modules = {m.__name__.rpartition(".")[2]: m for m in aggregate.config_modules()}
+  scale = functools.partial(configs.scale_schedule, round_steps=True)
+  with command_line.exits(command):
+    status = run_slot(slot, modules=modules, scale=scale, started=STARTED)
+  sys.exit(status)
+
+
+if __name__ == "__main__":
+  app.run(main)

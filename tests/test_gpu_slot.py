@@ -1,0 +1,162 @@
+"""``python -m benchmarks.gpu_slot``: bad input, the throughput figures of the smoke configs, and
+a tiny table queued, stopped at the slot's deadline, resumed by the same call and equal to an
+uninterrupted run (`disentangle.reproduce.run.run_table`)."""
+import functools
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+import types
+
+import ml_collections
+import pytest
+
+from benchmarks import gpu_slot
+from disentangle.reproduce import plan
+from disentangle.reproduce import run
+from experiments.configs import common
+from tests import helpers
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+FILES = {"throughput.json", "utilisation.csv", "table.json", "table.md", "log_tail.txt",
+         "slot.json"}
+
+
+def _cli(*args):
+  return subprocess.run([sys.executable, "-m", "benchmarks.gpu_slot", *args], cwd=REPO,
+                        capture_output=True, text=True, timeout=600, check=False)
+
+
+def _tiny_table():
+  """One row of a tiny CascadeVAE config (4 steps, 2 seeds) on `helpers.TinyImages`."""
+  c = helpers.tiny_config("cascadevae", num_steps=4, checkpoint_every=2, log_every=2, **{
+      "cascade.discrete_start": 0, "cascade.num_discrete": 4, "eval.num_points": 64,
+      "eval.information": False, "eval.num_images": 4, "mesh.num_devices": 1})
+  module = types.SimpleNamespace(PUBLISHED={})
+  module.get_config = lambda arg=None: ml_collections.ConfigDict(c.to_dict())
+  table = plan.Table("tiny", "a tiny table", "test", ("accuracy",),
+                     (plan.Row("tiny", "4", "fake", "tiny"),), "final", seeds=2)
+  kwargs = dict(scale=functools.partial(common.scale_schedule, round_steps=True),
+                dataset=helpers.TinyImages(n=64),
+                evaluate_kwargs={"mig_points": 200, "encode_batch_size": 64})
+  return table, {"fake": module}, kwargs
+
+
+def _check_summary(out: pathlib.Path) -> None:
+  files = {p.name: p.stat().st_size for p in out.iterdir()}
+  assert set(files) <= FILES and len(files) <= 8, files
+  assert all(size <= 16 * 2**20 for size in files.values()), files
+  assert ("utilisation.csv" in files) == (shutil.which("nvidia-smi") is not None)
+
+
+def _values(lines):
+  return [(line["label"], line["status"], line["metrics"], [s["run_dir"] for s in line["per_seed"]])
+          for line in json.loads(json.dumps(lines))]
+
+
+def test_bad_queue_runs_and_workdir_name_the_flag(tmp_path):
+  table, _, _ = _tiny_table()
+  parse = functools.partial(gpu_slot.parse_slot, minutes=5, out=tmp_path / "out",
+                            tables={"tiny": table})
+  for kwargs, message in (
+      ({"queue": "table9"}, "--queue: unknown table 'table9'; known tables: tiny"),
+      ({"queue": "tiny:0"}, "--queue: 'tiny:0': seeds: "),
+      ({"queue": "tiny:2:1.5"}, "--queue: 'tiny:2:1.5': fraction: "),
+      ({"queue": "tiny:2:1:x"}, "--queue: 'tiny:2:1:x' is not table[:seeds[:fraction]]"),
+      ({"queue": "tiny:2,tiny:2:1"}, "--queue: tiny:2:1 is queued twice"),
+      ({"queue": "tiny", "runs": ["1", "0"]}, "--runs: "),
+      ({"queue": "tiny", "workdir": tmp_path / "out" / "w"}, "--workdir: "),
+      ({"queue": "tiny", "minutes": "nan"}, "--minutes: "),
+  ):
+    with pytest.raises(plan.BadInput) as e:
+      parse(**kwargs)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
+  assert list(tmp_path.iterdir()) == []
+  slot = parse(queue="tiny, tiny:1:1/2")
+  assert [e.spec for e in slot.queue] == ["tiny:2:1", "tiny:1:1/2"]
+  assert slot.workdir == tmp_path / "out_workdir"
+  assert slot.table_dir(slot.queue[1]) == tmp_path / "out_workdir" / "tables" / "tiny-s1-f1_2"
+
+
+def test_nvidia_smi_lines_parse_per_gpu():
+  assert gpu_slot.GpuSampler.parse("87, 1024\n[N/A], 3\n\n") == [(87.0, 1024.0), (None, 3.0)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args,flag", [
+    (["--minutes=0"], "--minutes"), (["--minutes=-1.5"], "--minutes"),
+    (["--minutes=5", "--out={file}/out"], "--out")])
+def test_command_line_bad_input_is_one_line_and_creates_nothing(tmp_path, args, flag):
+  (tmp_path / "file").write_text("")
+  args = [a.format(file=tmp_path / "file") for a in args]
+  if not any(a.startswith("--out=") for a in args):
+    args.append(f"--out={tmp_path / 'out'}")
+  proc = _cli(*args)
+  lines = [line for line in proc.stderr.splitlines() if line.strip() and
+           "libtpu" not in line and "tpu" not in line.lower()]
+  assert proc.returncode == 2, proc.stderr
+  assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), proc.stderr
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+@pytest.mark.slow
+def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_resumes(
+    tmp_path, monkeypatch):
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
+  out, workdir = tmp_path / "out", tmp_path / "w"
+  # The command on the smoke configs, nothing queued: throughput figures, within the budget.
+  proc = _cli("--smoke", "--minutes=3", "--runs=1", f"--out={out}", f"--workdir={workdir}",
+              "--queue=")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  throughput = json.loads((out / "throughput.json").read_text())
+  units = {(f["config"], f["phase"], f["solver"]) for f in throughput["figures"]}
+  units |= {(s["config"], s["phase"], s["solver"]) for s in throughput["skipped"]}
+  assert units == {(c, p, s) for c in ("dsprites_cascade", "mnist_cascade")
+                   for p, s in (("before", "scipy"), ("after", "scipy"), ("after", "hungarian"))}
+  assert throughput["figures"][0]["phase"] == "before" and throughput["smoke"]
+  for f in throughput["figures"]:
+    assert f["runs"] == 1 and f["run_steps_per_s"] > 0 and f["timed_steps"] >= 2
+    assert f["callbacks_per_step"] == (1.0 if (f["phase"], f["solver"]) == ("after", "scipy")
+                                       else 0.0)
+    if shutil.which("nvidia-smi") is None:
+      assert f["busy_share"] is None
+  assert any((workdir / gpu_slot.CACHE).iterdir())  # kept for the next call
+  _check_summary(out)
+
+  # A tiny table queued; the deadline passes at its first step: a checkpoint, the summary.
+  table, modules, kwargs = _tiny_table()
+  slot = gpu_slot.parse_slot(minutes=3, out=out, workdir=workdir, queue="tiny",
+                             tables={"tiny": table}, command="slot")
+  kept = (out / "throughput.json").stat().st_mtime_ns
+  monkeypatch.setattr(preemption.Signals, "passed", lambda self: self.deadline is not None)
+  with pytest.raises(preemption.DeadlineReached, match="at step 1 of 4"):
+    gpu_slot.run_slot(slot, modules=modules, **kwargs)
+  monkeypatch.undo()
+  program = slot.table_dir(slot.queue[0]) / "runs" / "fake_tiny"
+  assert sorted(p.name for p in (program / "checkpoints").iterdir()) == ["1"]
+  state = json.loads((out / "slot.json").read_text())
+  assert state["status"] == "stopped at the deadline" and state["seeds"] == {"tiny": 2}
+  assert state["queue"][0]["evaluated"] == 0 and state["queue"][0]["lines"] == 1
+  assert state["throughput"].startswith("kept")
+  assert (out / "throughput.json").stat().st_mtime_ns == kept
+  assert "stopped at the deadline" in (out / "table.md").read_text()
+  _check_summary(out)
+
+  # The same call again resumes and finishes: the table equals an uninterrupted run's.
+  assert gpu_slot.run_slot(slot, modules=modules, **kwargs) == 0
+  reference = run.run_table(table, tmp_path / "reference", modules, seeds=2, **kwargs)
+  (merged,) = json.loads((out / "table.json").read_text())["tables"]
+  assert merged["status"] == "done" and merged["evaluated"] == 1
+  assert merged["table"]["lines"][0]["status"] == "evaluated"
+  assert _values(merged["table"]["lines"]) == _values(reference["lines"])
+
+  # Once more: nothing trained or evaluated again.
+  files = {p: p.stat().st_mtime_ns for p in program.rglob("*") if p.is_file()}
+  assert gpu_slot.run_slot(slot, modules=modules, **kwargs) == 0
+  assert {p: p.stat().st_mtime_ns for p in program.rglob("*") if p.is_file()} == files
+  state = json.loads((out / "slot.json").read_text())
+  assert state["status"] == "done" and len(state["previous_calls"]) == 3
+  assert state["previous_calls"][0]["throughput"].startswith("measured")
+  assert "tiny: [1/1]" in (out / "log_tail.txt").read_text()
+  _check_summary(out)
