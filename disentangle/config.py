@@ -271,6 +271,10 @@ def int_tuple(*, min_len: int = 1, min_value: int | None = None) -> Rule:
 DATASET_SPLITS = ("train", "all", "test", "official_train", "official_valid", "official_test",
                   "train50k", "valid10k")
 
+# disentanglement_lib's sets (``data.DLIB_SETS``; config does not import the data package).
+DLIB_DATASETS = ("color_dsprites", "noisy_dsprites", "scream_dsprites", "dsprites_noshape",
+                 "cars3d", "mpi3d_toy", "mpi3d_realistic", "mpi3d_real")
+
 RULES: dict[str, Rule] = {
     "seed": NONNEG,
     "num_seeds": POSITIVE,
@@ -279,13 +283,13 @@ RULES: dict[str, Rule] = {
     "batch_size": POSITIVE,
     "weight_decay": NONNEG,
     "dataset.name": one_of("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "shapes3d",
-                           "smallnorb", "dsprites_unfair"),
+                           "smallnorb", "dsprites_unfair", *DLIB_DATASETS),
     "dataset.source": one_of("auto", "file", "render", "tfds"),
     "dataset.placement": one_of("auto", "device", "host"),
     "dataset.train_split": one_of(*DATASET_SPLITS),
     "dataset.eval_split": one_of(*DATASET_SPLITS),
     "dataset.eval_name": one_of("", "dsprites", "mnist", "fashion_mnist", "chairs", "celeba",
-                                "shapes3d", "smallnorb", "dsprites_unfair"),
+                                "shapes3d", "smallnorb", "dsprites_unfair", *DLIB_DATASETS),
     "dataset.unfair_q_shape": NONNEG,
     "dataset.unfair_q_x": NONNEG,
     "dataset.unfair_index_base": one_of(0, 1),

@@ -8,6 +8,10 @@ its five factors, CelebA its 40 attributes, Chairs none). dSprites also implemen
 ground-truth protocol (``ground_truth.GroundTruthData``) used by the metrics. ``SPLITS`` lists
 the splits each set accepts.
 
+disentanglement_lib's other sets (``DLIB_SETS``) are ground-truth sets too: its dSprites variants
+(``dsprites_variants``: color, noisy, scream, noshape) over our dSprites, Cars3D (``cars3d``) and
+MPI3D toy / realistic / real (``mpi3d``), read from their published files.
+
 ``source='tfds'`` reads any of them (and the ground-truth sets ``shapes3d``, ``smallnorb``, which
 exist only there) from a prepared TFDS set, by index, without TensorFlow (``tfds_source``);
 ``builders`` holds the project's own sets as TFDS builders (``python -m disentangle.data.build``).
@@ -23,9 +27,12 @@ from disentangle.data import files
 from disentangle.data.arrays import ArrayImages
 from disentangle.data.arrays import ImageDataset
 from disentangle.data.arrays import to_float_images
+from disentangle.data.datasets import cars3d
 from disentangle.data.datasets import celeba
 from disentangle.data.datasets import chairs
+from disentangle.data.datasets import dsprites_variants
 from disentangle.data.datasets import mnist
+from disentangle.data.datasets import mpi3d
 from disentangle.data.datasets import synthetic
 from disentangle.data.datasets.dsprites import DSprites
 from disentangle.data.datasets.dsprites import ProceduralDataWarning
@@ -43,15 +50,19 @@ from disentangle.data.labels.labelled import check_batch_spec
 
 _LOG = logging.getLogger(__name__)
 
-DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "dsprites_unfair")
+# disentanglement_lib's sets (data/ground_truth/named_data.py) beyond dSprites and the TFDS ones.
+DLIB_SETS = dsprites_variants.VARIANTS + ("cars3d",) + mpi3d.NAMES
+DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "dsprites_unfair",
+            *DLIB_SETS)
 # Datasets drawn from the dSprites images (file or renderer): they take source='render'.
-DSPRITES_BASED = ("dsprites", "dsprites_unfair")
+DSPRITES_BASED = ("dsprites", "dsprites_unfair", *dsprites_variants.VARIANTS)
 TFDS_ONLY = ("shapes3d", "smallnorb")  # ground-truth sets read only with source='tfds'
 
 __all__ = [
     # loading
-    "DATASETS", "DSPRITES_BASED", "TFDS_ONLY", "SPLITS", "ALL_SPLITS", "VALIDATION_SPLITS",
-    "load_dataset", "check_split", "tfds_kwargs", "unfair_settings", "data_dir_origin",
+    "DATASETS", "DLIB_SETS", "DSPRITES_BASED", "TFDS_ONLY", "SPLITS", "ALL_SPLITS",
+    "VALIDATION_SPLITS", "load_dataset", "check_split", "tfds_kwargs", "unfair_settings",
+    "data_dir_origin",
     # what a loaded set is
     "ImageDataset", "ArrayImages", "to_float_images", "GroundTruthData", "InMemoryGroundTruth",
     "DSprites", "DSpritesUnfair",
@@ -80,6 +91,7 @@ SPLITS: dict[str, tuple[str, ...]] = {
     "celeba": tuple(_CELEBA_SPLITS),
     "shapes3d": ("train", "all"),
     "smallnorb": ("train", "test"),
+    **{name: ("train", "all") for name in DLIB_SETS},  # 'train' = 'all', as in the papers
 }
 # Held-out validation (``eval.select='best_validation'``): dataset -> (training part,
 # validation part), both cut from its training file (MNIST / Fashion-MNIST: the first 50000 and
@@ -107,9 +119,16 @@ def unfair_settings(dataset_config) -> dict:
           "seed": int(d.get("unfair_seed", 0))}
 
 
-def _load(name, data_dir, split, source, allow_download, verify, unfair=None):
+def _load(name, data_dir, split, source, allow_download, verify, unfair=None, painting=None):
   if split not in SPLITS[name]:
     raise ValueError(f"{name} has no {split!r} split; valid splits: {list(SPLITS[name])}")
+  if name in dsprites_variants.VARIANTS:  # disentanglement_lib's views of the dSprites rows
+    base = _load("dsprites", data_dir, split, source, allow_download, verify)
+    return dsprites_variants.make(name, base, painting=painting)
+  if name == "cars3d":
+    return cars3d.load_cars3d(data_dir)
+  if name in mpi3d.NAMES:
+    return mpi3d.load_mpi3d(name, data_dir)
   if name == "dsprites_unfair":  # FFVAE App. B: an unfair draw of rows of the dSprites base
     base = _load("dsprites", data_dir, split, source, allow_download, verify)
     return DSpritesUnfair(base, **(unfair or {}))
@@ -142,7 +161,8 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
   """Loads dataset ``name`` from the data folder.
 
   Args:
-    name: one of ``DATASETS``: 'dsprites', 'mnist', 'fashion_mnist', 'chairs', 'celeba'.
+    name: one of ``DATASETS``: 'dsprites', 'mnist', 'fashion_mnist', 'chairs', 'celeba',
+      'dsprites_unfair', or one of ``DLIB_SETS`` (no synthetic stand-ins for Cars3D, MPI3D).
     data_dir: the configured data folder; ``''`` / ``None``: ``$DISENTANGLE_DATA_DIR`` if set,
       else ``~/disentangle_data`` (``files.data_dir_origin``).
     split: one of ``SPLITS[name]``. MNIST / Fashion-MNIST: 'train' (60000) or 'test' (10000),
@@ -186,13 +206,17 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
   if source == "render" and name not in DSPRITES_BASED:
     raise ValueError(f"source='render' only exists for dsprites, not {name}")
   root = files.resolve_data_dir(data_dir)
+  # The painting first: a missing one stops before dSprites is read or downloaded.
+  painting = dsprites_variants.read_scream(root) if name == "scream_dsprites" else None
   try:
-    return _load(name, root, split, source, allow_download, verify=True, unfair=unfair)
+    return _load(name, root, split, source, allow_download, verify=True, unfair=unfair,
+                 painting=painting)
   except MissingDataError as e:
-    if not synthetic_if_missing:
+    if not synthetic_if_missing or name == "cars3d" or name in mpi3d.NAMES:
       raise
     folder = synthetic.ensure_synthetic("dsprites" if name in DSPRITES_BASED else name,
                               files.resolve_synthetic_dir(synthetic_dir))
     _LOG.warning("%s is missing (%s); loading the SYNTHETIC stand-in from %s instead", name,
                  str(e).splitlines()[0], folder)
-    return _load(name, folder, split, source, allow_download, verify=False, unfair=unfair)
+    return _load(name, folder, split, source, allow_download, verify=False, unfair=unfair,
+                 painting=painting)
