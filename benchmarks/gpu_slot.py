@@ -3,13 +3,11 @@
   python -m benchmarks.gpu_slot --minutes=25 --out=DIR [--workdir=W]
       [--queue=TABLE[:SEEDS[:FRACTION]],...] [--smoke] [--redo_throughput] [--runs=1,10,20,40]
 
-1. Throughput (skipped when ``DIR/throughput.json`` exists, unless ``--redo_throughput``): for
-   dSprites CascadeVAE ``m6`` and MNIST ``m10`` (``--smoke``: their ``smoke`` variants and 1-2
-   runs), N runs in one program (the trainer's, `benchmarks.phases`) for each N of ``--runs``,
-   before and after t_d with the host solver (``cascade.solver='scipy'``) and after t_d with the
-   on-device one (``'hungarian'``), on synthetic batches: run-steps/s, host callbacks per step,
-   compile time and the device's busy share (mean ``utilization.gpu`` of nvidia-smi over the
-   timed steps, sampled in a background thread; null where nvidia-smi does not exist). Budget:
+1. Throughput (`benchmarks.throughput`; skipped when ``DIR/throughput.json`` exists, unless
+   ``--redo_throughput``): for dSprites CascadeVAE ``m6`` and MNIST ``m10`` (``--smoke``: their
+   ``smoke`` variants, 1-2 runs), N runs in one program for each N of ``--runs``, before and after
+   t_d, with the host solver and with ``cascade.solver='hungarian'`` after t_d: run-steps/s and
+   the device's busy share (nvidia-smi, sampled in a background thread; null without it). Budget:
    15% of the slot, at most 5 minutes; what would start past it is listed as skipped.
 2. The queue (default: ``cascadevae_table3`` with 10 seeds, then ``cascadevae_table1``), each
    table through `disentangle.reproduce.run.run_table` in ``W/tables/<table>-s<seeds>-f<fraction>``
@@ -35,38 +33,27 @@ import dataclasses
 import datetime
 import fractions
 import functools
-import importlib
-import itertools
 import json
 import math
 import os
 import pathlib
 import shlex
-import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any, Callable, Mapping, Optional
 
 from absl import app
 from absl import flags
 
+from benchmarks import throughput
 from disentangle import atomic
 from disentangle import command_line
 
 DEFAULT_QUEUE = "cascadevae_table3:10,cascadevae_table1"
-CONFIGS = (("dsprites_cascade", "m6"), ("mnist_cascade", "m10"))
-RUNS, SMOKE_RUNS = (1, 10, 20, 40), (1, 2)
-SOLVERS = (("scipy", None), ("hungarian", ("after",)))  # the on-device solver: after t_d only
 THROUGHPUT_SHARE, THROUGHPUT_MAX_S = 0.15, 300.0
 MARGIN_SHARE, MARGIN_MAX_S = 0.10, 180.0
-TIMING = {False: dict(steps=10, warmup=2, min_seconds=2.0),  # >= 2 s: several nvidia-smi samples
-          True: dict(steps=2, warmup=1, min_seconds=0.0)}
-SAMPLE_S = {"throughput": 0.2, "queue": 2.0}
 LOG_TAIL_LINES = 300
-UTILISATION_ROWS = 200_000  # about 8 MiB of utilisation.csv
 CACHE = "jax_cache"
 
 _MINUTES = flags.DEFINE_string("minutes", None, "Length of the slot in minutes (> 0).")
@@ -110,7 +97,7 @@ class Slot:
   queue: tuple[Entry, ...]
   smoke: bool = False
   redo_throughput: bool = False
-  runs: tuple[int, ...] = RUNS
+  runs: tuple[int, ...] = throughput.RUNS
   command: str = ""
 
   def table_dir(self, entry: Entry) -> pathlib.Path:
@@ -187,7 +174,7 @@ def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=N
     raise plan.BadInput(f"--workdir: {workdir} is inside --out; the summary folder stays small")
   check_writable("--workdir", workdir)
   try:
-    counts = tuple(int(r) for r in (runs or (SMOKE_RUNS if smoke else RUNS)))
+    counts = tuple(int(r) for r in (runs or (throughput.SMOKE_RUNS if smoke else throughput.RUNS)))
   except ValueError:
     counts = ()
   if not counts or min(counts) < 1:
@@ -201,156 +188,6 @@ def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=N
     run.check_workdir(slot.table_dir(entry), entry.table, seeds=entry.seeds,
                       fraction=entry.fraction)
   return slot
-
-
-# ---------------------------------------------------------------------------------------------
-# The device's busy share.
-# ---------------------------------------------------------------------------------------------
-class GpuSampler:
-  """nvidia-smi's ``utilization.gpu`` and ``memory.used`` of every GPU, sampled in a thread.
-
-  ``utilization.gpu`` is the share of the last sample period in which a kernel ran; its mean
-  over a span is the device's busy share. Without the binary nothing is sampled (``available``
-  False, every share None). Samples: ``(time.time(), label, gpu, percent, MiB)``.
-  """
-
-  QUERY = ("--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits")
-  HEADER = "time,label,gpu,utilization_gpu_percent,memory_used_mib"
-
-  def __init__(self, previous_csv: Optional[pathlib.Path] = None):
-    self.binary = shutil.which("nvidia-smi")
-    self.available = self.binary is not None
-    self.samples: list[tuple] = []
-    self.label, self.interval_s = "start", SAMPLE_S["throughput"]
-    self._previous = []
-    if previous_csv is not None and previous_csv.is_file():
-      self._previous = previous_csv.read_text().splitlines()[1:]
-    self._lock, self._stop, self._thread = threading.Lock(), threading.Event(), None
-
-  def __enter__(self) -> "GpuSampler":
-    if self.available:
-      self._thread = threading.Thread(target=self._loop, name="nvidia-smi", daemon=True)
-      self._thread.start()
-    return self
-
-  def __exit__(self, *exc) -> None:
-    self._stop.set()
-    if self._thread is not None:
-      self._thread.join(timeout=15)
-
-  @staticmethod
-  def parse(text: str) -> list[tuple[Optional[float], Optional[float]]]:
-    """``(percent, MiB)`` per GPU line of the query (None for ``[N/A]``)."""
-    def number(s):
-      try:
-        return float(s)
-      except ValueError:
-        return None
-    rows = [[p.strip() for p in line.split(",")] for line in text.splitlines() if line.strip()]
-    return [(number(r[0]), number(r[1])) for r in rows if len(r) == 2]
-
-  def _loop(self) -> None:
-    while not self._stop.is_set():
-      t = time.time()
-      try:
-        text = subprocess.run([self.binary, *self.QUERY], capture_output=True, text=True,
-                              timeout=10, check=False).stdout
-      except (OSError, subprocess.SubprocessError):
-        text = ""
-      with self._lock:
-        self.samples.extend((t, self.label, i, u, m) for i, (u, m) in enumerate(self.parse(text)))
-      self._stop.wait(self.interval_s)
-
-  def window(self, start: float, end: float) -> dict[str, Any]:
-    """Busy share (mean utilization.gpu / 100 over every GPU) and peak memory in [start, end]."""
-    with self._lock:
-      inside = [s for s in self.samples if start <= s[0] <= end]
-    util = [s[3] for s in inside if s[3] is not None]
-    mem = [s[4] for s in inside if s[4] is not None]
-    return {"busy_share": round(sum(util) / len(util) / 100, 4) if util else None,
-            "memory_used_mib_max": max(mem) if mem else None, "gpu_samples": len(inside)}
-
-  def csv_text(self) -> str:
-    """The earlier calls' rows then this one's, the last `UTILISATION_ROWS`."""
-    text = lambda v: "" if v is None else f"{v:g}"
-    with self._lock:
-      rows = [f"{t:.2f},{label.replace(',', ';')},{gpu},{text(u)},{text(m)}"
-              for t, label, gpu, u, m in self.samples]
-    return "\n".join([self.HEADER] + (self._previous + rows)[-UTILISATION_ROWS:]) + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# Throughput.
-# ---------------------------------------------------------------------------------------------
-def measure_throughput(slot: Slot, sampler: GpuSampler, budget_end: float,
-                       log: Callable[[str], None]) -> dict[str, Any]:
-  """The figures of step 1 (module docstring) until ``budget_end`` (the first always)."""
-  import jax  # pylint: disable=g-import-not-at-top
-
-  from benchmarks import common  # pylint: disable=g-import-not-at-top
-  from benchmarks import phases  # pylint: disable=g-import-not-at-top
-  from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
-  timing = TIMING[slot.smoke]
-  started, asked = time.time(), itertools.count()
-  keep_going = lambda: next(asked) == 0 or time.time() < budget_end
-  figures, skipped, configs = [], [], {}
-  with phases.CallbackCounter() as counter:
-    for runs, (name, variant), (solver, only) in itertools.product(slot.runs, CONFIGS, SOLVERS):
-      variant = f"{variant},smoke" if slot.smoke else variant
-      config = importlib.import_module(f"experiments.configs.{name}").get_config(variant)
-      with config.unlocked():
-        config.cascade.solver = solver
-      wanted = only or ("before", "after")
-      where = dict(config=name, variant=variant, runs=runs, solver=solver)
-      label = f"{name}:{variant} runs={runs} solver={solver}"
-      configs.setdefault(f"{name}:{variant}", dict(
-          common.model_summary(config), discrete_start=int(config.cascade.discrete_start)))
-      if not keep_going():
-        skipped += [dict(where, phase=p, reason="throughput budget spent") for p in wanted]
-        continue
-      sampler.label = label
-      log(f"throughput: {label}")
-      try:
-        records = phases.measure_program(config, common.image_shape(config), runs, 1, counter,
-                                         only=only, keep_going=keep_going, **timing)
-      except Exception as e:  # pylint: disable=broad-except
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        log(f"throughput: {label}: failed: {reason}")
-        skipped += [dict(where, phase=p, reason=f"failed: {reason}") for p in wanted]
-        continue
-      for r in records:
-        figure = dict(where, **r, **sampler.window(r["timed_from"], r["timed_to"]))
-        figures.append(figure)
-        log(f"throughput: {label} {r['phase']}: {r['run_steps_per_s']} run-steps/s, busy share "
-            f"{figure['busy_share']}")
-      done = {r["phase"] for r in records}
-      skipped += [dict(where, phase=p, reason="throughput budget spent")
-                  for p in wanted if p not in done]
-  after = {(f["config"], f["runs"], f["solver"]): f for f in figures if f["phase"] == "after"}
-  comparison = []
-  for (name, runs, solver), f in after.items():
-    other = after.get((name, runs, "hungarian"))
-    if solver == "scipy" and other is not None:
-      comparison.append({"config": name, "runs": runs,
-                         "scipy_run_steps_per_s": f["run_steps_per_s"],
-                         "hungarian_run_steps_per_s": other["run_steps_per_s"],
-                         "hungarian_over_scipy": round(other["run_steps_per_s"] /
-                                                       f["run_steps_per_s"], 3)})
-  return {
-      "device": run.device(), "jax_version": jax.__version__, "smoke": slot.smoke,
-      "runs": list(slot.runs), "configs": configs, "timing": timing,
-      "budget_until": _iso(budget_end), "spent_s": round(time.time() - started, 1),
-      "figures": figures, "skipped": skipped, "solver_comparison": comparison,
-      "environment": common.environment(), "data": common.DATA_NOTE,
-      "notes": {
-          "run_steps_per_s": "runs / median step time of the one program (steps blocked on)",
-          "phase": "CascadeVAE before t_d (no discrete branch) and after it (the assignment "
-                   "solved each step: 'scipy' on the host through a callback, 'hungarian' on "
-                   "the device)",
-          "busy_share": "mean nvidia-smi utilization.gpu / 100 over the timed steps (null: no "
-                        "nvidia-smi or no sample in the span)",
-          "timed_from": "time.time() span of the timed steps (utilisation.csv's time column)"},
-  }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,8 +225,8 @@ def _iso(t: float) -> str:
   return datetime.datetime.fromtimestamp(t).isoformat(timespec="seconds")
 
 
-def write_summary(slot: Slot, call: dict, status: Mapping[str, dict], sampler: GpuSampler,
-                  log: Log) -> None:
+def write_summary(slot: Slot, call: dict, status: Mapping[str, dict],
+                  sampler: throughput.GpuSampler, log: Log) -> None:
   """The files of ``DIR`` (module docstring), each written atomically."""
   tables, text = [], [f"# Tables of `{slot.command or 'benchmarks.gpu_slot'}`\n"]
   for entry in slot.queue:
@@ -497,19 +334,19 @@ def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started
   stop, failed = None, False
   log(f"slot of {slot.minutes:g} min on {call['device']['kind']}: the queue stops at "
       f"{call['budget']['deadline']}; summary in {slot.out}, runs in {slot.workdir}")
-  with GpuSampler(slot.out / "utilisation.csv") as sampler:
+  with throughput.GpuSampler(slot.out / "utilisation.csv") as sampler:
     summary = lambda: write_summary(slot, call, status, sampler, log)
     try:
       if (slot.out / "throughput.json").is_file() and not slot.redo_throughput:
         call["throughput"] = "kept: throughput.json exists (--redo_throughput measures again)"
         log(f"throughput: {call['throughput']}")
       else:
-        data = measure_throughput(slot, sampler, throughput_end, log)
+        data = throughput.measure(slot.runs, slot.smoke, sampler, throughput_end, log)
         atomic.write_text(slot.out / "throughput.json", json.dumps(data, indent=1))
         call["throughput"] = (f"measured: {len(data['figures'])} figures, "
                               f"{len(data['skipped'])} skipped")
       summary()
-      sampler.interval_s = SAMPLE_S["queue"]
+      sampler.interval_s = throughput.SAMPLE_S["queue"]
       for entry in slot.queue:
         folder = slot.table_dir(entry)
         sampler.label, began, state = entry.spec, time.time(), {}
