@@ -243,7 +243,7 @@ def write_summary(slot: Slot, call: dict, status: Mapping[str, dict],
   atomic.write_text(slot.out / "table.md", "\n".join(text))
   call["end"] = _iso(time.time())
   call["queue"] = [dict(table=e.table.name, seeds=e.seeds, fraction=str(e.fraction),
-                        **{k: v for k, v in status.get(e.spec, {}).items()}) for e in slot.queue]
+                        **status.get(e.spec, {})) for e in slot.queue]
   cache = slot.workdir / CACHE
   call["compilation_cache"]["entries_at_end"] = \
       sum(1 for _ in cache.iterdir()) if cache.is_dir() else 0
@@ -332,6 +332,8 @@ def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started
       "throughput": None, "queue": [], "previous_calls": history}
   status: dict[str, dict] = {}
   stop, failed = None, False
+  stopped = lambda e: ("stopped at the deadline" if isinstance(e, preemption.DeadlineReached)
+                       else "stopped by a signal")
   log(f"slot of {slot.minutes:g} min on {call['device']['kind']}: the queue stops at "
       f"{call['budget']['deadline']}; summary in {slot.out}, runs in {slot.workdir}")
   with throughput.GpuSampler(slot.out / "utilisation.csv") as sampler:
@@ -349,7 +351,7 @@ def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started
       sampler.interval_s = throughput.SAMPLE_S["queue"]
       for entry in slot.queue:
         folder = slot.table_dir(entry)
-        sampler.label, began, state = entry.spec, time.time(), {}
+        sampler.label, began, state = entry.spec, time.time(), {"status": "ended by an error"}
         log(f"queue: {entry.spec} in {folder}")
         try:
           run.run_table(entry.table, folder, modules, scale=scale, seeds=entry.seeds,
@@ -358,10 +360,8 @@ def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started
                         log=lambda line, name=entry.table.name: log(f"{name}: {line}"))
           state["status"] = "done"
         except preemption.Preempted as e:
-          deadline_stop = isinstance(e, preemption.DeadlineReached)
-          state.update(status="stopped at the deadline" if deadline_stop else
-                       "stopped by a signal", stop=str(e))
           stop = e
+          state.update(status=stopped(e), stop=str(e))
         except table_errors as e:
           state["status"], failed = f"failed: {e}", True
           print(f"error: {entry.spec}: {e}", file=sys.stderr, flush=True)
@@ -377,10 +377,8 @@ def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started
           break
       for entry in slot.queue:
         status.setdefault(entry.spec, {"status": "not started: stopped before it"})
-      call["status"] = ("done" if stop is None and not failed else
-                        "done, a table failed" if stop is None else
-                        status[next(e.spec for e in slot.queue
-                                    if status[e.spec].get("stop"))]["status"])
+      call["status"] = (stopped(stop) if stop is not None else
+                        "done, a table failed" if failed else "done")
     except BaseException as e:
       call["status"] = f"ended by {type(e).__name__}: {e}"
       summary()

@@ -160,3 +160,28 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   assert state["previous_calls"][0]["throughput"].startswith("measured")
   assert "tiny: [1/1]" in (out / "log_tail.txt").read_text()
   _check_summary(out)
+
+
+def test_a_failed_table_is_reported_and_the_queue_goes_on(tmp_path):
+  """A table whose config is refused fails in one line; the next one still runs (here it stops
+  at the deadline, already past); the throughput of an earlier call is kept."""
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
+  table, modules, kwargs = _tiny_table()
+  bad = types.SimpleNamespace(PUBLISHED={}, get_config=lambda arg=None: ml_collections.ConfigDict(
+      helpers.tiny_config("cascadevae", **{"cascade.solver": "nope"}).to_dict()))
+  broken = plan.Table("broken", "a broken table", "test", ("accuracy",),
+                      (plan.Row("bad", "4", "bad", "bad"),), "final", seeds=1)
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "throughput.json").write_text("{}")
+  slot = gpu_slot.parse_slot(minutes=1, out=out, queue="broken,tiny",
+                             tables={"broken": broken, "tiny": table}, command="slot")
+  with pytest.raises(preemption.DeadlineReached, match="before the training of program 1/1"):
+    gpu_slot.run_slot(slot, modules=dict(modules, bad=bad), started=0.0, **kwargs)
+  state = json.loads((out / "slot.json").read_text())
+  failed, tiny = state["queue"]
+  assert failed["status"].startswith("failed: ") and "cascade.solver" in failed["status"]
+  assert tiny["status"] == "stopped at the deadline" and state["status"] == tiny["status"]
+  assert (out / "throughput.json").read_text() == "{}"
+  assert "## broken:1:1: failed: " in (out / "table.md").read_text()
+  _check_summary(out)
