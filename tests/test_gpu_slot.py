@@ -3,8 +3,8 @@ a tiny table queued, stopped at the slot's deadline, resumed by the same call an
 uninterrupted run (`disentangle.reproduce.run.run_table`)."""
 import functools
 import json
+import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import types
@@ -24,8 +24,8 @@ FILES = {"throughput.json", "utilisation.csv", "table.json", "table.md", "log_ta
          "slot.json"}
 
 
-def _cli(*args):
-  return subprocess.run([sys.executable, "-m", "benchmarks.gpu_slot", *args], cwd=REPO,
+def _cli(*args, env=None):
+  return subprocess.run([sys.executable, "-m", "benchmarks.gpu_slot", *args], cwd=REPO, env=env,
                         capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -48,7 +48,6 @@ def _check_summary(out: pathlib.Path) -> None:
   files = {p.name: p.stat().st_size for p in out.iterdir()}
   assert set(files) <= FILES and len(files) <= 8, files
   assert all(size <= 16 * 2**20 for size in files.values()), files
-  assert ("utilisation.csv" in files) == (shutil.which("nvidia-smi") is not None)
 
 
 def _values(lines):
@@ -105,9 +104,15 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
     tmp_path, monkeypatch):
   from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   out, workdir = tmp_path / "out", tmp_path / "w"
-  # The command on the smoke configs, nothing queued: throughput figures, within the budget.
+  # The command on the smoke configs, nothing queued: throughput figures, within the budget. A
+  # stand-in nvidia-smi reports a GPU 55% busy.
+  fake = tmp_path / "bin" / "nvidia-smi"
+  fake.parent.mkdir()
+  fake.write_text("#!/bin/sh\necho '55, 1234'\n")
+  fake.chmod(0o755)
+  env = dict(os.environ, PATH=f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
   proc = _cli("--smoke", "--minutes=2", "--runs=1", f"--out={out}", f"--workdir={workdir}",
-              "--queue=")
+              "--queue=", env=env)
   assert proc.returncode == 0, proc.stderr[-3000:]
   throughput = json.loads((out / "throughput.json").read_text())
   units = {(f["config"], f["phase"], f["solver"]) for f in throughput["figures"]}
@@ -120,8 +125,11 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
     assert f["runs"] == 1 and f["run_steps_per_s"] > 0 and f["timed_steps"] >= 2
     assert f["callbacks_per_step"] == (1.0 if (f["phase"], f["solver"]) == ("after", "scipy")
                                        else 0.0)
-    if shutil.which("nvidia-smi") is None:
-      assert f["busy_share"] is None
+    assert f["busy_share"] in (0.55, None) and f["memory_used_mib_max"] in (1234, None)
+  assert any(f["busy_share"] == 0.55 for f in throughput["figures"])
+  rows = (out / "utilisation.csv").read_text().splitlines()
+  assert rows[0] == "time,label,gpu,utilization_gpu_percent,memory_used_mib"
+  assert any(r.endswith(",dsprites_cascade:m6;smoke runs=1 solver=scipy,0,55,1234") for r in rows)
   assert any((workdir / gpu_slot.CACHE).iterdir())  # kept for the next call
   _check_summary(out)
 
