@@ -73,14 +73,14 @@ class GpuSampler:
 
   def _loop(self) -> None:
     while not self._stop.is_set():
-      t = time.time()
+      t, label = time.time(), self.label
       try:
         text = subprocess.run([self.binary, *self.QUERY], capture_output=True, text=True,
                               timeout=10, check=False).stdout
       except (OSError, subprocess.SubprocessError):
         text = ""
       with self._lock:
-        self.samples.extend((t, self.label, i, u, m) for i, (u, m) in enumerate(self.parse(text)))
+        self.samples.extend((t, label, i, u, m) for i, (u, m) in enumerate(self.parse(text)))
       self._stop.wait(self.interval_s)
 
   def window(self, start: float, end: float) -> dict[str, Any]:
