@@ -116,6 +116,8 @@ def base_config() -> ml_collections.ConfigDict:
   # authors' dSprites code; only where no held-out split exists).
   c.eval.select = "final"
   c.eval.select_metric = "accuracy"   # a registered metric computed at eval steps
+  c.eval.background = True            # in-training evaluation on a worker thread beside the steps
+                                      # (train/background.py); False: in the loop (same files)
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.num_devices = 0          # 0 = all devices

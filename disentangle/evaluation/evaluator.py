@@ -1,7 +1,9 @@
 """Evaluation at eval steps during training: `Evaluator`, built by `factory(config)`.
 
-The trainer calls `Evaluator.run(params, step)` every ``eval_every`` steps (process 0, on a host
-copy of the parameters). It encodes the ``config.eval.num_points`` eval points once and runs the
+The trainer calls `Evaluator.run(params, step, rep)` every ``eval_every`` steps (process 0, on a
+host copy of the parameters, beside the training steps: `disentangle.train.background`), with the
+encodings of the ``config.eval.num_points`` eval points that `RunsEncoder` computed for every run
+at once on the device (or it encodes them itself when called without), and runs the
 registered metrics (`disentangle.metrics.registry`, stage ``"training"``) that their
 ``config.eval`` flags switch on: information estimates (KL_j, I(x; z_j), TC, I(x; d)), the
 unsupervised accuracy of the discrete code against labels, the CascadeVAE disentanglement score
@@ -25,6 +27,7 @@ import json
 import pathlib
 from typing import Optional
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -35,6 +38,7 @@ from disentangle import viz
 from disentangle.evaluation import encodings
 from disentangle.metrics import registry
 from disentangle.train import host
+from disentangle.train import seeds
 from disentangle.train import selection
 
 # Traversal ranges of the papers' figures (CascadeVAE Figs. 5, 8, 9).
@@ -204,11 +208,14 @@ class Evaluator:
     return {"factor_score": {"num_variance_points": n},
             "factor_score_no_discrete": {"num_variance_points": n}, "mig": {"num_points": n}}
 
-  def run(self, params, step: int) -> dict:
+  def run(self, params, step: int, rep: Optional[metrics.Representation] = None) -> dict:
+    """The evaluation of ``params`` at ``step``; ``rep``: the eval points' encodings when the
+    caller has them (`RunsEncoder`), else they are encoded here."""
     rng = np.random.default_rng([self.config.seed, step])
-    rep, _ = encodings.encode_streamed(
-        lambda a, b: self.dataset.get_images(self.indices[a:b]), len(self.indices),
-        lambda x: self._represent(params, x), self.batch_size)
+    if rep is None:
+      rep, _ = encodings.encode_streamed(
+          lambda a, b: self.dataset.get_images(self.indices[a:b]), len(self.indices),
+          lambda x: self._represent(params, x), self.batch_size)
     results, _ = registry.run(self.inputs(params, rep, rng), self.config.eval,
                               overrides=self._overrides())
     details = {"step": step, "num_points": int(len(self.indices)),
@@ -255,13 +262,89 @@ class Evaluator:
                       json.dumps(details, indent=1, default=to_json))
 
 
-def factory(config):
-  """``evaluator_factory`` for :func:`disentangle.train.trainer.train`; shares the eval data.
+class RunsEncoder:
+  """The eval points of every run of a program encoded on the device in one compiled call.
+
+  ``encoder(params)``: ``params`` on the device (the runs stacked on a leading axis when there
+  are several) -> one `Representation` per run. The call unrolls the runs (each run's own
+  ``method.represent`` on its slice, as `seeds` ``'unroll'``), so that every run sees the
+  encoder, the batches (``batch_size`` rows, the last padded with copies of the last image) and
+  the micro-batches of `Evaluator.run`'s own encoding: the same float32 numbers, without a host
+  copy of the parameters or one call per run. Images are sent in chunks of at most
+  ``chunk_bytes`` (one chunk, one call, for the usual ``eval.num_points``).
+  """
+
+  CHUNK_BYTES = 256 << 20
+
+  def __init__(self, evaluators, config, chunk_bytes: int = CHUNK_BYTES):
+    first = evaluators[0]
+    self.n = len(first.indices)
+    self.batch_size = min(first.batch_size, self.n)
+    self._get = lambda a, b: first.dataset.get_images(first.indices[a:b])
+    row_bytes = 4 * int(np.prod(first.dataset.image_shape))
+    self.chunk = self.batch_size * max(1, chunk_bytes // (self.batch_size * row_bytes))
+    represents = [encodings.micro_batched(
+        ev.method.represent,
+        encodings.default_micro_batch() if ev.method.rowwise_represent else None)
+                  for ev in evaluators]
+    multi, size = len(evaluators) > 1, self.batch_size
+
+    def encode(params, images):
+      def batch(x):
+        if not multi:
+          return represents[0](params, x)
+        return seeds.stack([r(seeds.take(params, i), x) for i, r in enumerate(represents)])
+      return jax.lax.map(batch, images.reshape((-1, size) + images.shape[1:]))
+
+    self._encode = host.jit(encode, config)
+    self.num_runs = len(evaluators)
+
+  @classmethod
+  def of(cls, evaluators, config) -> Optional["RunsEncoder"]:
+    """The encoder of ``evaluators`` when all are `Evaluator` of the same points, else None."""
+    if not evaluators or not all(type(ev) is Evaluator for ev in evaluators):
+      return None
+    first = evaluators[0]
+    if not all(ev.dataset is first.dataset and ev.batch_size == first.batch_size and
+               np.array_equal(ev.indices, first.indices) for ev in evaluators):
+      return None
+    return cls(evaluators, config)
+
+  def __call__(self, params) -> list[metrics.Representation]:
+    parts, pending = [], None
+    for start in range(0, self.n, self.chunk):
+      images = np.asarray(self._get(start, min(self.n, start + self.chunk)), np.float32)
+      pad = -len(images) % self.batch_size
+      if pad:
+        images = np.concatenate([images, np.repeat(images[-1:], pad, axis=0)])
+      out = self._encode(params, jnp.asarray(images))
+      if pending is not None:
+        parts.append(jax.device_get(pending))
+      pending = out
+    parts.append(jax.device_get(pending))
+    reps = []
+    for i in range(self.num_runs):
+      run = {k: np.concatenate([_rows(p[k], i, self.num_runs) for p in parts])[:self.n]
+             for k in parts[0]}
+      reps.append(metrics.as_representation(run))
+    return reps
+
+
+def _rows(a: np.ndarray, i: int, num_runs: int) -> np.ndarray:
+  """Run ``i``'s rows of an encoder output [batches, (runs,) rows, ...]."""
+  a = a[:, i] if num_runs > 1 else a
+  return a.reshape((-1,) + a.shape[2:])
+
+
+def factory(config, dataset=None):
+  """``evaluator_factory`` for :func:`disentangle.train.trainer.train`; shares the eval data
+  (``dataset``, or `load_eval_data`'s).
 
   ``factory(config).load_data()`` opens the evaluation data (a missing or corrupt file raises
-  here): the trainer calls it before it creates anything.
+  here): the trainer calls it before it creates anything. ``factory(config).runs_encoder``: the
+  trainer's `RunsEncoder` of the evaluators it made.
   """
-  cache = {}
+  cache = {} if dataset is None else {"data": dataset}
 
   def load_data():
     if "data" not in cache:
@@ -273,4 +356,5 @@ def factory(config):
     return Evaluator(config, method, run_dir, dataset=load_data())
 
   make.load_data = load_data
+  make.runs_encoder = lambda evaluators: RunsEncoder.of(evaluators, config)
   return make

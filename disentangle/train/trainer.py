@@ -4,7 +4,10 @@
 config or a missing / corrupt data file fails before anything is created on disk), then create
 the run directories, resume from ``<workdir>/checkpoints`` if a checkpoint exists, then loop over
 jit-compiled steps (state donated, batch sharded along the ``data`` axis). Metrics are read on
-host only at log steps; evaluation hooks run every ``eval_every`` steps; checkpoints are written
+host only at log steps; the evaluators run every ``eval_every`` steps, beside the training steps
+(``eval.background``, `disentangle.train.background`: one evaluation in flight on a worker
+thread, reading copies of that step's parameters; the eval points of every run encoded in one
+call on the device when the factory offers ``runs_encoder``); checkpoints are written
 atomically every ``checkpoint_every`` steps and at the end. A non-finite loss stops the run with
 :class:`NonFiniteError` before anything bad is saved. SIGTERM or SIGINT during the loop
 (`disentangle.train.preemption`): the step in flight ends, a checkpoint of that step is written
@@ -13,8 +16,10 @@ atomically every ``checkpoint_every`` steps and at the end. A non-finite loss st
 ``deadline`` stops the run the same way (`preemption.DeadlineReached`) at the first step that
 ends past it; an evaluation that would end past it (as long as the last one took) is not
 started: the run stops at that step and the resumed run evaluates it first (``eval_pending.json``
-in the workdir says which step). Any exception out of the loop closes the writers, the selectors
-and the checkpointer too, as a normal end and a stop do.
+in the workdir says which step; it also names the evaluation in flight, so that a run killed
+during it evaluates that step again). A stop waits for the evaluation in flight. Any exception
+out of the loop (an evaluation's too, at the next step) closes the writers, the selectors and
+the checkpointer too, as a normal end and a stop do.
 
 ``config.num_seeds = N > 1`` and ``config.sweep`` train R runs (sweep points x seeds,
 `disentangle.train.runs`) in one program over stacked parameters, optimiser states, rng and
@@ -45,6 +50,7 @@ from disentangle import atomic
 from disentangle import config as config_lib
 from disentangle import data as data_lib
 from disentangle import methods
+from disentangle.train import background as background_lib
 from disentangle.train import checkpoint as checkpoint_lib
 from disentangle.train import device_data
 from disentangle.train import host
@@ -56,11 +62,12 @@ from disentangle.train import seeds
 from disentangle.train import selection
 from disentangle.train import writers
 
-PENDING_EVAL = "eval_pending.json"  # the step whose evaluation was deferred at the deadline
+# The step whose evaluation is owed: deferred at the deadline, or in flight (`background`).
+PENDING_EVAL = "eval_pending.json"
 # Fields that may change between a run and its resumption.
 RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
-                    "progress_bar", "dataset.data_dir", "dataset.allow_download",
-                    "dataset.placement", "mesh.num_devices",
+                    "progress_bar", "eval.background", "dataset.data_dir",
+                    "dataset.allow_download", "dataset.placement", "mesh.num_devices",
                     "mesh.runs", "mesh.data", "model.conv_impl", "cascade.unary_batching",
                     "distributed.initialize", "distributed.coordinator_address",
                     "distributed.num_processes", "distributed.process_id")
@@ -188,8 +195,15 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     if is_main:
       print(f"resumed from {ckpt.directory} at step {int(_first(state.step))}", flush=True)
   start = int(_first(state.step))
+  # The evaluation owed at the restored step (`PENDING_EVAL`) is done again first.
+  owed = None
+  if is_main and (workdir / PENDING_EVAL).exists():
+    owed = json.loads((workdir / PENDING_EVAL).read_text()).get("step")
+    if owed != start or evaluator_factory is None:
+      owed = None
+      (workdir / PENDING_EVAL).unlink()
   for w in metric_writers:  # lines past the checkpoint (all, without one) are logged again
-    w.truncate_after(start)
+    w.truncate_after(start, evaluated=owed)
 
   values = program.values()
   train_step_at = program.stepper(method, dataset.image_shape, on_device)
@@ -201,6 +215,11 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   selectors = []  # the kept best checkpoint of each run dir (eval.select), process 0
   if evaluators and selection.rule(config) != "final":
     selectors = [selection.Selector(cfg_i, d) for d, cfg_i in zip(dirs, cfgs)]
+  runs_encoder = getattr(evaluator_factory, "runs_encoder", None)
+  encoder = runs_encoder(evaluators) if evaluators and runs_encoder is not None else None
+  pending = workdir / PENDING_EVAL
+  evals = background_lib.Evaluations(bool(evaluators) and background(config),
+                                     pending if evaluators else None)
 
   bar = _progress(config, start, is_main)
   last_time, last_step = time.perf_counter(), start
@@ -208,30 +227,35 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   # dispatched on ready inputs (a pending copy cost XLA:CPU ~15% more CPU per step; benchmarks/README.md).
   to_device = lambda local: jax.block_until_ready(
       _global_batch(local, data_sharding, num_runs, config.batch_size))
-  stopped, deferred, eval_seconds = None, False, 0.0
+  stopped, deferred = None, False
 
-  def evaluate(done, state) -> float:
-    """Every run's evaluation at step ``done`` (process 0); its duration in seconds."""
-    began = time.perf_counter()
-    params = _local_copy(state.params)
-    for i, ev in enumerate(evaluators):
-      params_i = seeds.take(params, i) if multi else params
-      result = ev.run(params_i, done)
-      metric_writers[i].write(done, result)
-      if selectors:
-        selectors[i].offer(done, result, lambda i=i: _seed_state(state, i, multi),
-                           num_points=len(getattr(ev, "indices", ())) or None)
-    return time.perf_counter() - began
+  def evaluate(done, state) -> None:
+    """Hands over every run's evaluation at step ``done`` (process 0): in the background it
+    reads a copy on the device of the parameters (of the state, for the selectors) of ``done``,
+    which the next step's donation leaves intact."""
+    kept = state if selectors else state.params
+    kept = _device_copy(kept) if evals.background else kept
+
+    def job():
+      params_dev = kept.params if selectors else kept
+      reps = encoder(_on_first_device(params_dev)) if encoder is not None else None
+      params = _local_copy(params_dev)
+      for i, ev in enumerate(evaluators):
+        params_i = seeds.take(params, i) if multi else params
+        result = ev.run(params_i, done) if reps is None else ev.run(params_i, done, rep=reps[i])
+        metric_writers[i].write(done, result)
+        if selectors:
+          selectors[i].offer(done, result, lambda i=i: _seed_state(kept, i, multi),
+                             num_points=len(getattr(ev, "indices", ())) or None)
+
+    evals.submit(done, job)
 
   # SIGTERM / SIGINT / the deadline: stop after a step. The bar is closed on any exit, so that an
   # error's message starts its own line; the writers, selectors and checkpointer too.
-  with _closed_on_exit(metric_writers, selectors, ckpt), \
+  with _closed_on_exit([evals, *metric_writers], selectors, ckpt), \
       preemption.Signals(start, deadline) as stop, _closing(bar):
-    pending = workdir / PENDING_EVAL
-    if is_main and pending.exists():  # deferred at the deadline: evaluated before going on
-      if evaluators and json.loads(pending.read_text()).get("step") == start:
-        eval_seconds = evaluate(start, state)
-      pending.unlink()
+    if is_main and owed == start:  # deferred at the deadline or killed: evaluated first
+      evaluate(start, state)
     for step, batch in input_pipeline.prefetch(source, start, config.num_steps,
                                                transfer=to_device):
       state, metrics = train_step_at(step)(state, batch, values)
@@ -251,22 +275,25 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
         now = time.perf_counter()
         rate = (done - last_step) / max(now - last_time, 1e-9)
         last_time, last_step = now, done
-        for i, w in enumerate(metric_writers):
+        for i, w in enumerate(metric_writers):  # after the evaluation in flight
           mi = seeds.take(m, i) if multi else m
-          w.write(done, dict(mi, steps_per_sec=rate))
+          evals.write(w, done, dict(mi, steps_per_sec=rate))
         if bar is not None:
           bar.set_postfix(loss=f"{float(losses.mean()):.2f}")
+      evals.poll()  # an evaluation's error stops the loop here
       if evaluator_factory is not None and (done % config.eval_every == 0 or is_last):
-        deferred = stop.too_late(eval_seconds)  # it would end past the deadline: stop here
+        evals.wait()
+        deferred = stop.too_late(evals.seconds)  # it would end past the deadline: stop here
         if deferred and is_main:
           atomic.write_text(pending, json.dumps({"step": done}))
         elif evaluators:
-          eval_seconds = evaluate(done, state)
+          evaluate(done, state)
       for hook in hooks or ():
         hook(state, done)
       # A signal or the deadline: this step's checkpoint, stop.
       stopping = deferred or (not is_last and stop.stop_at(done))
       if save_now or stopping:
+        evals.wait_before_checkpoint(done)
         if not bool(all_finite(state.params)):
           raise NonFiniteError(f"parameters became non-finite by step {done}; not saved. The last "
                                f"good checkpoint (step {ckpt.latest_step()}) is intact")
@@ -274,6 +301,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       if stopping:
         stopped = done
         break
+    evals.wait()
   if stopped is not None and stop.at_deadline:
     later = " (its evaluation runs first when resumed)" if deferred else ""
     raise preemption.DeadlineReached(
@@ -284,6 +312,35 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
         f"stopped by {stop.name} at step {stopped} of {config.num_steps}, checkpoint {stopped} "
         f"in {ckpt.directory}; the same command resumes", stopped, stop.received)
   return state
+
+
+def background(config) -> bool:
+  """``config.eval.background``: evaluation on a worker thread beside the training steps."""
+  return bool(config.eval.get("background", True))
+
+
+def _device_copy(tree):
+  """A copy on the device of this process's part of ``tree`` (`_on_first_device`), made by one
+  dispatched program: the donation of ``tree`` to the next step leaves it intact."""
+  return _copy(_on_first_device(tree))
+
+
+_copy = jax.jit(lambda tree: jax.tree_util.tree_map(jnp.copy, tree))
+
+
+def _on_first_device(tree):
+  """``tree`` on this process's first device: the first replica of replicated arrays, the whole
+  of arrays this process holds (runs spread over its devices), as `_local_copy` reads them."""
+  first = jax.local_devices()[0]
+
+  def local(a):
+    if a.is_fully_replicated:
+      return a.addressable_data(0)
+    if a.is_fully_addressable:
+      return jax.device_put(a, first)
+    raise ValueError("runs spread over several processes are evaluated after training "
+                     "(python -m experiments.evaluate), not at eval steps")
+  return jax.tree_util.tree_map(local, tree)
 
 
 def _seed_state(state, i: int, multi: bool):

@@ -38,17 +38,21 @@ class MetricWriter:
       except ImportError:
         self._tb = None
 
-  def truncate_after(self, step: int) -> None:
-    """On resume, drop lines logged after the restored checkpoint (they will be logged again)."""
+  def truncate_after(self, step: int, evaluated: int | None = None) -> None:
+    """On resume, drop lines logged after the restored checkpoint (they will be logged again),
+    and the evaluation lines (``eval/...`` values only) of step ``evaluated``, evaluated again."""
     if not self.enabled or not self.path.exists():
       return
     kept = []
     for line in self.path.read_text().splitlines():
       try:
-        if json.loads(line).get("step", -1) <= step:
-          kept.append(line)
+        record = json.loads(line)
       except json.JSONDecodeError:
         continue  # a line cut by a kill
+      again = record.get("step") == evaluated and all(
+          k == "step" or k.startswith("eval/") for k in record)
+      if record.get("step", -1) <= step and not again:
+        kept.append(line)
     atomic.write_text(self.path, "".join(l + "\n" for l in kept))
 
   def write(self, step: int, metrics: dict) -> None:
