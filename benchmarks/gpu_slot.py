@@ -1,6 +1,6 @@
 """Spend a short GPU slot: throughput figures first, then paper tables up to the slot's end.
 
-  python -m benchmarks.gpu_slot --minutes=25 --out=DIR [--workdir=W]
+  python -m benchmarks.gpu_slot --minutes=25 --out=DIR [--slot_workdir=W]
       [--queue=TABLE[:SEEDS[:FRACTION]],...] [--smoke] [--redo_throughput] [--runs=1,10,20,40]
 
 1. Throughput (`benchmarks.throughput`; skipped when ``DIR/throughput.json`` exists, unless
@@ -58,8 +58,9 @@ CACHE = "jax_cache"
 
 _MINUTES = flags.DEFINE_string("minutes", None, "Length of the slot in minutes (> 0).")
 _OUT = flags.DEFINE_string("out", None, "Folder of the compact summary (six files at most).")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Folder of the tables' runs and the compilation "
-                               "cache (default: <out>_workdir beside --out).")
+# Not --workdir: the entry points define it, and a process (a test worker) may import both.
+_WORKDIR = flags.DEFINE_string("slot_workdir", None, "Folder of the tables' runs and the "
+                               "compilation cache (default: <out>_workdir beside --out).")
 _QUEUE = flags.DEFINE_string("queue", DEFAULT_QUEUE, "Tables to run in order, "
                              "table[:seeds[:fraction]] separated by commas ('' : none).")
 _SMOKE = flags.DEFINE_bool("smoke", False, "Throughput of the smoke variants, 1-2 runs, 2 steps.")
@@ -171,8 +172,9 @@ def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=N
   workdir = pathlib.Path(os.path.abspath(workdir)) if workdir else \
       out.parent / f"{out.name}_workdir"
   if workdir == out or out in workdir.parents:
-    raise plan.BadInput(f"--workdir: {workdir} is inside --out; the summary folder stays small")
-  check_writable("--workdir", workdir)
+    raise plan.BadInput(f"--slot_workdir: {workdir} is inside --out; the summary folder stays "
+                        "small")
+  check_writable("--slot_workdir", workdir)
   try:
     counts = tuple(int(r) for r in (runs or (throughput.SMOKE_RUNS if smoke else throughput.RUNS)))
   except ValueError:
@@ -281,9 +283,9 @@ def run_slot(slot: Slot, *, modules: Mapping, scale: Callable, dataset=None,
     try:
       stack.enter_context(run.holding(slot.workdir))
     except plan.BadInput:
-      raise plan.BadInput(f"--workdir: {slot.workdir} is in use by another command (gpu_slot or "
-                          "experiments.reproduce); wait for it to end or choose another "
-                          "--workdir") from None
+      raise plan.BadInput(f"--slot_workdir: {slot.workdir} is in use by another command "
+                          "(gpu_slot or experiments.reproduce); wait for it to end or choose "
+                          "another --slot_workdir") from None
     return _run_locked(slot, modules=modules, scale=scale, dataset=dataset,
                        evaluate_kwargs=evaluate_kwargs,
                        started=time.time() if started is None else started)

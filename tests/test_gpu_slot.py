@@ -66,7 +66,7 @@ def test_bad_queue_runs_and_workdir_name_the_flag(tmp_path):
       ({"queue": "tiny:2:1:x"}, "--queue: 'tiny:2:1:x' is not table[:seeds[:fraction]]"),
       ({"queue": "tiny:2,tiny:2:1"}, "--queue: tiny:2:1 is queued twice"),
       ({"queue": "tiny", "runs": ["1", "0"]}, "--runs: "),
-      ({"queue": "tiny", "workdir": tmp_path / "out" / "w"}, "--workdir: "),
+      ({"queue": "tiny", "workdir": tmp_path / "out" / "w"}, "--slot_workdir: "),
       ({"queue": "tiny", "minutes": "nan"}, "--minutes: "),
   ):
     with pytest.raises(plan.BadInput) as e:
@@ -111,7 +111,7 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   fake.write_text("#!/bin/sh\necho '55, 1234'\n")
   fake.chmod(0o755)
   env = dict(os.environ, PATH=f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-  proc = _cli("--smoke", "--minutes=2", "--runs=1", f"--out={out}", f"--workdir={workdir}",
+  proc = _cli("--smoke", "--minutes=2", "--runs=1", f"--out={out}", f"--slot_workdir={workdir}",
               "--queue=", env=env)
   assert proc.returncode == 0, proc.stderr[-3000:]
   throughput = json.loads((out / "throughput.json").read_text())

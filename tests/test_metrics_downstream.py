@@ -6,6 +6,8 @@ from disentangle.metrics import downstream
 from disentangle.metrics import registry
 from tests import synthetic_factors as syn
 
+ON = {"downstream": True}  # switched on in the run stage by its eval field
+
 CHANCE = float(np.mean([1.0 / n for n in syn.SIZES]))  # uniform factors of 3, 4, 5 values
 
 
@@ -28,7 +30,7 @@ def test_identity_predicts_every_factor_and_noise_is_at_chance():
 
 def test_registered_tasks_record_their_settings_and_sizes():
   over = {"downstream_logistic": {"num_train": (60, 120), "num_points": 120, "num_test": 100}}
-  out, _ = registry.run(syn.inputs(syn.noise(0)), {}, names=["downstream_logistic"],
+  out, _ = registry.run(syn.inputs(syn.noise(0)), ON, names=["downstream_logistic"],
                         overrides=over)
   m = out["downstream_logistic"]
   assert m["value"] == m["by_size"]["120"]["mean_test_accuracy"] and m["value_num_train"] == 120
@@ -52,7 +54,7 @@ def test_suite_points_leave_out_the_larger_sizes_and_a_larger_size_is_one_line()
   registry.METRICS.update(monkey)
   try:
     errors = {}
-    out, _ = registry.run(syn.inputs(syn.identity), {}, names=["downstream_trees", "ok"],
+    out, _ = registry.run(syn.inputs(syn.identity), ON, names=["downstream_trees", "ok"],
                           overrides={"downstream_trees": {"num_train": (10, 500),
                                                           "num_points": 300}}, errors=errors)
   finally:
@@ -105,12 +107,12 @@ def test_intervention_fixes_another_factor_in_training_and_avoids_its_value_in_t
 @pytest.mark.slow  # compiles the boosted trees
 def test_strong_task_is_one_on_identity_and_drops_for_a_mixed_code():
   over = {"strong_downstream": {"num_train": (150,), "num_points": 150, "num_test": 100}}
-  out, _ = registry.run(syn.inputs(syn.identity), {}, names=["strong_downstream"],
+  out, _ = registry.run(syn.inputs(syn.identity), ON, names=["strong_downstream"],
                         overrides=over)
   m = out["strong_downstream"]
   assert m["value"] == m["mean_test_accuracy"] == 1.0 and m["strong_generalization_gap"] == 0.0
   assert len(m["by_size"]["150"]["experiments"]) == 3 * m["num_experiments"] == 6
   # Factors 0 and 1 rotated into each other: with one of them fixed in training the classifier
   # of the other never sees the code move with the fixed one.
-  out, _ = registry.run(syn.inputs(syn.mixed), {}, names=["strong_downstream"], overrides=over)
+  out, _ = registry.run(syn.inputs(syn.mixed), ON, names=["strong_downstream"], overrides=over)
   assert out["strong_downstream"]["value"] < out["strong_downstream"]["mean_test_accuracy"] - 0.1

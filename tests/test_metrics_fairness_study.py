@@ -6,6 +6,8 @@ from disentangle.metrics import fairness_study
 from disentangle.metrics import registry
 from tests import synthetic_factors as syn
 
+ON = {"fairness_dlib": True}  # switched on in the run stage by its eval field
+
 
 def _brute_force(counts):
   """Sum_c P(c) TV(P(pred | c), P(pred)) and max_c TV, one loop per class."""
@@ -69,7 +71,7 @@ def test_a_code_of_factor_0_alone_is_fair_towards_every_other_factor():
 
 def test_registered_metric_records_settings_and_one_factor_is_one_line():
   over = {"fairness_dlib": {"num_train": 150, "num_test_points_per_class": 20}}
-  out, _ = registry.run(syn.inputs(syn.identity), {}, names=["fairness_dlib"], overrides=over)
+  out, _ = registry.run(syn.inputs(syn.identity), ON, names=["fairness_dlib"], overrides=over)
   m = out["fairness_dlib"]
   assert m["value"] == m["scores"]["mean_fairness"]["mean_pred:mean_sens"]
   assert m["value_is"] == "mean_fairness:mean_pred:mean_sens"
@@ -78,8 +80,8 @@ def test_registered_metric_records_settings_and_one_factor_is_one_line():
   assert np.shape(m["mean_fairness_matrix"]) == (3, 3)
   assert isinstance(registry.METRICS["fairness_dlib"].describe(m), str)
   errors = {}
-  out, _ = registry.run(syn.inputs(syn.identity, syn.dataset(sizes=(3, 1))), {},
-                        names=["fairness_dlib", "downstream_trees"], errors=errors,
+  out, _ = registry.run(syn.inputs(syn.identity, syn.dataset(sizes=(3, 1))),
+                        dict(ON, downstream=True), names=["fairness_dlib", "downstream_trees"], errors=errors,
                         overrides=dict(over, downstream_trees={"num_train": (30,),
                                                                "num_points": 30,
                                                                "num_test": 30}))

@@ -8,6 +8,8 @@ from disentangle.metrics import registry
 from disentangle.metrics import unified
 from tests import synthetic_factors as syn
 
+ON = {"unified_scores": True}  # switched on in the run stage by its eval field
+
 
 def _components_with_an_edge(r, t):
   """Union-find over latents (0..d-1) and factors (d..d+k-1) joined where r >= t and r != 0."""
@@ -74,7 +76,7 @@ def test_identity_and_duplicated_codes_on_the_mutual_information_matrix():
 
 def test_registered_scores_every_matrix_with_its_settings():
   over = {"unified_scores": {"num_train": 150, "num_test": 100}}
-  out, _ = registry.run(syn.inputs(syn.identity), {}, names=["unified_scores"], overrides=over)
+  out, _ = registry.run(syn.inputs(syn.identity), ON, names=["unified_scores"], overrides=over)
   m = out["unified_scores"]
   assert set(m["by_matrix"]) == set(unified.MATRICES)
   assert m["value"] == m["by_matrix"]["importance_gbt_matrix"]["dci_disentanglement"] > 0.9
