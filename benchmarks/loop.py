@@ -16,6 +16,10 @@ pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), ru
 steps back to back (dispatched like the loop's, one wait at the end), pauses again and hands back
 to the loop. The hook's own time is excluded from the loop's.
 
+``--config.num_seeds=N`` times the loop of one N-run program against its bare step (the step
+over the N runs' stacked states and batches in the trainer's seed layout, fed N runs' real
+batches); ``host_costs`` then times the N runs' batch assembly and transfer.
+
 ``--seeds=N`` (N > 1) times what a user of ``config.num_seeds`` waits for instead: the trainer
 with ``num_seeds = N`` (its default ``seed_layout``, or ``--config.seed_layout=...``) against the
 trainer with one seed, whole loops both (real data, pipeline, logging), ``--rounds`` alternations of
@@ -114,14 +118,23 @@ class _Interleaver:
 
 
 def _source(config, bench: common.StepBench):
+  """The loop's batch source: one run's, or the ``num_seeds`` runs' stacked ``[runs, B, ...]``."""
   from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
   from disentangle.train import input_pipeline  # pylint: disable=g-import-not-at-top
+  from disentangle.train import runs as runs_lib  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   dataset = trainer.load_training_data(config)
   spec_fn = getattr(type(bench.method), "batch_spec", None)
   spec = spec_fn(config) if spec_fn is not None else data_lib.IMAGES_ONLY
+  if config.num_seeds > 1:
+    return trainer._make_source(dataset, spec, config, runs_lib.run_configs(config), None)  # pylint: disable=protected-access
   return input_pipeline.make_source(dataset, spec, global_batch=config.batch_size,
                                     seed=config.seed)
+
+
+def _run_axis(config) -> int:
+  """The batch axis of the stacked runs' arrays (0 for one run)."""
+  return 1 if config.num_seeds > 1 else 0
 
 
 def real_batches(config, bench: common.StepBench, count: int = 4) -> list[dict]:
@@ -130,8 +143,8 @@ def real_batches(config, bench: common.StepBench, count: int = 4) -> list[dict]:
   from disentangle.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
   source = _source(config, bench)
   mesh = mesh_lib.make_mesh(config.mesh.num_devices)
-  out = [mesh_lib.global_batch(mesh, source.local_batch(config.num_steps - 1 - i), 0)
-         for i in range(count)]
+  out = [mesh_lib.global_batch(mesh, source.local_batch(config.num_steps - 1 - i),
+                                _run_axis(config)) for i in range(count)]
   return jax.block_until_ready(out)
 
 
@@ -156,7 +169,7 @@ def host_costs(config, bench: common.StepBench, reps: int = 20) -> dict[str, flo
   out = {"local_batch_ms": median_ms(lambda i: source.local_batch(1000 + i))}
   local = source.local_batch(0)
   out["global_batch_ms"] = median_ms(
-      lambda i: jax.block_until_ready(mesh_lib.global_batch(mesh, local, 0)))
+      lambda i: jax.block_until_ready(mesh_lib.global_batch(mesh, local, _run_axis(config))))
 
   def dispatch(_):
     b = bench
@@ -253,10 +266,11 @@ def main(argv) -> None:
   config.checkpoint_every = config.num_steps  # one checkpoint, at the end, after timing
   config.eval_every = config.num_steps        # no evaluator is passed: no evaluation at all
   config.progress_bar = _PROGRESS_BAR.value
-  if config.num_seeds != 1:
-    raise app.UsageError("benchmarks.loop times num_seeds = 1 (see benchmarks.multi_seed)")
-
-  bench = common.build_step(config, common.image_shape(config), num_seeds=1, seed=config.seed)
+  # ``--config.num_seeds=N``: the loop of one N-run program against its bare step (the step
+  # over the N runs' stacked states and batches, the trainer's seed layout).
+  from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
+  bench = common.build_step(config, common.image_shape(config), num_seeds=config.num_seeds,
+                            seed=config.seed, seed_batching=seeds.layout(config))
   bench.batches = real_batches(config, bench)
   hook = _Interleaver(bench, warmup, block, rounds)
   load_start = common.load_average()
