@@ -182,7 +182,42 @@ class IndexedRows:
     return indices
 
 
-class DSprites(IndexedRows):
+class FactorTargets:
+  """Named supervision (`disentangle.data.labels.supervision`) of a ground-truth set whose
+  factors are its target columns and which has no attributes: ``target_names`` are its
+  ``factor_names``, ``targets_of`` reads ``factors_of``; ``name`` names the set in errors."""
+  name = "dSprites"
+
+  @property
+  def target_names(self) -> tuple[str, ...]:
+    return tuple(self.factor_names)
+
+  @property
+  def target_sizes(self) -> dict[str, int]:
+    return dict(zip(self.factor_names, self.factor_sizes))
+
+  def targets_of(self, indices, names) -> np.ndarray:
+    """int32 [n, K]: the factor classes named ``names`` of rows ``indices``."""
+    names = tuple(names)
+    unknown = [n for n in names if n not in self.factor_names]
+    if unknown:  # KeyError, as the other loaders' targets_of
+      raise KeyError(f"{self.name} has no target {unknown}; valid names: "
+                     f"{list(self.factor_names)}")
+    cols = [list(self.factor_names).index(n) for n in names]
+    factors = self.factors_of(np.asarray(indices, np.int64).reshape(-1))
+    return factors[:, cols].astype(np.int32)
+
+  @property
+  def attribute_names(self) -> tuple[str, ...]:
+    return ()
+
+  def attributes_of(self, indices, names) -> np.ndarray:
+    if tuple(names):
+      raise KeyError(f"{self.name} has no attributes (asked for {list(names)})")
+    return np.zeros((np.asarray(indices).size, 0), np.int32)
+
+
+class DSprites(FactorTargets, IndexedRows):
   """dSprites as a ground-truth dataset (``GroundTruthData``) and a training set.
 
   Args:
@@ -306,33 +341,6 @@ class DSprites(IndexedRows):
   def latents_values(self, indices) -> np.ndarray:
     """Official ``latents_values`` [n, 6] of rows ``indices``."""
     return factors_to_latents(self.factors_of(indices))[1]
-
-  # --- named supervision (disentangle.data.labels.supervision): every factor is a target column ------
-  @property
-  def target_names(self) -> tuple[str, ...]:
-    return FACTOR_NAMES
-
-  @property
-  def target_sizes(self) -> dict[str, int]:
-    return dict(zip(FACTOR_NAMES, FACTOR_SIZES))
-
-  def targets_of(self, indices, names) -> np.ndarray:
-    """int32 [n, K]: the factor classes named ``names`` (``FACTOR_NAMES``) of rows ``indices``."""
-    names = tuple(names)
-    unknown = [n for n in names if n not in FACTOR_NAMES]
-    if unknown:
-      raise KeyError(f"dSprites has no target {unknown}; valid names: {list(FACTOR_NAMES)}")
-    cols = [FACTOR_NAMES.index(n) for n in names]
-    return self.factors_of(np.asarray(indices, np.int64).reshape(-1))[:, cols].astype(np.int32)
-
-  @property
-  def attribute_names(self) -> tuple[str, ...]:
-    return ()
-
-  def attributes_of(self, indices, names) -> np.ndarray:
-    if tuple(names):
-      raise KeyError(f"dSprites has no attributes (asked for {list(names)})")
-    return np.zeros((np.asarray(indices).size, 0), np.int32)
 
   # --- ground-truth interface (disentangle.data.ground_truth.GroundTruthData) ------------------
   @property

@@ -99,7 +99,7 @@ def sample_unfair_factors(num: int, rng: np.random.Generator, *, q_shape: float 
   return factors
 
 
-class DSpritesUnfair(dsprites.IndexedRows):
+class DSpritesUnfair(dsprites.FactorTargets, dsprites.IndexedRows):
   """DSpritesUnfair (App. B) as a training set and a ground-truth dataset over a dSprites base.
 
   One seeded draw of ``num_examples`` factor rows from the unfair law
@@ -224,23 +224,6 @@ class DSpritesUnfair(dsprites.IndexedRows):
   def attributes_of(self, indices, names) -> np.ndarray:
     """int32 {0, 1} [n, len(names)]: App. B's binarised factors (``binarize``) of rows."""
     return binarize(self.factors_of(indices), tuple(names))
-
-  @property
-  def target_names(self) -> tuple[str, ...]:
-    return dsprites.FACTOR_NAMES
-
-  @property
-  def target_sizes(self) -> dict[str, int]:
-    return dict(zip(dsprites.FACTOR_NAMES, dsprites.FACTOR_SIZES))
-
-  def targets_of(self, indices, names) -> np.ndarray:
-    """int32 [n, len(names)]: factor classes of rows ``indices`` (never unknown)."""
-    bad = [n for n in names if n not in dsprites.FACTOR_NAMES]
-    if bad:  # KeyError, as the other loaders' targets_of (disentangle.data.labels.supervision)
-      raise KeyError(f"dsprites_unfair has no target {bad}; valid names: "
-                     f"{list(dsprites.FACTOR_NAMES)}")
-    cols = [dsprites.FACTOR_NAMES.index(n) for n in names]
-    return self.factors_of(indices)[:, cols].astype(np.int32)
 
   # --- ground-truth interface (disentangle.data.ground_truth.GroundTruthData) ------------------
   @property

@@ -41,6 +41,7 @@ from PIL import Image
 from disentangle.data import files
 from disentangle.data.datasets import dsprites
 from disentangle.data.datasets.dsprites import DSprites
+from disentangle.data.datasets.dsprites import FactorTargets
 from disentangle.data.datasets.dsprites import IndexedRows
 
 SCREAM_FILE = "scream/scream.jpg"
@@ -77,7 +78,7 @@ def read_scream(data_dir: str | os.PathLike) -> np.ndarray:
   return painting
 
 
-class _Variant(IndexedRows):
+class _Variant(FactorTargets, IndexedRows):
   """A view over the rows of a ``DSprites`` ``base``; subclasses say how an image is painted."""
 
   name = ""
@@ -113,35 +114,6 @@ class _Variant(IndexedRows):
 
   def factors_of(self, indices) -> np.ndarray:
     return self.base.factors_of(indices)
-
-  # --- named supervision: the factors are the target columns ----------------------------------
-  @property
-  def target_names(self) -> tuple[str, ...]:
-    return self.factor_names
-
-  @property
-  def target_sizes(self) -> dict[str, int]:
-    return dict(zip(self.factor_names, self.factor_sizes))
-
-  def targets_of(self, indices, names) -> np.ndarray:
-    """int32 [n, K]: the factor classes named ``names`` of rows ``indices``."""
-    names = tuple(names)
-    unknown = [n for n in names if n not in self.factor_names]
-    if unknown:
-      raise KeyError(f"{self.name} has no target {unknown}; valid names: "
-                     f"{list(self.factor_names)}")
-    cols = [self.factor_names.index(n) for n in names]
-    factors = self.factors_of(np.asarray(indices, np.int64).reshape(-1))
-    return factors[:, cols].astype(np.int32)
-
-  @property
-  def attribute_names(self) -> tuple[str, ...]:
-    return ()
-
-  def attributes_of(self, indices, names) -> np.ndarray:
-    if tuple(names):
-      raise KeyError(f"{self.name} has no attributes (asked for {list(names)})")
-    return np.zeros((np.asarray(indices).size, 0), np.int32)
 
   # --- ground-truth interface ------------------------------------------------------------------
   @property
