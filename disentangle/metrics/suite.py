@@ -18,13 +18,16 @@ import numpy as np
 
 from disentangle.metrics import beta_vae
 from disentangle.metrics import dci
+from disentangle.metrics import downstream
 from disentangle.metrics import estimators as estimators_lib
+from disentangle.metrics import fairness_study
 from disentangle.metrics import irs
 from disentangle.metrics import modularity
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
 from disentangle.metrics import sap
 from disentangle.metrics import udr
+from disentangle.metrics import unified
 from disentangle.metrics import unsupervised
 from disentangle.metrics.factor_vae import factor_vae_score
 from disentangle.metrics.information import kl_per_dim
@@ -400,11 +403,6 @@ NAMES = ("factor_score_dlib", "beta_vae", "sap", "dci", "modularity", "irs", "un
 # (disentanglement_lib's `downstream_task`, `reduced_downstream_task`, `strong_downstream_task`,
 # `fairness` and `unified_scores`; the means alone, ``protocol='disentanglement_lib'``, except
 # the plain downstream tasks, whose classifiers read a discrete code's one-hot block too)
-
-from disentangle.metrics import downstream  # noqa: E402  pylint: disable=wrong-import-position
-from disentangle.metrics import fairness_study  # noqa: E402  pylint: disable=wrong-import-position
-from disentangle.metrics import unified  # noqa: E402  pylint: disable=wrong-import-position
-
 
 def _task_settings(predictor: str, sizes, num_test: int, trees: bool = False, **extra):
   """Settings of a task over training ``sizes``: ``num_points`` is the evaluation's points
