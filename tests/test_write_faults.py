@@ -3,6 +3,7 @@ stops with one line naming the path and the cause, keeps what was written before
 run resumes once the space is back."""
 import errno
 import json
+import logging
 import os
 import pathlib
 import re
@@ -107,6 +108,52 @@ def test_checkpoint_on_a_full_disk_keeps_the_previous_one(tmp_path, monkeypatch)
   ckpt.save(6, jax.tree_util.tree_map(lambda x: x + 1, tree))
   assert ckpt.all_steps() == [3, 6]
   ckpt.close()
+
+
+def _orbax_records():
+  """The records orbax's failed writes produce: a save thread's exception (through absl) and a
+  write task's unretrieved exception (asyncio, when the task is collected)."""
+  try:
+    raise OSError(errno.EFBIG, "File too large")
+  except OSError:
+    logging.getLogger("absl").error("_SignalingThread.run() raised an exception", exc_info=True)
+  logging.getLogger("asyncio").error(
+      "Task exception was never retrieved\nfuture: <Task finished coro=<async_serialize_from_host()"
+      " done, defined at /site-packages/orbax/checkpoint/_src/serialization/serialization.py:126>>")
+
+
+class _Records(logging.Handler):
+  def __init__(self):
+    super().__init__()
+    self.messages = []
+
+  def emit(self, record):
+    self.messages.append(record.getMessage().splitlines()[0])
+
+
+def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkeypatch):
+  """The writes' records are held during a save: passed on when it succeeds, dropped when it
+  fails, and a failed save's tasks collected later are still dropped; other records pass."""
+  records = _Records()
+  logging.getLogger().addHandler(records)
+  monkeypatch.setattr(logging.getLogger("asyncio"), "filters", [])
+  try:
+    with checkpoint._quiet_failed_save():  # pylint: disable=protected-access
+      _orbax_records()
+    assert records.messages == ["_SignalingThread.run() raised an exception",
+                                "Task exception was never retrieved"]
+    records.messages.clear()
+    with pytest.raises(OSError):
+      with checkpoint._quiet_failed_save():  # pylint: disable=protected-access
+        _orbax_records()
+        raise ENOSPC
+    assert records.messages == []
+    _orbax_records()  # collected after the failed save returned
+    logging.getLogger("asyncio").error("Task exception was never retrieved\nfuture: <Task other>")
+    assert records.messages == ["_SignalingThread.run() raised an exception",
+                                "Task exception was never retrieved"]
+  finally:
+    logging.getLogger().removeHandler(records)
 
 
 @pytest.mark.slow

@@ -22,7 +22,8 @@ none restores, `CheckpointError` names the folder and nothing is moved.
 A save that fails (a full disk) raises `atomic.WriteError`, one line. Orbax's writer threads log
 the same error first (``_SignalingThread.run() raised an exception``, with its traceback) and
 tensorstore's writes still in flight, once they end, call back into the closed event loop of the
-failed save (``Event loop is closed``, one traceback each, through `sys.unraisablehook`): both
+failed save (``Event loop is closed``, one traceback each, through `sys.unraisablehook`) and
+asyncio reports its write tasks' unretrieved exceptions when they are collected: all three
 repeat the one error and are dropped for a failed save only (`_quiet_failed_save`); other logging
 and other unraisable exceptions are untouched.
 """
@@ -210,29 +211,50 @@ class Checkpointer:
     self._manager.close()
 
 
+def _is_thread_error(record: logging.LogRecord) -> bool:
+  """orbax's record (through absl) of an exception in one of its save threads."""
+  return bool(record.exc_info) and "_SignalingThread.run() raised" in str(record.msg)
+
+
+def _is_unretrieved_write(record: logging.LogRecord) -> bool:
+  """asyncio's record of an orbax write task whose exception nobody retrieved (logged when the
+  task is garbage-collected, which may be after the save has returned)."""
+  text = str(record.msg)
+  return text.startswith("Task exception was never retrieved") and "orbax" in text
+
+
 class _HeldThreadErrors(logging.Filter):
-  """Holds back orbax's log record of an exception in one of its save threads."""
+  """Holds back orbax's records of its save threads' and write tasks' exceptions."""
 
   def __init__(self):
     super().__init__()
     self.held: list[logging.LogRecord] = []
 
   def filter(self, record: logging.LogRecord) -> bool:
-    if record.exc_info and "_SignalingThread.run() raised" in str(record.msg):
+    if _is_thread_error(record) or _is_unretrieved_write(record):
       self.held.append(record)
       return False
     return True
 
 
+class _DropUnretrievedWrites(logging.Filter):
+  """Drops asyncio's records of a failed save's write tasks, whenever they are collected."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not _is_unretrieved_write(record)
+
+
 @contextlib.contextmanager
 def _quiet_failed_save():
-  """While a save runs, orbax's records of its threads' exceptions and the callbacks of its
-  writes into a closed event loop are held back: dropped when the save fails (its error is raised
-  as one line), passed on as usual when it succeeds. After a failure, the late callbacks of its
-  cancelled writes keep being dropped (`_drop_closed_loop_callbacks`)."""
-  logger = logging.getLogger("absl")  # orbax logs through absl
+  """While a save runs, orbax's records of its threads' and write tasks' exceptions and the
+  callbacks of its writes into a closed event loop are held back: dropped when the save fails
+  (its error is raised as one line), passed on as usual when it succeeds. After a failure, the
+  late callbacks and collected tasks of its cancelled writes keep being dropped
+  (`_drop_closed_loop_callbacks`, `_drop_unretrieved_writes`)."""
+  loggers = [logging.getLogger("absl"), logging.getLogger("asyncio")]  # orbax logs through absl
   held = _HeldThreadErrors()
-  logger.addFilter(held)
+  for logger in loggers:
+    logger.addFilter(held)
   previous = sys.unraisablehook
   callbacks = []
   sys.unraisablehook = lambda u: (callbacks.append(u) if _is_closed_loop_callback(u)
@@ -242,15 +264,16 @@ def _quiet_failed_save():
   except BaseException:
     sys.unraisablehook = previous
     _drop_closed_loop_callbacks()
+    _drop_unretrieved_writes()
     raise
-  else:
-    sys.unraisablehook = previous
-    for record in held.held:
-      logger.handle(record)
-    for unraisable in callbacks:
-      previous(unraisable)
   finally:
-    logger.removeFilter(held)
+    sys.unraisablehook = previous
+    for logger in loggers:
+      logger.removeFilter(held)
+  for record in held.held:  # the save succeeded: whatever was held is not about it
+    logging.getLogger(record.name).handle(record)
+  for unraisable in callbacks:
+    previous(unraisable)
 
 
 def _is_closed_loop_callback(unraisable) -> bool:
@@ -258,6 +281,14 @@ def _is_closed_loop_callback(unraisable) -> bool:
   e, tb = unraisable.exc_value, unraisable.exc_traceback
   return isinstance(e, RuntimeError) and str(e) == "Event loop is closed" and tb is not None \
       and any(f.name == "call_soon_threadsafe" for f in traceback.extract_tb(tb))
+
+
+def _drop_unretrieved_writes() -> None:
+  """From now on, asyncio's records of orbax's write tasks that failed unobserved are dropped
+  (the writes of a failed save, collected after it returned). Installed once."""
+  logger = logging.getLogger("asyncio")
+  if not any(isinstance(f, _DropUnretrievedWrites) for f in logger.filters):
+    logger.addFilter(_DropUnretrievedWrites())
 
 
 def _drop_closed_loop_callbacks() -> None:
