@@ -1,10 +1,10 @@
 """What the command lines share: bad input in one line, the exit mapping and ``--deadline``.
 
-Both the training entry points (`disentangle.launch`) and ``experiments.reproduce`` end the same
-way (`exits`):
+The training entry points (`disentangle.launch`), ``experiments.reproduce`` and
+``experiments.evaluate`` end the same way (`exits`):
 
 - bad input or a failure the user can fix (a config field, a data file, NaN, no restorable
-  checkpoint, a failed write such as a full disk, a workdir of another command or in use): one
+  checkpoint, a folder that is not a run, a failed write such as a full disk, a workdir of another command or in use): one
   line ``error: ...`` on stderr, exit status 2 (`BAD_INPUT_STATUS`), no traceback;
 - SIGTERM / SIGINT: the run's checkpointed stop in one line with the command that resumes, exit
   status 128 + the signal's number (143, 130), as a shell reports a process ended by it;
@@ -69,11 +69,12 @@ def _one_line_errors() -> tuple[type, ...]:
   from disentangle import atomic  # pylint: disable=g-import-not-at-top
   from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
   from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   return (config_lib.ConfigError, plan.BadInput, data_lib.DataFileError, trainer.NonFiniteError,
-          checkpoint.CheckpointError, atomic.WriteError)
+          checkpoint.CheckpointError, atomic.WriteError, evaluate_run.NotARun)
 
 
 @contextlib.contextmanager

@@ -19,13 +19,14 @@ A run trained with ``eval.select`` ('best_validation' / 'best_metric') kept a se
 (``checkpoints_best``): it is evaluated too, on the same data, and results.json holds both,
 labelled (``"final"`` and ``"selected"``: rule, step, validation value); ``--noselected`` skips it.
 """
+import shlex
 import sys
 
 from absl import app
 from absl import flags
 from absl import logging
 
-from disentangle import atomic
+from disentangle import command_line
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (or multi-seed workdir).",
                                required=True)
@@ -66,7 +67,7 @@ def main(_):
   from disentangle.evaluation import report  # pylint: disable=g-import-not-at-top
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
-  try:
+  with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
     overrides = {field: value for field, value in (
         ("eval.mig_estimator", _MIG_ESTIMATOR.value), ("eval.mig_factors", _MIG_FACTORS.value),
         ("eval.use_discrete", _USE_DISCRETE.value), ("eval.estimators", _ESTIMATORS.value),
@@ -79,9 +80,6 @@ def main(_):
         vote_batch=_VOTE_BATCH.value, mig_points=_MIG_POINTS.value,
         encode_batch_size=_BATCH.value, conv_impl=_CONV.value, eval_overrides=overrides,
         selected_too=_SELECTED.value)
-  except (FileNotFoundError, ValueError, atomic.WriteError) as e:  # WriteError: a full disk
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
   for line in report.summary_lines(results):
     print(line)
   print(f"wrote {_WORKDIR.value}/results.json and report.md")

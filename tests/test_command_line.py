@@ -74,3 +74,23 @@ def test_smoke_run_stops_at_its_deadline_with_a_checkpoint_and_resumes(tmp_path)
   done = _run("experiments.dsprites_betavae", *args)
   assert done.returncode == 0, done.stderr[-3000:]
   assert f"at step {step}" in done.stdout and "done:" in done.stdout
+
+
+@pytest.mark.parametrize("make,expected", [
+    (lambda d: None, "has no config.json (nor seed_*/config.json): not a run directory"),
+    (lambda d: (d.mkdir(), (d / "config.json").write_text("{}")), "has no field 'method'"),
+    (lambda d: (d.mkdir(), (d / "config.json").write_text("{")), "is not JSON"),
+    (lambda d: (d.mkdir(), (d / "config.json").write_text('{"method": "betavae", "num_seeds": 1}')),
+     "checkpoints does not exist: the run has no checkpoint yet"),
+])
+def test_evaluate_on_a_folder_that_is_not_a_run_is_one_line(tmp_path, make, expected):
+  """`experiments.evaluate` ends like the other command lines: one line, exit status 2, and
+  nothing written into the folder it was given."""
+  workdir = tmp_path / "run"
+  make(workdir)
+  before = sorted(p.name for p in tmp_path.rglob("*"))
+  proc = _run("experiments.evaluate", f"--workdir={workdir}")
+  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  assert proc.returncode == command_line.BAD_INPUT_STATUS, proc.stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
+  assert sorted(p.name for p in tmp_path.rglob("*")) == before

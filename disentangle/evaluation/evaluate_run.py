@@ -56,6 +56,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from disentangle import config as config_lib
 from disentangle import methods
 from disentangle import metrics
 from disentangle import viz
@@ -69,8 +70,20 @@ from disentangle.train import seeds
 from disentangle.train import selection
 
 
+class NotARun(FileNotFoundError):
+  """The folder given is not a run directory, or the run holds no complete checkpoint yet."""
+
+
 def load_config(path) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict(json.loads(pathlib.Path(path).read_text()))
+  """A run's resolved config (``config.json``); `NotARun` when the file is not one."""
+  try:
+    loaded = json.loads(pathlib.Path(path).read_text())
+  except json.JSONDecodeError as e:
+    raise NotARun(f"{path} is not JSON ({e}): not a run's config") from e
+  missing = [f for f in ("method", "num_seeds") if not isinstance(loaded, dict) or f not in loaded]
+  if missing:
+    raise NotARun(f"{path} has no field {missing[0]!r}: not a run's config")
+  return ml_collections.ConfigDict(loaded)
 
 
 def locate_run(workdir) -> tuple[ml_collections.ConfigDict, list[pathlib.Path]]:
@@ -85,8 +98,8 @@ def locate_run(workdir) -> tuple[ml_collections.ConfigDict, list[pathlib.Path]]:
     config = load_config(workdir / "config.json")
     if config.num_seeds == 1 and not (workdir / "checkpoints").is_dir() and \
         (workdir.parent / "checkpoints").is_dir() and workdir.name.startswith("seed_"):
-      raise FileNotFoundError(f"{workdir} is one seed of a multi-seed run: evaluate its parent "
-                              f"{workdir.parent}, which holds the checkpoints")
+      raise NotARun(f"{workdir} is one seed of a multi-seed run: evaluate its parent "
+                    f"{workdir.parent}, which holds the checkpoints")
     return config, [workdir]
   if (workdir / "runs.json").is_file():  # the runs of a sweep, in the checkpoint's order
     names = json.loads((workdir / "runs.json").read_text())["runs"]
@@ -94,24 +107,35 @@ def locate_run(workdir) -> tuple[ml_collections.ConfigDict, list[pathlib.Path]]:
   else:
     seeds = sorted(workdir.glob("seed_*/config.json"), key=lambda p: int(p.parent.name[5:]))
   if not seeds:
-    raise FileNotFoundError(f"{workdir} has no config.json (nor seed_*/config.json): not a run "
-                            f"directory")
+    raise NotARun(f"{workdir} has no config.json (nor seed_*/config.json): not a run "
+                  f"directory")
   config = load_config(seeds[0])
   config.num_seeds = len(seeds)
   return config, [p.parent for p in seeds]
 
 
+def open_checkpoints(workdir, step: Optional[int] = None):
+  """(read-only `Checkpointer`, its complete steps, the step asked for or the newest): `NotARun`
+  without a complete checkpoint, `CheckpointError` for a step it does not hold."""
+  try:
+    ckpt = checkpoint.Checkpointer(workdir, read_only=True)
+  except FileNotFoundError as e:
+    raise NotARun(str(e)) from e
+  available = ckpt.all_steps()
+  chosen = available[-1] if available and step is None else step
+  if not available or chosen not in available:
+    ckpt.close()
+    if not available:
+      raise NotARun(f"{ckpt.directory} holds no complete checkpoint yet")
+    raise checkpoint.CheckpointError(f"no checkpoint at step {chosen} in {ckpt.directory}; "
+                                     f"available steps: {available}")
+  return ckpt, available, int(chosen)
+
+
 def restore_params(workdir, config, method, step: Optional[int] = None) -> tuple[list, dict]:
   """Parameters of every seed at ``step`` (default: latest) and the checkpoint facts."""
-  ckpt = checkpoint.Checkpointer(workdir, read_only=True)
+  ckpt, available, chosen = open_checkpoints(workdir, step)
   try:
-    available = ckpt.all_steps()
-    if not available:
-      raise FileNotFoundError(f"{ckpt.directory} holds no complete checkpoint yet")
-    chosen = available[-1] if step is None else int(step)
-    if chosen not in available:
-      raise ValueError(f"no checkpoint at step {chosen} in {ckpt.directory}; available steps: "
-                       f"{available}")
     n = config.num_seeds
     sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     abstract = jax.tree_util.tree_map(
@@ -350,9 +374,11 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   for field, value in (eval_overrides or {}).items():
     section, _, key = field.partition(".")
     if section not in ("eval", "dataset") or not key:
-      raise ValueError(f"eval_overrides: {field!r} is not an eval.* or dataset.* field")
+      raise config_lib.ConfigError(
+          f"eval_overrides: {field!r} is not an eval.* or dataset.* field")
     config[section][key] = value
   methods.validate(config)  # once, with the overrides, before data or compilation
+  open_checkpoints(workdir, step)[0].close()  # a run without the checkpoint: before the data
   overridden = dataset is not None
   dataset = dataset if dataset is not None else evaluator_lib.load_eval_data(config)
   if ground_truth is None and encodings.is_ground_truth(dataset):
