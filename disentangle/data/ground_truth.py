@@ -140,13 +140,22 @@ class InMemoryGroundTruth(supervision.Supervision):
   def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
     return self._factors[rng.integers(0, len(self._factors), size=num)]
 
-  def sample_observations_from_factors(self, factors, rng: np.random.Generator) -> np.ndarray:
+  def factors_of(self, indices) -> np.ndarray:
+    """int64 [n, K]: the factor classes of rows ``indices``."""
+    return self._factors[np.asarray(indices, np.int64)]
+
+  def indices_of_factors(self, factors, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Rows showing ``factors`` [n, K] (uniform among several with ``rng``, else the first);
+    ``KeyError`` for a combination never seen."""
     codes = np.asarray(factors, dtype=np.int64) @ self._radix
     lo = np.searchsorted(self._sorted_codes, codes, side="left")
     hi = np.searchsorted(self._sorted_codes, codes, side="right")
     if np.any(hi == lo):
       missing = np.asarray(factors)[hi == lo][0]
       raise KeyError(f"no stored observation has factors {missing.tolist()}")
-    pick = lo + np.floor(rng.random(len(codes)) * (hi - lo)).astype(np.int64)
-    obs = self._observations[self._order[pick]]
+    offset = 0 if rng is None else np.floor(rng.random(len(codes)) * (hi - lo)).astype(np.int64)
+    return self._order[lo + offset]
+
+  def sample_observations_from_factors(self, factors, rng: np.random.Generator) -> np.ndarray:
+    obs = self._observations[self.indices_of_factors(factors, rng)]
     return _as_images(obs) if obs.ndim >= 3 else obs.astype(np.float32)

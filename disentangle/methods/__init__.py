@@ -25,6 +25,7 @@ from disentangle.methods import factorvae
 from disentangle.methods import ffvae
 from disentangle.methods import jointvae
 from disentangle.methods import partedvae
+from disentangle.methods import weakvae
 from disentangle.methods.base import TrainState  # noqa: F401
 from disentangle.methods.base import VAEMethod  # noqa: F401
 from disentangle.methods.optimizers import Optimizer  # noqa: F401
@@ -68,6 +69,7 @@ _register_module("partedvae", partedvae.PartedVAE, "parted", partedvae)
 _register_module("ffvae", ffvae.FFVAE, "ffvae", ffvae)
 _register_module("annealedvae", annealedvae.AnnealedVAE, "annealedvae", annealedvae)
 _register_module("dipvae", dipvae.DIPVAE, "dipvae", dipvae)
+_register_module("weakvae", weakvae.WeakVAE, "weakvae", weakvae)
 
 
 def spec(method: str) -> MethodSpec:

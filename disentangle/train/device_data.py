@@ -6,8 +6,9 @@
   bit-packed, 377 MB for the 737,280 images; the renderer draws the whole set first) and the
   side-information tables the method asks for (targets, attributes: int tables of every row) are
   placed once, replicated over the mesh, and shared by every run of the program. Each step
-  then receives only the row indices of its batch (``input_pipeline.RowSource``: "index" and
-  "labelled_index", ``[B]`` or ``[runs, B]``, sharded like the batches were) and the compiled
+  then receives only the row indices of its batch (``input_pipeline.RowSource``: "index",
+  "labelled_index" and, for pairs, "pair_index" with the small "changed" mask, ``[B]`` or
+  ``[runs, B]``, sharded like the batches were) and the compiled
   step gathers and converts them (:func:`gather`), bit for bit the batch of the host pipeline.
   A set without a compact form (TFDS, a dataset object without ``compact_images``) or one that
   does not fit in the device's free memory is a ``ConfigError`` naming the field and the sizes
@@ -52,6 +53,7 @@ class Layout:
   targets: bool                       # the batch has "targets" (the table holds spec.targets)
   attributes: bool
   labelled: bool
+  pairs: bool = False                 # the batch has "image_pair" and "changed" (rows carry them)
 
 
 @dataclasses.dataclass
@@ -121,6 +123,9 @@ def gather(placed: dict, rows: dict, layout: Layout) -> dict:
     batch["labelled_image"] = images(lidx)
     batch["labelled_targets"] = (table("targets", lidx) if layout.targets else
                                  jnp.zeros(lidx.shape + (0,), jnp.int32))
+  if layout.pairs:
+    batch["image_pair"] = images(rows["pair_index"])
+    batch["changed"] = rows["changed"]
   return batch
 
 
@@ -217,7 +222,7 @@ def place(dataset, compact, spec, mesh) -> DeviceData:
 
   placed = {k: replicated(v) for k, v in arrays.items()}
   layout = Layout(compact.encoding, tuple(dataset.image_shape), bool(spec.targets),
-                  bool(spec.attributes), spec.labelled is not None)
+                  bool(spec.attributes), spec.labelled is not None, spec.pairs is not None)
   return DeviceData(jax.block_until_ready(placed), layout)
 
 

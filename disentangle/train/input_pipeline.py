@@ -13,9 +13,15 @@ entries of a permutation of the labelled subset drawn from ``PCG64([seed, LABELL
 (B_l distinct members; the authors take the first 64 of a fresh shuffle each iteration). The
 subset itself comes from ``LabelledSpec.seed`` (``data.labels.labelled``), the order from the run seed.
 
+A spec with ``pairs`` gives a :class:`PairSource`: each row of the image stream is the first
+observation of a pair, the second ("image_pair") shares all its factors but the ones marked in
+"changed" (`disentangle.data.labels.pairs`), drawn from ``PCG64([seed, PAIR_STREAM, step])`` for
+the global batch, so that a process's share does not depend on how many processes split it.
+
 Every source also gives the rows of its batch without loading them (``local_rows``: "index",
-and "labelled_index" for a labelled spec, int32); :class:`RowSource` yields those instead of the
-batch, for a training set held on the device (`disentangle.train.device_data`).
+"labelled_index" for a labelled spec, "pair_index" and "changed" for pairs, int32);
+:class:`RowSource` yields those instead of the batch, for a training set held on the device
+(`disentangle.train.device_data`).
 """
 from __future__ import annotations
 
@@ -28,8 +34,10 @@ import numpy as np
 from disentangle import config as config_lib
 from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.data.labels import labelled as labelled_lib
+from disentangle.data.labels import pairs as pairs_lib
 
 LABELLED_STREAM = 0x1ABE1  # PCG64 key word of the labelled stream (the image stream has 2 words)
+PAIR_STREAM = 0x9A125      # PCG64 key word of the pairs' second observations
 
 
 class BatchSource:
@@ -122,7 +130,10 @@ class SideInfoSource:
     return rows
 
   def local_batch(self, step: int) -> dict:
-    rows = self.local_rows(step)
+    return self._side_batch(self.local_rows(step))
+
+  def _side_batch(self, rows: dict) -> dict:
+    """The images and side information of ``rows`` (``local_rows``)."""
     idx = rows["index"]
     batch = {"image": self.dataset.get_images(idx)}
     if self.spec.targets:
@@ -136,21 +147,65 @@ class SideInfoSource:
     return batch
 
 
+class PairSource(SideInfoSource):
+  """A :class:`SideInfoSource` whose every row is the first observation of a pair.
+
+  Keys besides the side information: "image_pair" (the second observations) and "changed"
+  (int32 [B, K], 1 for the factors redrawn). The first observation is the image stream's row
+  (today's batch); the second is drawn for the whole global batch from
+  ``PCG64([seed, PAIR_STREAM, step])`` (`pairs.draw`, then the row among those that show the
+  factors), and each process keeps its contiguous share.
+  """
+
+  def __init__(self, dataset, spec: batch_spec_lib.BatchSpec, **kwargs):
+    super().__init__(dataset, spec, **kwargs)
+    self.sizes = tuple(int(s) for s in dataset.factor_sizes)
+
+  def global_pairs(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first rows, second rows, changed [B, K]) of the global batch of ``step``."""
+    first = self.images.global_indices(step)
+    rng = np.random.Generator(np.random.PCG64([self.seed, PAIR_STREAM, step]))
+    partner, changed = pairs_lib.draw(self.dataset.factors_of(first), self.sizes,
+                                      self.spec.pairs.k, rng, self.spec.pairs.dynamics)
+    return first, np.asarray(self.dataset.indices_of_factors(partner, rng)), changed
+
+  def local_rows(self, step: int) -> dict:
+    """The rows of :meth:`SideInfoSource.local_rows` plus "pair_index" and "changed"."""
+    rows = super().local_rows(step)
+    _, second, changed = self.global_pairs(step)
+    share = slice(self.images.offset, self.images.offset + self.images.local)
+    rows["pair_index"] = second[share].astype(np.int32)
+    rows["changed"] = changed[share].astype(np.int32)
+    return rows
+
+  def local_batch(self, step: int) -> dict:
+    rows = self.local_rows(step)
+    batch = self._side_batch(rows)
+    batch["image_pair"] = self.dataset.get_images(rows["pair_index"])
+    batch["changed"] = rows["changed"]
+    return batch
+
+
 def make_source(dataset, spec: batch_spec_lib.BatchSpec = batch_spec_lib.IMAGES_ONLY, *,
                 global_batch: int, seed: int, process_index: int = 0, process_count: int = 1):
   """The batch source ``spec`` asks for; checks the spec's names against ``dataset`` first.
 
   ``IMAGES_ONLY`` gives the :class:`BatchSource` of before side information ({"image"}, the same
-  rows bit for bit); any other spec a :class:`SideInfoSource`.
+  rows bit for bit); a spec with pairs a :class:`PairSource`; any other a :class:`SideInfoSource`.
 
   Raises:
-    ConfigError: a name the dataset lacks, or an impossible labelled subset (naming the field).
+    ConfigError: a name the dataset lacks, an impossible labelled subset, or pairs of a set
+      without ground-truth factors or with k out of range (naming the field).
   """
   labelled_lib.check_batch_spec(dataset, spec)
+  if spec.pairs is not None:
+    pairs_lib.check(dataset, spec.pairs)
   kwargs = dict(global_batch=global_batch, seed=seed, process_index=process_index,
                 process_count=process_count)
   if spec.images_only:
     return BatchSource(dataset, **kwargs)
+  if spec.pairs is not None:
+    return PairSource(dataset, spec, **kwargs)
   return SideInfoSource(dataset, spec, **kwargs)
 
 

@@ -9,7 +9,10 @@ pipeline is built before the method). The input pipeline then yields
 - ``"attributes"``: int32 ``[B, A]`` binary columns named by ``attributes``, read through
   ``attributes_of(indices, names)``;
 - with ``labelled`` set, a second stream ``{"labelled_image", "labelled_targets"}``: B_l distinct
-  members of a labelled subset per step (:class:`LabelledSpec`).
+  members of a labelled subset per step (:class:`LabelledSpec`);
+- with ``pairs`` set, a second observation of each example, ``"image_pair"``, that shares all its
+  ground-truth factors but a few, and ``"changed"``: int32 ``[B, K]``, 1 where a factor was
+  redrawn (:class:`PairSpec`, `disentangle.data.labels.pairs`).
 
 Datasets name what they carry: ``target_names`` and ``target_sizes`` (class counts per name),
 ``attribute_names``. An unknown name is a ``ConfigError`` naming the config field and listing the
@@ -48,8 +51,28 @@ class LabelledSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class PairSpec:
+  """Pairs of observations sharing all factors but k (Locatello et al. 2020, Sec. 3 and 5).
+
+  ``k``: the number of factors that change per pair, or -1: drawn per pair uniformly from
+  1 ... K - 1 (K: the factors of more than one value), disentanglement_lib's ``dynamics.k = -1``.
+  ``dynamics``: ``"paper"`` (exactly k factors change, each to one of its other values) or
+  ``"dlib"`` (disentanglement_lib's ``simple_dynamics``: 1 or k factors with equal odds, each
+  redrawn from all its values, so it may keep its value); `disentangle.data.labels.pairs`.
+  ``field`` is the config section named in error messages (``<field>.k``).
+  """
+  k: int
+  dynamics: str = "paper"
+  field: str = "pairs"
+
+  def field_of(self, name: str) -> str:
+    return f"{self.field}.{name}"
+
+
+@dataclasses.dataclass(frozen=True)
 class BatchSpec:
-  """Images always; ``targets`` / ``attributes`` by name; an optional labelled stream.
+  """Images always; ``targets`` / ``attributes`` by name; an optional labelled stream; optional
+  pairs of observations.
 
   ``fields`` maps "targets" / "attributes" to the config field that named them, for errors.
   """
@@ -57,10 +80,11 @@ class BatchSpec:
   attributes: tuple[str, ...] = ()
   labelled: LabelledSpec | None = None
   fields: tuple[tuple[str, str], ...] = ()
+  pairs: PairSpec | None = None
 
   @property
   def images_only(self) -> bool:
-    return not (self.targets or self.attributes or self.labelled)
+    return not (self.targets or self.attributes or self.labelled or self.pairs)
 
   def field(self, kind: str) -> str:
     return dict(self.fields).get(kind, kind)
