@@ -4,20 +4,22 @@ import pytest
 
 from disentangle.metrics import registry
 from disentangle.metrics import suite
+from disentangle.metrics import suite_tasks
 from tests import synthetic_factors as syn
 
 OVER = syn.small_settings(udr_sample={"num_points": 100})
 # disentanglement_lib's later scores are switched on in the run stage by their eval fields.
 ALL = {"downstream": True, "fairness_dlib": True, "unified_scores": True}
+NAMES = suite.NAMES + suite_tasks.NAMES
 
 
 @pytest.mark.slow
 def test_the_registry_lists_the_suite_and_each_result_has_protocol_and_settings():
-  assert set(suite.NAMES) <= set(registry.METRICS)
-  out, timings = registry.run(syn.inputs(syn.code_carries_factor0), ALL, names=suite.NAMES,
+  assert set(NAMES) <= set(registry.METRICS)
+  out, timings = registry.run(syn.inputs(syn.code_carries_factor0), ALL, names=NAMES,
                               overrides=OVER)
-  assert set(out) == set(suite.NAMES)
-  for name in suite.NAMES:
+  assert set(out) == set(NAMES)
+  for name in NAMES:
     m = out[name]
     assert m["protocol"].startswith("disentanglement_lib"), name
     assert m["stream"]["metric"] == name and f"{name}_s" in timings
@@ -44,9 +46,9 @@ def test_bad_input_is_one_line_per_metric_and_the_others_run(monkeypatch):
       "value": 0.5}))
   nan_sometimes = lambda x: np.where(np.asarray(x)[:, :1] > 1, np.nan, np.asarray(x, float))
   errors = {}
-  out, _ = registry.run(syn.inputs(nan_sometimes), ALL, names=suite.NAMES + ("mig", "ok"),
+  out, _ = registry.run(syn.inputs(nan_sometimes), ALL, names=NAMES + ("mig", "ok"),
                         overrides=dict(OVER, mig={"num_points": 200}), errors=errors)
-  assert set(errors) == set(suite.NAMES) | {"mig"} and out == {"ok": {"value": 0.5, "stream": {
+  assert set(errors) == set(NAMES) | {"mig"} and out == {"ok": {"value": 0.5, "stream": {
       "entropy": [0, 1], "spawn_key": [], "metric": "ok", "repeat": 0}}}
   for name, line in errors.items():
     assert line.startswith(f"{name}: the representation has NaN") and "\n" not in line
@@ -55,10 +57,10 @@ def test_bad_input_is_one_line_per_metric_and_the_others_run(monkeypatch):
   errors = {}
   rep = syn.as_rep(np.random.default_rng(0).normal(size=(100, 3)))
   out, _ = registry.run(registry.Inputs("run", np.random.default_rng(0), rep=rep), ALL,
-                        names=suite.NAMES, overrides=OVER, errors=errors)
+                        names=NAMES, overrides=OVER, errors=errors)
   assert set(out) == {"unsupervised"}
   assert all(line.endswith("needs ground-truth factors; the evaluation data has none")
-             for line in errors.values()) and len(errors) == len(suite.NAMES) - 1
+             for line in errors.values()) and len(errors) == len(NAMES) - 1
   # Fewer points than a split needs.
   errors = {}
   registry.run(syn.inputs(syn.identity), {}, names=["dci"],
@@ -89,16 +91,16 @@ def test_a_set_without_every_factor_combination_is_one_line_per_metric(monkeypat
 
   monkeypatch.setattr(data, "sample_observations_from_factors", missing)
   errors = {}
-  out, _ = registry.run(syn.inputs(syn.identity, data), ALL, names=suite.NAMES, overrides=OVER,
+  out, _ = registry.run(syn.inputs(syn.identity, data), ALL, names=NAMES, overrides=OVER,
                         errors=errors)
-  assert out == {} and set(errors) == set(suite.NAMES)
+  assert out == {} and set(errors) == set(NAMES)
   for name, line in errors.items():
     assert line.startswith(f"{name}: the evaluated set does not hold every factor combination")
     assert "no encoded example has factors" in line and "\n" not in line
 
 
 def test_the_later_scores_run_only_when_their_field_is_on():
-  flagged = {n: registry.METRICS[n].run_flag for n in suite.NAMES if registry.METRICS[n].run_flag}
+  flagged = {n: registry.METRICS[n].run_flag for n in NAMES if registry.METRICS[n].run_flag}
   assert flagged == {"downstream_logistic": "downstream", "downstream_trees": "downstream",
                      "reduced_downstream": "downstream", "strong_downstream": "downstream",
                      "fairness_dlib": "fairness_dlib", "unified_scores": "unified_scores"}

@@ -8,6 +8,7 @@ runs (each registered once; read by the evaluator, ``experiments.evaluate`` and 
 from disentangle.metrics import registered  # the papers' metrics, registered in the registry
 from disentangle.metrics import registry
 from disentangle.metrics import suite  # disentanglement_lib's suite, registered after them
+from disentangle.metrics import suite_tasks  # its later scores (opt-in), registered last
 from disentangle.metrics.accuracy import classification_accuracy
 from disentangle.metrics.accuracy import per_variable_accuracy
 from disentangle.metrics.clustering import cluster_accuracy
@@ -48,5 +49,6 @@ __all__ = [
     "registered",
     "registry",
     "suite",
+    "suite_tasks",
     "total_correlation",
 ]
