@@ -75,7 +75,8 @@ def test_variant_overrides_and_unknown_variant():
                                   "dsprites_anchorvae",
                                   "dsprites_betatcvae",
                                   "dsprites_annealedvae",
-                                  "dsprites_dipvae"])
+                                  "dsprites_dipvae",
+                                  "dsprites_weak"])
 def test_every_shipped_config_validates(name):
   mod = importlib.import_module(f"experiments.configs.{name}")
   for variant in mod.VARIANTS:

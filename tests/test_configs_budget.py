@@ -56,7 +56,7 @@ def test_cpu_variant_keeps_the_capacity_curves(name):
 
 @pytest.mark.parametrize("name", ["mnist_cascade", "fashion_mnist_cascade", "mnist_jointvae",
                                   "fashion_mnist_jointvae", "dsprites_annealedvae",
-                                  "dsprites_dipvae"])
+                                  "dsprites_dipvae", "dsprites_weak"])
 def test_cpu_variant_changes_only_the_schedule(name):
   paper, cpu = config(name, ""), config(name, "cpu")
   f = fractions.Fraction(cpu.num_steps, paper.num_steps)
