@@ -1,14 +1,15 @@
 """One command per paper table: train every row with its seeds, evaluate, print the table.
 
 python -m experiments.reproduce --table=NAME --workdir=DIR [--seeds=N] [--fraction=F]
-                               [--deadline=25m]
+                               [--deadline=25m] [--eval_points=N]
 python -m experiments.reproduce --list
 python -m experiments.reproduce --table=NAME --dry_run [--seeds=N] [--fraction=F]
 
 The tables are `experiments.tables` (rows -> config variants of ``experiments/configs``), the
 logic `disentangle.reproduce`. ``--fraction=F`` shortens every schedule to F of the paper's, as
 the ``cpu`` variants do (``common.scale_schedule``, iteration counts rounded to whole steps);
-``--seeds`` defaults to the paper's number. The same command again resumes what is unfinished
+``--seeds`` defaults to the paper's number; ``--eval_points=N`` evaluates every metric on at
+most N points (a CPU budget, recorded in ``table.md``; `disentangle.reproduce.plan`). The same command again resumes what is unfinished
 and prints the table again (``DIR/table.md``, ``DIR/table.json``). Bad input (an unknown table,
 a fraction outside (0, 1], fewer than one seed, a workdir of another table, a deadline that is
 not a positive duration) is one line and exit status 2, with nothing created; so is a workdir
@@ -37,6 +38,9 @@ _SEEDS = flags.DEFINE_string("seeds", None, "Seeds per row (default: the paper's
 _FRACTION = flags.DEFINE_string("fraction", "1", "Share of every schedule, in (0, 1].")
 _LIST = flags.DEFINE_bool("list", False, "Name every table with its rows.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the programs and the run-steps only.")
+_EVAL_POINTS = flags.DEFINE_string(
+    "eval_points", "0", "0: each metric's own number of points; N >= 100: every metric on at "
+    "most N points (a CPU budget; recorded in table.md).")
 
 BAD_INPUT_STATUS = command_line.BAD_INPUT_STATUS
 fail = command_line.fail
@@ -66,18 +70,20 @@ def main(argv):
   try:
     if _TABLE.value is None:
       raise plan.BadInput(f"--table: required; known tables: {', '.join(tables.TABLES)}")
-    table = plan.table_named(tables.TABLES, _TABLE.value)
+    table = plan.table_named(tables.TABLES, _TABLE.value, tables.FAMILIES)
     seeds = table.seeds if _SEEDS.value is None else plan.parse_seeds(_SEEDS.value)
     fraction = plan.parse_fraction(_FRACTION.value)
+    eval_points = plan.parse_eval_points(_EVAL_POINTS.value)
     if _DRY_RUN.value:
       programs = plan.plan_table(table, config_modules(), seeds=seeds, fraction=fraction,
-                                 scale=scale())
+                                 scale=scale(), eval_points=eval_points)
       print(plan.describe(table, programs, seeds=seeds, fraction=fraction,
-                          workdir=_WORKDIR.value))
+                          workdir=_WORKDIR.value, eval_points=eval_points))
       return
     if not _WORKDIR.value:
       raise plan.BadInput("--workdir: required to train (or --dry_run)")
-    run.check_workdir(_WORKDIR.value, table, seeds=seeds, fraction=fraction)
+    run.check_workdir(_WORKDIR.value, table, seeds=seeds, fraction=fraction,
+                      eval_points=eval_points)
   except (plan.BadInput, config_lib.ConfigError) as e:
     fail(str(e))
   deadline = command_line.deadline_from_flag(STARTED)
@@ -88,7 +94,8 @@ def main(argv):
   # stay and the same command resumes.
   with command_line.exits(command):
     data = run.run_table(table, _WORKDIR.value, config_modules(), scale=scale(), seeds=seeds,
-                         fraction=fraction, command=command, deadline=deadline)
+                         fraction=fraction, command=command, deadline=deadline,
+                         eval_points=eval_points)
   from disentangle.reproduce import render  # pylint: disable=g-import-not-at-top
   print(render.markdown(data))
   print(f"wrote {_WORKDIR.value}/table.md and table.json")

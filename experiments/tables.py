@@ -3,10 +3,19 @@
 Read by ``python -m experiments.reproduce`` (`disentangle.reproduce`). The published numbers are
 the configs' ``PUBLISHED`` (one home); a row no config reproduces carries its published cell here
 and is printed as "no config". The papers: ``../shared/papers/`` (CascadeVAE, ICML 2019, Tables
-1-4; PartedVAE, Sec. 5.1-5.3, Tables 1-2; FFVAE, App. E, Figs. 6-7).
+1-4; PartedVAE, Sec. 5.1-5.3, Tables 1-2; FFVAE, App. E, Figs. 6-7). Locatello et al.'s study
+(ICML 2019) is one table per data set, ``locatello2019_<data set>`` (`_locatello2019`): six
+models times six hyper-parameter values, the settings of disentanglement_lib's
+``config/unsupervised_study_v1`` (``sweep.py``, ``model_configs``, ``metric_configs``).
 """
 from disentangle.reproduce.plan import Row
 from disentangle.reproduce.plan import Table
+from experiments.configs import common
+from experiments.configs import dsprites_annealedvae
+from experiments.configs import dsprites_betatcvae
+from experiments.configs import dsprites_betavae
+from experiments.configs import dsprites_dipvae
+from experiments.configs import dsprites_factorvae
 
 CASCADEVAE = "CascadeVAE (Jeong & Song, ICML 2019)"
 PARTEDVAE = "PartedVAE (Hajimiri et al.)"
@@ -37,6 +46,44 @@ def _ffvae(name: str, title: str, variants: tuple) -> Table:
                f"gamma); {FINAL}",
       rows=tuple(Row(f"FFVAE, {v}", "10", "dsprites_unfair_ffvae", v,
                      published=f"Fig. {v[3:]}: {FIGURE}") for v in variants))
+
+
+STUDY = "Locatello et al., ICML 2019 (disentanglement_lib's unsupervised_study_v1)"
+STUDY_PREFIX = "locatello2019_"
+# The study's models in its figures' order (0 = beta-VAE ... 5 = AnnealedVAE): (label, config,
+# variants before the grid row, hyper-parameter, {grid row variant: value}).
+STUDY_MODELS = (
+    ("beta-VAE", "dsprites_betavae", "study", "beta", dsprites_betavae.STUDY_ROWS),
+    ("FactorVAE", "dsprites_factorvae", "study", "gamma", dsprites_factorvae.STUDY_ROWS),
+    ("beta-TCVAE", "dsprites_betatcvae", "study", "beta", dsprites_betatcvae.STUDY_ROWS),
+    ("DIP-VAE-I", "dsprites_dipvae", "i", "lambda_od", dsprites_dipvae.ROWS),
+    ("DIP-VAE-II", "dsprites_dipvae", "ii", "lambda_od", dsprites_dipvae.ROWS),
+    ("AnnealedVAE", "dsprites_annealedvae", "", "c_max", dsprites_annealedvae.ROWS),
+)
+# The metric configs of the study that the registry holds (metric_configs/*.gin; the unsupervised
+# scores are in nats, not a fraction, and stay in results.json).
+STUDY_METRICS = ("beta_vae", "factor_score_dlib", "mig", "dci", "modularity", "sap",
+                 "downstream_logistic", "downstream_trees")
+STUDY_FIGURES = ("Figs. 2-3 and the appendix's per-data-set figures (plotted: score "
+                 "distributions and rank correlations, no table value)")
+
+
+def _locatello2019(dataset: str) -> Table:
+  """The study on ``dataset``: a row per (model, hyper-parameter value), 50 seeds each."""
+  rows = []
+  for label, config, base, hparam, grid in STUDY_MODELS:
+    for variant, value in grid.items():
+      words = ",".join(v for v in (base, dataset if dataset != "dsprites" else "", variant) if v)
+      rows.append(Row(f"{label} ({hparam} = {value:g})", "10", config, words,
+                      published=STUDY_FIGURES, model=label, hparam=(hparam, value)))
+  return Table(
+      name=STUDY_PREFIX + dataset, title=f"six models x six hyper-parameters on {dataset}",
+      paper=f"{STUDY}, {STUDY_FIGURES.split(' (')[0]}", metrics=STUDY_METRICS,
+      protocol="disentanglement_lib's metric configs on the mean representation (10,000 train / "
+               "5,000 test points, 20 bins), scikit-learn's 2019 classifiers; the downstream "
+               f"tasks on 10, 100, 1,000 and 10,000 points; {FINAL}; 50 seeds",
+      seeds=50, estimators="study2019", eval_fields=(("downstream", True),), figures="study",
+      rows=tuple(rows))
 
 
 TABLES = {t.name: t for t in (
@@ -116,4 +163,8 @@ TABLES = {t.name: t for t in (
     _ffvae("ffvae_fig6b", "Fig. 6b: MIG against gamma for alpha >= 300", ("fig6b",)),
     _ffvae("ffvae_fig7", "Fig. 7: MIG against gamma for alpha <= 200 (7a) and against "
            "log(gamma / alpha) (7b)", ("fig7a", "fig7b")),
+
+    *(_locatello2019(d) for d in common.STUDY_DATASETS),
 )}
+# Table names of the form <family>_<what>: an unknown one lists the family's known values.
+FAMILIES = {STUDY_PREFIX: "data sets"}

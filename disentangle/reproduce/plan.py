@@ -49,6 +49,8 @@ class Row:
       variant that has one).
     published: the published cells of a row without a config, ``{metric: {"mean": ..}}``, or
       words for a figure (``"Fig. 6a (plotted, no table value)"``).
+    model, hparam: a study's row (a table with ``figures``): the model as its figures name it
+      and ``(hyper-parameter name, value)``, e.g. ``("beta-VAE", ("beta", 4.0))``.
   """
   label: str
   m: str = ""
@@ -56,6 +58,8 @@ class Row:
   variant: str = ""
   published_key: Optional[str] = None
   published: object = None
+  model: str = ""
+  hparam: tuple = ()
 
   @property
   def arg(self) -> Optional[str]:
@@ -80,6 +84,11 @@ class Table:
     estimators: ``eval.estimators`` of its runs (`disentangle.metrics.estimators`): 'study2019'
       for a table set beside Locatello et al.'s numbers (scikit-learn's classifiers as their
       study ran them), 'current' otherwise.
+    eval_fields: ``((field, value), ...)`` of ``config.eval`` its runs set, e.g.
+      ``(("downstream", True),)`` for a table whose metrics are switched on by a ``run_flag``.
+    figures: pictures drawn beside ``table.md`` from the runs: ``"study"`` (Locatello et al.
+      2019's rank correlations and scores against hyper-parameters, `study_figures`, from the
+      rows' ``model`` / ``hparam``); ``""``: none.
   """
   name: str
   title: str
@@ -90,6 +99,8 @@ class Table:
   seeds: int = 10
   selected: bool = False
   estimators: str = "current"
+  eval_fields: tuple = ()
+  figures: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,11 +159,20 @@ def parse_seeds(text) -> int:
   return n
 
 
-def table_named(tables: Mapping[str, Table], name) -> Table:
-  """The table called ``name``; BadInput listing the known names otherwise."""
-  if name not in tables:
-    raise BadInput(f"--table: unknown table {name!r}; known tables: {', '.join(tables)}")
-  return tables[name]
+def table_named(tables: Mapping[str, Table], name,
+                families: Optional[Mapping[str, str]] = None) -> Table:
+  """The table called ``name``; BadInput listing the known names otherwise, or, for a name of a
+  family (``families``: ``{prefix: what its suffix names}``, e.g. ``{"locatello2019_": "data
+  sets"}``), the family's known suffixes."""
+  if name in tables:
+    return tables[name]
+  for prefix, what in (families or {}).items():
+    if str(name).startswith(prefix):
+      known = [t[len(prefix):] for t in tables if t.startswith(prefix)]
+      raise BadInput(f"--table: unknown {what[:-1] if what.endswith('s') else what} "
+                     f"{str(name)[len(prefix):]!r} of {prefix}<{what.replace(' ', '_')[:-1]}>; "
+                     f"known {what}: {', '.join(known)}")
+  raise BadInput(f"--table: unknown table {name!r}; known tables: {', '.join(tables)}")
 
 
 def published_of(row: Row, modules: Mapping) -> object:
@@ -225,9 +245,44 @@ def program_name(rows: Sequence[Row]) -> str:
   return "".join(ch if ch.isalnum() or ch in "-_=.+" else "_" for ch in text)
 
 
+def parse_eval_points(text) -> int:
+  """``--eval_points``: 0 (each metric's own number of points) or a whole number >= 100."""
+  try:
+    n = int(str(text).strip())
+  except ValueError:
+    raise BadInput(f"--eval_points: expected a whole number of points (0: each metric's own), "
+                   f"got {text!r}") from None
+  if n != 0 and n < MIN_EVAL_POINTS:
+    raise BadInput(f"--eval_points: must be 0 (each metric's own) or at least {MIN_EVAL_POINTS}, "
+                   f"got {n}")
+  return n
+
+
+MIN_EVAL_POINTS = 100  # the fewest points a shrunk evaluation gives a metric (a vote batch)
+
+
+def shrink_evaluation(c, eval_points: int) -> None:
+  """``eval_points`` > 0: every metric of ``c``'s runs on at most that many points: the suite
+  (``eval.suite_points``: N train / N / 2 test points, the downstream sizes up to N) and the eval
+  steps' points (``eval.num_points``); 0 leaves every metric's own numbers."""
+  if eval_points:
+    c.eval.suite_points = int(eval_points)
+    c.eval.num_points = min(int(c.eval.num_points) or int(eval_points), int(eval_points))
+
+
+def evaluate_kwargs(eval_points: int) -> dict:
+  """`evaluate_run`'s arguments for ``eval_points`` (the run stage's own metrics: MIG's points
+  and the disentanglement score's votes of 100 examples); {} for 0."""
+  if not eval_points:
+    return {}
+  return {"mig_points": int(eval_points),
+          "factor_score_votes": max(1, int(eval_points) // MIN_EVAL_POINTS)}
+
+
 def row_configs(table: Table, modules: Mapping, *, seeds: int, fraction,
-                scale: Callable) -> dict[int, tuple]:
-  """{row index: (config with ``num_seeds = seeds``, scaled fields)} of the rows with a config."""
+                scale: Callable, eval_points: int = 0) -> dict[int, tuple]:
+  """{row index: (config with ``num_seeds = seeds``, scaled fields)} of the rows with a config
+  (``eval_points``: `shrink_evaluation`)."""
   out = {}
   for i, row in enumerate(table.rows):
     if row.config is None:
@@ -240,12 +295,17 @@ def row_configs(table: Table, modules: Mapping, *, seeds: int, fraction,
     scaled = scale(c, fraction) if fraction != 1 else {}
     c.num_seeds = seeds
     c.eval.estimators = table.estimators
+    for field, value in table.eval_fields:
+      if field not in c.eval:
+        raise config_lib.ConfigError(f"table {table.name!r}: eval.{field} is not a config field")
+      c.eval[field] = value
+    shrink_evaluation(c, eval_points)
     out[i] = (c, scaled)
   return out
 
 
 def plan_table(table: Table, modules: Mapping, *, seeds: int, fraction=1,
-               scale: Callable) -> list[Program]:
+               scale: Callable, eval_points: int = 0) -> list[Program]:
   """The programs of ``table`` with ``seeds`` seeds each at ``fraction`` of the schedule.
 
   Args:
@@ -254,11 +314,13 @@ def plan_table(table: Table, modules: Mapping, *, seeds: int, fraction=1,
     seeds: seeds per row (``seed, ..., seed + seeds - 1`` of each row's config).
     fraction: the share of every schedule (1: the paper's).
     scale: ``(config, fraction) -> {field: [before, after]}``, shortening the config in place.
+    eval_points: 0, or at most that many points per metric (`shrink_evaluation`).
 
   Raises:
     ConfigError: a row's config cannot be built or its runs are invalid.
   """
-  built = row_configs(table, modules, seeds=seeds, fraction=fraction, scale=scale)
+  built = row_configs(table, modules, seeds=seeds, fraction=fraction, scale=scale,
+                      eval_points=eval_points)
   programs, names = [], set()
   for rows, values in group_rows({i: c for i, (c, _) in built.items()}):
     config = ml_collections.ConfigDict(built[rows[0]][0].to_dict())
@@ -295,14 +357,25 @@ def _seed_words(seeds: Sequence[int]) -> str:
   return ", ".join(map(str, seeds))
 
 
+def evaluation_words(eval_points: int) -> str:
+  """How the runs are evaluated, in words (``table.md``, the dry run)."""
+  if not eval_points:
+    return "each metric's own number of points"
+  kw = evaluate_kwargs(eval_points)
+  return (f"shrunk (--eval_points={eval_points}): the suite on {eval_points} train / "
+          f"{max(1, eval_points // 2)} test points (downstream sizes up to {eval_points}), MIG "
+          f"on {kw['mig_points']} points, the disentanglement score on "
+          f"{kw['factor_score_votes']} votes")
+
+
 def describe(table: Table, programs: Sequence[Program], *, seeds: int, fraction,
-             workdir: Optional[str] = None) -> str:
+             workdir: Optional[str] = None, eval_points: int = 0) -> str:
   """The dry run: every program (config, variants, seeds, steps, sweep values) and the total."""
   f = fractions.Fraction(fraction)
   lines = [f"{table.name}: {table.title} ({table.paper})",
            f"seeds: {seeds} per row; budget: "
            + ("the paper's whole schedule" if f == 1 else f"{f} of every schedule")
-           + f"; protocol: {table.protocol}"]
+           + f"; protocol: {table.protocol}", f"evaluation: {evaluation_words(eval_points)}"]
   for i, row in enumerate(table.rows):
     if row.config is None:
       lines.append(f"  row {row.label!r}: no config (published cell only)")

@@ -219,6 +219,8 @@ def markdown(data: dict) -> str:
          f"- protocol: {data['protocol']}",
          f"- budget: {budget}; estimated run-steps {data['run_steps']:,}",
          f"- seeds: {seeds} per row" if seeds is not None else "- seeds: -"]
+  if data.get("evaluation"):
+    out.append(f"- evaluation: {data['evaluation']}")
   if data.get("device"):
     out.append(f"- device: {data['device'].get('backend')} ({data['device'].get('kind')}); "
                f"wall time {data.get('wall_s', 0.0) / 3600:.2f} h over every invocation")
@@ -249,6 +251,9 @@ def markdown(data: dict) -> str:
           "published)." + (" Selected: the checkpoint kept by eval.select (validation data; "
                            "the test set never selects)." if selected else "")]
   out += _factor_set_lines(data)
+  if data.get("figures"):
+    out += ["", "Pictures beside this file, from the evaluated runs: "
+            + ", ".join(f"`{name}`" for name in data["figures"]) + "."]
   if data.get("swept_means"):
     out += ["", "Means along each swept field over every seed of every grid point there (the "
             "figures' dashed line), percent: mean, and without outliers (Tukey's fences):"]

@@ -32,6 +32,7 @@ from typing import Callable, Mapping, Optional
 from disentangle import atomic
 from disentangle.reproduce import plan as plan_lib
 from disentangle.reproduce import render
+from disentangle.reproduce import study_figures
 
 RECORD = "reproduce.json"
 LOCK = "reproduce.lock"
@@ -60,9 +61,11 @@ def holding(workdir):
     os.close(fd)  # releases the lock
 
 
-def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction) -> Optional[dict]:
+def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction,
+                  eval_points: int = 0) -> Optional[dict]:
   """The workdir's record (None for a new or empty workdir); `plan.BadInput` if it holds
-  another table's, fraction's or seed count's runs, or is a non-empty folder without a record."""
+  another table's, fraction's, seed count's or evaluation's (``eval_points``) runs, or is a
+  non-empty folder without a record."""
   workdir = pathlib.Path(workdir)
   path = workdir / RECORD
   if path.is_file():
@@ -82,6 +85,11 @@ def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction) -> Op
     if their[2] != seeds:
       raise plan_lib.BadInput(f"--seeds: {workdir} holds runs of {their[2]} seed(s), not {seeds}:"
                               f" use --seeds={their[2]} to resume, or another --workdir")
+    theirs = int(record.get("eval_points", 0))
+    if theirs != eval_points:
+      raise plan_lib.BadInput(f"--eval_points: {workdir} holds runs evaluated with "
+                              f"--eval_points={theirs}, not {eval_points}: use "
+                              f"--eval_points={theirs} to resume, or another --workdir")
     return record
   if workdir.exists() and (not workdir.is_dir() or
                            any(p.name != LOCK for p in workdir.iterdir())):
@@ -146,15 +154,30 @@ def load_records(workdir: pathlib.Path, programs) -> dict:
 
 def write_table(workdir: pathlib.Path, table, programs, published, meta) -> dict:
   data = render.tabulate(table, programs, load_records(workdir, programs), published, meta)
+  if table.figures == "study":
+    data["figures"] = [p.name for p in study_figures.write_figures(
+        study_figures.records_of_table(data, table.rows), workdir, table.metrics,
+        hparams={r.model: r.hparam[0] for r in table.rows if r.model and r.hparam},
+        titles=data["titles"], subtitle=_figure_subtitle(data))]
   atomic.write_text(workdir / "table.json", json.dumps(data, indent=1, default=str))
   atomic.write_text(workdir / "table.md", render.markdown(data))
   return data
 
 
+def _figure_subtitle(data: dict) -> str:
+  """The budget under a picture: data set, fraction, seeds, device."""
+  f = fractions.Fraction(data.get("fraction", 1))
+  device = data.get("device") or {}
+  return (f"{data['table']}, " + ("whole schedule" if f == 1 else f"{f} of the schedule")
+          + f", {data.get('seeds')} seed(s), {device.get('backend', '?')}"
+          + ("" if all(line.get("comparable") is not False for line in data["lines"])
+             else ", not comparable"))
+
+
 def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callable,
               seeds: Optional[int] = None, fraction=1, command: str = "", dataset=None,
               evaluate_kwargs: Optional[dict] = None, log: Callable = print,
-              deadline: Optional[float] = None) -> dict:
+              deadline: Optional[float] = None, eval_points: int = 0) -> dict:
   """Every program of ``table`` trained, evaluated and tabulated in ``workdir``; the table data.
 
   Args:
@@ -168,6 +191,8 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
     evaluate_kwargs: further arguments of `evaluate_run` (e.g. fewer votes in tests).
     log: progress lines.
     deadline: a `time.time()` at which the work stops (module docstring); None: none.
+    eval_points: 0, or at most that many points per metric (`plan.shrink_evaluation`; its
+      `evaluate_run` arguments under ``evaluate_kwargs``); recorded.
 
   Raises:
     plan.BadInput: a bad seed count, fraction or workdir (nothing created), or a workdir in use.
@@ -177,31 +202,38 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
   seeds = table.seeds if seeds is None else plan_lib.parse_seeds(seeds)
   fraction = plan_lib.parse_fraction(fraction)
   workdir = pathlib.Path(workdir)
-  check_workdir(workdir, table, seeds=seeds, fraction=fraction)  # before anything is created
-  programs = plan_lib.plan_table(table, modules, seeds=seeds, fraction=fraction, scale=scale)
+  eval_points = plan_lib.parse_eval_points(eval_points)
+  check_workdir(workdir, table, seeds=seeds, fraction=fraction,  # before anything is created
+                eval_points=eval_points)
+  programs = plan_lib.plan_table(table, modules, seeds=seeds, fraction=fraction, scale=scale,
+                                 eval_points=eval_points)
+  evaluate_kwargs = {**plan_lib.evaluate_kwargs(eval_points), **(evaluate_kwargs or {})}
   with holding(workdir):
     return _run_programs(table, workdir, modules, programs, seeds=seeds, fraction=fraction,
                          command=command, dataset=dataset, evaluate_kwargs=evaluate_kwargs,
-                         log=log, deadline=deadline)
+                         log=log, deadline=deadline, eval_points=eval_points)
 
 
 def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int, fraction,
                   command: str, dataset, evaluate_kwargs, log: Callable,
-                  deadline: Optional[float]) -> dict:
+                  deadline: Optional[float], eval_points: int) -> dict:
   """`run_table`'s work, under the workdir's lock."""
   from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  record = check_workdir(workdir, table, seeds=seeds, fraction=fraction)  # under the lock
+  record = check_workdir(workdir, table, seeds=seeds, fraction=fraction,  # under the lock
+                         eval_points=eval_points)
   published = {i: plan_lib.published_of(r, modules) for i, r in enumerate(table.rows)}
   started = time.perf_counter()
   record = record or {"table": table.name, "seeds": seeds, "fraction": str(fraction),
+                      "eval_points": eval_points,
                       "created": datetime.datetime.now().isoformat(), "commands": [],
                       "wall_s": 0.0}
   record["commands"].append(command)
   base_wall = float(record.get("wall_s", 0.0))
   meta = {"command": command, "seeds": seeds, "fraction": str(fraction), "device": device(),
+          "eval_points": eval_points, "evaluation": plan_lib.evaluation_words(eval_points),
           "workdir": str(workdir), "seed_values": sorted({s.seed for p in programs
                                                           for s in p.runs})}
 

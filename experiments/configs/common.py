@@ -80,6 +80,42 @@ def tfds_betavae_config(dataset: str):
   return c
 
 
+# Locatello et al. 2019's study (disentanglement_lib ``config/unsupervised_study_v1``): its seven
+# data sets, named as here; a study config takes one of them as a variant (default dSprites).
+STUDY_DATASETS = ("dsprites", "color_dsprites", "noisy_dsprites", "scream_dsprites", "smallnorb",
+                  "cars3d", "shapes3d")
+
+
+def study_dataset(c, names: list[str]) -> None:
+  """The study's data set named among the variants, read as this project reads it: the TFDS-only
+  sets (``data.TFDS_ONLY``) through ``dataset.source='tfds'`` with the splits of
+  ``shapes3d_betavae`` / ``smallnorb_betavae``; the others from their files (dSprites and its
+  variants: the official file, else rendered)."""
+  chosen = [n for n in names if n in STUDY_DATASETS]
+  if len(chosen) > 1:
+    raise config_lib.ConfigError(f"choose one data set of the study, got {chosen}")
+  if not chosen:
+    return
+  c.dataset.name = chosen[0]
+  if chosen[0] in ("smallnorb", "shapes3d"):
+    c.dataset.source = "tfds"
+    c.dataset.train_split = "train"
+    if chosen[0] == "smallnorb":
+      c.dataset.eval_split = "test"
+
+
+def study_variant(module_name: str, names: list[str], rows: dict) -> bool:
+  """Whether ``study`` is among the variants; ConfigError for a study row or data set named
+  without it (a config whose other variants are another paper's settings)."""
+  if "study" in names:
+    return True
+  stray = [n for n in names if n in rows or (n in STUDY_DATASETS and n != "dsprites")]
+  if stray:
+    raise config_lib.ConfigError(f"{_config_name(module_name)}: {stray} belong to the 'study' "
+                                 f"variant: add 'study' (e.g. ':study,{stray[0]}')")
+  return False
+
+
 # Variants that keep a published row's setting (the paper's 50,000 training images, a checkpoint
 # kept on held-out data): combined with a row, `aggregate` prints that row's published numbers.
 PROTOCOL_VARIANTS = ("best_validation",)

@@ -12,7 +12,9 @@ fourth convolutions.
 Variants: ``c5``, ``c10``, ``c25`` (default), ``c50``, ``c75``, ``c100``: one value of c_max;
 ``grid``: the six values as one program (``config.sweep``, a run directory each); ``cpu``: the
 schedule at 1/5 (C reaches c_max at the same third of the run); ``smoke`` (300 steps, rendered
-dSprites; not comparable). Combine: ``:c50,seed=3``, ``:grid,num_seeds=2``.
+dSprites; not comparable); a data set of the study by name (``common.STUDY_DATASETS``,
+default dSprites; ``locatello2019_<data set>`` in ``experiments/tables.py``). Combine:
+``:c50,seed=3``, ``:grid,num_seeds=2``.
 
 Run: python -m experiments.dsprites_annealedvae \\
   --config=experiments/configs/dsprites_annealedvae.py:c25
@@ -23,7 +25,7 @@ from experiments.configs import common
 PUBLISHED = {}
 C_MAX_GRID = (5.0, 10.0, 25.0, 50.0, 75.0, 100.0)  # annealed_vae.c_max of the study
 ROWS = {f"c{int(v)}": v for v in C_MAX_GRID}
-VARIANTS = (*ROWS, "grid", "cpu", "smoke")
+VARIANTS = (*common.STUDY_DATASETS, *ROWS, "grid", "cpu", "smoke")
 
 
 def get_config(arg=None):
@@ -38,4 +40,5 @@ def get_config(arg=None):
     if rows:
       raise config_lib.ConfigError(f"{__name__}: 'grid' runs every c_max; drop {rows}")
     c.sweep = "annealedvae.c_max=" + "|".join(str(v) for v in C_MAX_GRID)
+  common.study_dataset(c, names)
   return common.finish(c, names, overrides)

@@ -10,14 +10,31 @@ Variants: ``m10`` (default), ``mss`` (minibatch-stratified sampling instead of M
 (the CascadeVAE dSprites protocol: batch 64, Adam 1e-4, 3e5 iterations), ``smoke`` (300 steps,
 batch 64, rendered dSprites; not comparable). Combine: ``:mss,batch64,seed=3``.
 
+``study``: Locatello et al. 2019's study (disentanglement_lib ``unsupervised_study_v1``): the
+``batch64`` settings (10 latents, batch 64, Adam 1e-4 (0.9, 0.999, 1e-8), 3e5 iterations), beta in
+{1, 2, 4, 6, 8, 10} (``beta1`` ... ``beta10``, default ``beta1``), alpha = gamma = 1; a data set of
+the study by name (``common.STUDY_DATASETS``, default dSprites), ``dataset_size`` its number of
+images. disentanglement_lib's ``beta_tc_vae`` adds (beta - 1) TC to the analytic KL, with the
+minibatch-weighted TC estimate without its log(N M) constants (the same gradient as ``mws``);
+here the three terms are estimated at the ELBO's sample z, so the KL part is its single-sample
+estimate (the same expectation). No table value: the study plots its scores
+(``locatello2019_<data set>`` in ``experiments/tables.py``).
+
 Run: python -m experiments.dsprites_betatcvae --config=experiments/configs/dsprites_betatcvae.py:m10
 """
 from disentangle import methods
 from experiments.configs import common
 
 PUBLISHED = {}
-VARIANTS = ("m10", "mss", "batch64", "smoke")
 DSPRITES_SIZE = 737_280
+STUDY_BETAS = (1.0, 2.0, 4.0, 6.0, 8.0, 10.0)  # beta_tc_vae.beta of the study
+STUDY_ROWS = {f"beta{int(v)}": v for v in STUDY_BETAS}
+# N of each study set's training images (the dSprites variants keep dSprites' rows; smallNORB:
+# the training split read here; Cars3D: 183 cars x 24 azimuths x 4 elevations).
+STUDY_SIZES = {"dsprites": DSPRITES_SIZE, "color_dsprites": DSPRITES_SIZE,
+               "noisy_dsprites": DSPRITES_SIZE, "scream_dsprites": DSPRITES_SIZE,
+               "smallnorb": 24_300, "cars3d": 17_568, "shapes3d": 480_000}
+VARIANTS = ("m10", "mss", "batch64", "smoke", "study", *STUDY_ROWS, *common.STUDY_DATASETS)
 
 
 def get_config(arg=None):
@@ -37,7 +54,12 @@ def get_config(arg=None):
   c.eval_every = 2_000
   c.checkpoint_every = 1_000
   c.log_every = 50
-  if "batch64" in names:
+  study = common.study_variant(__name__, names, STUDY_ROWS)
+  if study:
+    c.betatcvae.beta = common.select_row(__name__, names, STUDY_ROWS, "beta1")
+    c.eval.mig = True
+    common.study_dataset(c, names)
+  if "batch64" in names or study:
     c.batch_size = 64
     c.optimizer.learning_rate = 1e-4
     c.num_steps = 300_000
@@ -46,4 +68,6 @@ def get_config(arg=None):
     c.log_every = 200
   if "smoke" in names:
     c.batch_size = 64
+  if study:
+    c.betatcvae.dataset_size = STUDY_SIZES[c.dataset.name]
   return common.finish(c, names, overrides)

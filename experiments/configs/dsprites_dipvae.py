@@ -12,7 +12,9 @@ where disentanglement_lib's encoder has 2x2 kernels in its third and fourth conv
 Variants: ``i`` (default) or ``ii``: the DIP type; ``lod1``, ``lod2``, ``lod5``, ``lod10``
 (default), ``lod20``, ``lod50``: one value of lambda_od; ``grid``: the six values as one program
 (``config.sweep``, a run directory each); ``cpu``: the schedule at 1/5; ``smoke`` (300 steps,
-rendered dSprites; not comparable). Combine: ``:ii,lod5,seed=3``, ``:ii,grid,num_seeds=2``.
+rendered dSprites; not comparable); a data set of the study by name (``common.STUDY_DATASETS``,
+default dSprites; ``locatello2019_<data set>`` in ``experiments/tables.py``). Combine:
+``:ii,lod5,seed=3``, ``:ii,grid,num_seeds=2``.
 
 Run: python -m experiments.dsprites_dipvae --config=experiments/configs/dsprites_dipvae.py:i,lod10
 """
@@ -24,7 +26,7 @@ LAMBDA_OD_GRID = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0)  # dip_vae.lambda_od of the s
 LAMBDA_D_FACTOR = {"i": 10.0, "ii": 1.0}            # dip_vae.lambda_d_factor of the study
 ROWS = {f"lod{int(v)}": v for v in LAMBDA_OD_GRID}
 TYPES = {t: t for t in LAMBDA_D_FACTOR}
-VARIANTS = (*TYPES, *ROWS, "grid", "cpu", "smoke")
+VARIANTS = (*common.STUDY_DATASETS, *TYPES, *ROWS, "grid", "cpu", "smoke")
 
 
 def get_config(arg=None):
@@ -39,4 +41,5 @@ def get_config(arg=None):
     if rows:
       raise config_lib.ConfigError(f"{__name__}: 'grid' runs every lambda_od; drop {rows}")
     c.sweep = "dipvae.lambda_od=" + "|".join(str(v) for v in LAMBDA_OD_GRID)
+  common.study_dataset(c, names)
   return common.finish(c, names, overrides)

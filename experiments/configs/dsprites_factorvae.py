@@ -4,6 +4,12 @@ Variants: ``m5`` (default): 81.09 (2.63), best 85.12; ``m10``: 82.15 (0.88), bes
 ``smoke``. Kim & Mnih's dSprites settings: gamma = 35, Adam 1e-4, discriminator Adam 1e-4
 (0.5, 0.9), batch 64; 3e5 iterations as the other dSprites runs.
 
+``study``: Locatello et al. 2019's study (disentanglement_lib ``unsupervised_study_v1``): 10
+latents, batch 64, Adam 1e-4 (0.9, 0.999, 1e-8), discriminator Adam 1e-4 (0.5, 0.9), 6 x 1000
+units, 3e5 iterations, gamma in {10, 20, 30, 40, 50, 100} (``gamma10`` ... ``gamma100``, default
+``gamma10``); a data set of the study by name (``common.STUDY_DATASETS``, default dSprites). No
+table value: the study plots its scores (``locatello2019_<data set>`` in ``experiments/tables.py``).
+
 Run: python -m experiments.dsprites_factorvae --config=experiments/configs/dsprites_factorvae.py:m5
 """
 from experiments.configs import common
@@ -12,11 +18,19 @@ PUBLISHED = {
     "m5": {"factor_score": {"mean": 81.09, "std": 2.63, "best": 85.12}},
     "m10": {"factor_score": {"mean": 82.15, "std": 0.88, "best": 88.25}},
 }
-VARIANTS = ("m5", "m10", "smoke")
+STUDY_GAMMAS = (10.0, 20.0, 30.0, 40.0, 50.0, 100.0)  # factor_vae.gamma of the study
+STUDY_ROWS = {f"gamma{int(v)}": v for v in STUDY_GAMMAS}
+VARIANTS = ("m5", "m10", "smoke", "study", *STUDY_ROWS, *common.STUDY_DATASETS)
 
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
+  if common.study_variant(__name__, names, STUDY_ROWS):
+    c = common.long_run_config("factorvae", "dsprites", latent_dim=10, learning_rate=1e-4)
+    c.eval.mig = True
+    c.factorvae.gamma = common.select_row(__name__, names, STUDY_ROWS, "gamma10")
+    common.study_dataset(c, names)
+    return common.finish(c, names, overrides)
   c = common.dsprites_config("factorvae", latent_dim=10 if "m10" in names else 5,
                              learning_rate=1e-4)
   return common.finish(c, names, overrides)
