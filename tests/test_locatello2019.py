@@ -199,11 +199,15 @@ def test_eval_points_shrink_every_metric_and_are_recorded_and_checked(tmp_path):
   for a, b in zip(full, small):
     assert a.config.eval.suite_points == 0 and a.config.eval.num_points == 10_000
     assert b.config.eval.suite_points == 500 and b.config.eval.num_points == 500
+    assert a.config.eval.downstream and not b.config.eval.downstream
     assert a.runs == b.runs
   assert plan.evaluate_kwargs(0) == {}
-  assert plan.evaluate_kwargs(500) == {"mig_points": 500, "factor_score_votes": 5}
+  assert plan.evaluate_kwargs(500) == {"mig_points": 500, "factor_score_votes": 5,
+                                       "variance_points": 500, "whole_dataset_max": 0}
+  assert small[0].config.eval.factor_score_votes == 5
   words = plan.describe(table, small, seeds=1, fraction="1/1000", eval_points=500)
   assert "--eval_points=500" in words and "500 train / 250 test" in words
+  assert "no downstream tasks" in words
   for text in ("-1", "50", "many"):
     with pytest.raises(plan.BadInput, match="^--eval_points: ") as e:
       plan.parse_eval_points(text)
@@ -218,3 +222,13 @@ def test_eval_points_shrink_every_metric_and_are_recorded_and_checked(tmp_path):
           "seeds": 1, "titles": {}, "metrics": [], "selected": False, "std_ddof": 0,
           "lines": [], "evaluation": plan.evaluation_words(500)}
   assert "- evaluation: shrunk (--eval_points=500)" in render.markdown(data)
+
+
+def test_a_run_stage_asked_for_fewer_points_samples_them_instead_of_the_whole_set():
+  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
+  shrunk = evaluate_run.RunSettings(variance_points=300, whole_dataset_max=0).overrides()
+  assert shrunk["factor_score"]["num_variance_points"] == 300
+  assert shrunk["factor_score_partedvae"] == {"num_points": 300}
+  full = evaluate_run.RunSettings().overrides()
+  assert "num_variance_points" not in full["factor_score"]
+  assert "factor_score_partedvae" not in full

@@ -249,13 +249,21 @@ class RunSettings:
   vote_batch: int = registry.PAPER_VOTE_BATCH    # L, examples per vote
   mig_points: int = registry.MIG_NUM_POINTS      # points of the MIG estimate
   encode_batch_size: int = encodings.CPU_BATCH_SIZE  # images per encoder call
+  # the largest ground truth encoded whole once (its metrics then look points up); a larger one,
+  # or 0, has every metric encode the points it samples
+  whole_dataset_max: int = encodings.WHOLE_DATASET_MAX
+  variance_points: Optional[int] = None  # the score's global variances: None = its protocol's
 
   def overrides(self) -> dict:
     """Per-metric settings on top of `registry.settings_of` (``config.eval``)."""
     score = {"num_votes": self.num_votes, "batch_size": self.vote_batch}
-    return {"factor_score": score, "factor_score_no_discrete": score,
-            "mig": {"num_points": self.mig_points},
-            "shape_accuracy": {"num_points": self.mig_points}}
+    out = {"factor_score": score, "factor_score_no_discrete": score,
+           "mig": {"num_points": self.mig_points},
+           "shape_accuracy": {"num_points": self.mig_points}}
+    if self.variance_points is not None:  # a sample instead of the whole data set
+      score["num_variance_points"] = int(self.variance_points)
+      out["factor_score_partedvae"] = {"num_points": int(self.variance_points)}
+    return out
 
 
 class _Jitted(NamedTuple):
@@ -276,8 +284,9 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
                            code_named=evaluator_lib.code_named_by_labels(method))
   rep_eval = None
   if ground_truth is not None:
-    encoded, are_indices, enc_t = encodings.encode_ground_truth(ground_truth, represent, params,
-                                                                batch_size=batch)
+    encoded, are_indices, enc_t = encodings.encode_ground_truth(
+        ground_truth, represent, params, batch_size=batch,
+        whole_dataset_max=settings.whole_dataset_max)
     timings.update({f"encode_{k}": v for k, v in enc_t.items() if k.endswith("_s")})
     inputs.factor_names = tuple(getattr(ground_truth, "factor_names", ()))
     if encoded is not None:
@@ -339,6 +348,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                  vote_batch: int = registry.PAPER_VOTE_BATCH,
                  mig_points: int = registry.MIG_NUM_POINTS,
                  encode_batch_size: Optional[int] = None,
+                 whole_dataset_max: int = encodings.WHOLE_DATASET_MAX,
+                 variance_points: Optional[int] = None,
                  conv_impl: Optional[str] = None, eval_overrides: Optional[dict] = None,
                  write: bool = True, selected_too: bool = True) -> dict:
   """Evaluates the checkpoint of ``workdir`` at ``step`` (default latest), read-only.
@@ -356,6 +367,11 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
     mig_points: points of the MIG estimate.
     encode_batch_size: images per encoder call (None: `encodings.default_batch_size()`, 100 on
       CPU, 1000 on accelerators).
+    whole_dataset_max: the largest ground truth encoded whole once; 0: every metric encodes the
+      points it samples (cheaper when they are far fewer than the data set, e.g. a CPU budget).
+    variance_points: points of the disentanglement score's global variances and of PartedVAE's
+      score (None: the whole data set, or the score's sample of 100,000 where the data set is
+      not encoded whole).
     conv_impl: override ``model.conv_impl`` ('flax' / 'fast': same parameters and outputs up to
       float rounding); recorded.
     eval_overrides: ``config.eval`` / ``config.dataset`` fields to change before evaluating,
@@ -386,7 +402,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   method = methods.build(config, dataset.image_shape)
   params, facts = restore_params(workdir, config, method, step)
   settings = RunSettings(factor_score_votes, vote_batch, mig_points,
-                         encode_batch_size or encodings.default_batch_size())
+                         encode_batch_size or encodings.default_batch_size(),
+                         whole_dataset_max=int(whole_dataset_max), variance_points=variance_points)
   jitted = _Jitted(encodings.jit_represent(method, config), host.jit(method.decode, config),
                    host.jit(method.reconstruct, config))
   recorded = dict(dataclasses.asdict(settings), score_protocol="cascadevae",

@@ -199,8 +199,9 @@ def _factor_score_partedvae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   The run stage (``num_points='all'``) reads every example of the evaluation set, as the
   authors' loop over their whole loader: the whole dataset's encodings when the caller has them,
   else every stored example encoded here, whatever the set's size; a set whose examples cannot
-  be enumerated is not scored (`MetricInputError`). At eval steps it reads the eval points.
-  ``num_points_setting`` records which, ``num_points`` how many examples were read.
+  be enumerated is not scored (`MetricInputError`). At eval steps it reads the eval points; a
+  run stage asked for a number of points (`evaluate_run`'s ``variance_points``) reads a sample
+  of that many. ``num_points_setting`` records which, ``num_points`` how many were read.
   """
   if inputs.ground_truth is None:
     return None
@@ -210,11 +211,13 @@ def _factor_score_partedvae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
         f"the authors' protocol reads every image, and {type(inputs.ground_truth).__name__} "
         f"cannot be enumerated (no factor rows of its examples)")
   limit = sys.maxsize if every else inputs.whole_dataset_max
+  extra = {"whole_dataset_max": limit} if limit is not None else {}
+  if inputs.stage == "run" and not every:  # a number of points asked of the run stage: a sample
+    extra["num_variance_points"] = int(s["num_points"])
   score = factor_vae_score(inputs.ground_truth, inputs.represent, inputs.rng,
                            protocol="partedvae",
                            batch_size=s["batch_size"], prune_std=s["prune_std"],
-                           encode_batch_size=inputs.encode_batch_size,
-                           **({"whole_dataset_max": limit} if limit is not None else {}))
+                           encode_batch_size=inputs.encode_batch_size, **extra)
   return dict(score, value=score["score"], points=inputs.factor_points,
               num_points_setting=s.get("num_points", "all"))
 

@@ -259,24 +259,35 @@ def parse_eval_points(text) -> int:
 
 
 MIN_EVAL_POINTS = 100  # the fewest points a shrunk evaluation gives a metric (a vote batch)
+# ``config.eval`` switches of the scores that cost more than the rest of the suite together
+# (cross-validated classifiers per factor and training size): off in a shrunk evaluation.
+COSTLY_RUN_FLAGS = ("downstream", "fairness_dlib", "unified_scores")
 
 
 def shrink_evaluation(c, eval_points: int) -> None:
   """``eval_points`` > 0: every metric of ``c``'s runs on at most that many points: the suite
   (``eval.suite_points``: N train / N / 2 test points, the downstream sizes up to N) and the eval
-  steps' points (``eval.num_points``); 0 leaves every metric's own numbers."""
+  steps' points (``eval.num_points``, the score's votes of 100); the costly scores
+  (`COSTLY_RUN_FLAGS`: the downstream tasks, ...) are switched off. 0 leaves every metric's own
+  numbers."""
   if eval_points:
     c.eval.suite_points = int(eval_points)
     c.eval.num_points = min(int(c.eval.num_points) or int(eval_points), int(eval_points))
+    c.eval.factor_score_votes = max(1, int(eval_points) // MIN_EVAL_POINTS)
+    for flag in COSTLY_RUN_FLAGS:
+      if flag in c.eval:
+        c.eval[flag] = False
 
 
 def evaluate_kwargs(eval_points: int) -> dict:
-  """`evaluate_run`'s arguments for ``eval_points`` (the run stage's own metrics: MIG's points
-  and the disentanglement score's votes of 100 examples); {} for 0."""
+  """`evaluate_run`'s arguments for ``eval_points`` (the run stage's own metrics: MIG's points,
+  the disentanglement score's votes of 100 examples and its variance points; the data set is
+  not encoded whole, each metric encodes the points it samples); {} for 0."""
   if not eval_points:
     return {}
-  return {"mig_points": int(eval_points),
-          "factor_score_votes": max(1, int(eval_points) // MIN_EVAL_POINTS)}
+  return {"mig_points": int(eval_points), "variance_points": int(eval_points),
+          "factor_score_votes": max(1, int(eval_points) // MIN_EVAL_POINTS),
+          "whole_dataset_max": 0}
 
 
 def row_configs(table: Table, modules: Mapping, *, seeds: int, fraction,
@@ -365,7 +376,10 @@ def evaluation_words(eval_points: int) -> str:
   return (f"shrunk (--eval_points={eval_points}): the suite on {eval_points} train / "
           f"{max(1, eval_points // 2)} test points (downstream sizes up to {eval_points}), MIG "
           f"on {kw['mig_points']} points, the disentanglement score on "
-          f"{kw['factor_score_votes']} votes")
+          f"{kw['factor_score_votes']} votes and {kw['variance_points']} variance points; the "
+          "data set is not encoded whole (each metric encodes the points it samples); the "
+          f"costly scores off ({', '.join(f'eval.{f}' for f in COSTLY_RUN_FLAGS)}: no downstream "
+          "tasks)")
 
 
 def describe(table: Table, programs: Sequence[Program], *, seeds: int, fraction,
