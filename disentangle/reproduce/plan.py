@@ -376,7 +376,7 @@ def evaluation_words(eval_points: int) -> str:
   return (f"shrunk (--eval_points={eval_points}): the suite on {eval_points} train / "
           f"{max(1, eval_points // 2)} test points (downstream sizes up to {eval_points}), MIG "
           f"on {kw['mig_points']} points, the disentanglement score on "
-          f"{kw['factor_score_votes']} votes and {kw['variance_points']} variance points; the "
+          f"{kw['factor_score_votes']} vote(s) and {kw['variance_points']} variance points; the "
           "data set is not encoded whole (each metric encodes the points it samples); the "
           f"costly scores off ({', '.join(f'eval.{f}' for f in COSTLY_RUN_FLAGS)}: no downstream "
           "tasks)")

@@ -161,8 +161,11 @@ def write_figures(records: Sequence[tuple], folder, metrics: Sequence[str], *,
                   titles: Optional[Mapping[str, str]] = None,
                   subtitle: str = "") -> list[pathlib.Path]:
   """The correlation heat map and one hyper-parameter figure per model (in the records' order)
-  in ``folder``; the paths written. Nothing is written for no records."""
-  if not records:
+  in ``folder``, over the metrics that have a value in some record; the paths written. Nothing
+  is written for no records."""
+  values = metric_matrix(records, metrics)
+  metrics = [m for k, m in enumerate(metrics) if np.isfinite(values[:, k]).any()]
+  if not records or not metrics:
     return []
   folder = pathlib.Path(folder)
   extra = f"\n{subtitle}" if subtitle else ""
