@@ -99,8 +99,10 @@ def test_the_study_variants_leave_the_cascadevae_baselines_as_they_were():
   assert (c.optimizer.learning_rate, c.betavae.beta, c.model.latent_dim) == (3e-4, 4.0, 10)
   c = factorvae.get_config("m5")
   assert (c.factorvae.gamma, c.model.latent_dim) == (35.0, 5)
-  with pytest.raises(Exception, match="study"):
-    betavae.get_config("beta2")
+  c = betavae.get_config("beta2")  # a grid row implies the study's settings
+  assert (c.optimizer.learning_rate, c.betavae.beta, c.model.latent_dim) == (1e-4, 2.0, 10)
+  c = factorvae.get_config("cars3d")
+  assert (c.dataset.name, c.factorvae.gamma, c.model.latent_dim) == ("cars3d", 10.0, 10)
 
 
 def test_an_unknown_data_set_of_the_study_lists_the_known_ones_in_one_line():

@@ -104,16 +104,11 @@ def study_dataset(c, names: list[str]) -> None:
       c.dataset.eval_split = "test"
 
 
-def study_variant(module_name: str, names: list[str], rows: dict) -> bool:
-  """Whether ``study`` is among the variants; ConfigError for a study row or data set named
-  without it (a config whose other variants are another paper's settings)."""
-  if "study" in names:
-    return True
-  stray = [n for n in names if n in rows or (n in STUDY_DATASETS and n != "dsprites")]
-  if stray:
-    raise config_lib.ConfigError(f"{_config_name(module_name)}: {stray} belong to the 'study' "
-                                 f"variant: add 'study' (e.g. ':study,{stray[0]}')")
-  return False
+def study_variant(names: list[str], rows: dict) -> bool:
+  """Whether the variants ask for the study's settings: ``study``, one of its grid ``rows`` or
+  one of its data sets other than dSprites (each implies ``study``)."""
+  return any(n == "study" or n in rows or (n in STUDY_DATASETS and n != "dsprites")
+             for n in names)
 
 
 # Variants that keep a published row's setting (the paper's 50,000 training images, a checkpoint

@@ -19,6 +19,7 @@ minibatch-weighted TC estimate without its log(N M) constants (the same gradient
 here the three terms are estimated at the ELBO's sample z, so the KL part is its single-sample
 estimate (the same expectation). No table value: the study plots its scores
 (``locatello2019_<data set>`` in ``experiments/tables.py``).
+A grid row, or a data set of the study other than dSprites, implies ``study``.
 
 Run: python -m experiments.dsprites_betatcvae --config=experiments/configs/dsprites_betatcvae.py:m10
 """
@@ -54,7 +55,7 @@ def get_config(arg=None):
   c.eval_every = 2_000
   c.checkpoint_every = 1_000
   c.log_every = 50
-  study = common.study_variant(__name__, names, STUDY_ROWS)
+  study = common.study_variant(names, STUDY_ROWS)
   if study:
     c.betatcvae.beta = common.select_row(__name__, names, STUDY_ROWS, "beta1")
     c.eval.mig = True

@@ -9,6 +9,7 @@ Variants (``--config=experiments/configs/dsprites_betavae.py:<variant>``):
   {1, 2, 4, 6, 8, 16} (``beta1`` ... ``beta16``, default ``beta1``, shared.gin's ``vae.beta``);
   a data set of the study by name (``common.STUDY_DATASETS``, default dSprites). No table value:
   the study plots its scores (``experiments/tables.py``, ``locatello2019_<data set>``).
+  A grid row, or a data set of the study other than dSprites, implies ``study``.
 Append ``,seed=N`` or any ``field=value`` to a variant, e.g. ``:beta10_m5,seed=3``.
 
 Settings: batch 64, Adam 3e-4, 3e5 iterations (the dSprites protocol of supplement B).
@@ -26,7 +27,7 @@ VARIANTS = ("beta10_m5", "beta4_m10", "smoke", "study", *STUDY_ROWS, *common.STU
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
-  if common.study_variant(__name__, names, STUDY_ROWS):
+  if common.study_variant(names, STUDY_ROWS):
     c = common.long_run_config("betavae", "dsprites", latent_dim=10, learning_rate=1e-4)
     c.eval.mig = True
     c.betavae.beta = common.select_row(__name__, names, STUDY_ROWS, "beta1")

@@ -9,6 +9,7 @@ latents, batch 64, Adam 1e-4 (0.9, 0.999, 1e-8), discriminator Adam 1e-4 (0.5, 0
 units, 3e5 iterations, gamma in {10, 20, 30, 40, 50, 100} (``gamma10`` ... ``gamma100``, default
 ``gamma10``); a data set of the study by name (``common.STUDY_DATASETS``, default dSprites). No
 table value: the study plots its scores (``locatello2019_<data set>`` in ``experiments/tables.py``).
+A grid row, or a data set of the study other than dSprites, implies ``study``.
 
 Run: python -m experiments.dsprites_factorvae --config=experiments/configs/dsprites_factorvae.py:m5
 """
@@ -25,7 +26,7 @@ VARIANTS = ("m5", "m10", "smoke", "study", *STUDY_ROWS, *common.STUDY_DATASETS)
 
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
-  if common.study_variant(__name__, names, STUDY_ROWS):
+  if common.study_variant(names, STUDY_ROWS):
     c = common.long_run_config("factorvae", "dsprites", latent_dim=10, learning_rate=1e-4)
     c.eval.mig = True
     c.factorvae.gamma = common.select_row(__name__, names, STUDY_ROWS, "gamma10")
