@@ -410,7 +410,7 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                   information_points=int(config.eval.num_points),
                   mig_estimator=config.eval.get("mig_estimator", "histogram"),
                   mig_factors=config.eval.get("mig_factors", "protocol"),
-                  partedvae_score_points="all",
+                  partedvae_score_points="all" if variance_points is None else int(variance_points),
                   use_discrete=config.eval.get("use_discrete", "protocol"),
                   eval_overrides=dict(eval_overrides or {}),
                   conv_impl=config.model.conv_impl, metric_rng="default_rng([seed, step])")
