@@ -5,10 +5,13 @@ themselves, as data, are ``experiments/tables.py``). The library never imports t
 the caller passes the table, a ``config_of(module, variant)`` that builds a row's config and a
 ``scale(config, fraction)`` that shortens its schedule.
 
-- `plan`: tables and rows (`Table`, `Row`), the budget fraction and seeds, the grouping of rows
-  into as few programs as the shapes allow (`group_rows`), the estimated run-steps, the dry run.
+- `plan`: tables and rows (`Table`, `Row`), the budget fraction, seeds and evaluation points
+  (``--eval_points``), the grouping of rows into as few programs as the shapes allow
+  (`group_rows`), the estimated run-steps, the dry run.
 - `run`: the workdir's record (``reproduce.json``), training through `trainer.train` with the
   evaluator of the entry points, `evaluate_run`, and resumption of what is unfinished.
 - `render`: the table (``table.json``, ``table.md``) from the evaluated runs, per cell mean
   (std, ddof 0) and best over seeds beside the published cell (`aggregate.summarize`).
+- `study_figures`: Locatello et al. 2019's pictures from a study table's runs (the metrics' rank
+  correlations, each metric against each model's hyper-parameter), PNGs beside ``table.md``.
 """
