@@ -245,6 +245,12 @@ def program_name(rows: Sequence[Row]) -> str:
   return "".join(ch if ch.isalnum() or ch in "-_=.+" else "_" for ch in text)
 
 
+MIN_EVAL_POINTS = 100  # the fewest points a shrunk evaluation gives a metric (a vote batch)
+# ``config.eval`` switches of the scores that cost more than the rest of the suite together
+# (cross-validated classifiers per factor and training size): off in a shrunk evaluation.
+COSTLY_RUN_FLAGS = ("downstream", "fairness_dlib", "unified_scores")
+
+
 def parse_eval_points(text) -> int:
   """``--eval_points``: 0 (each metric's own number of points) or a whole number >= 100."""
   try:
@@ -256,12 +262,6 @@ def parse_eval_points(text) -> int:
     raise BadInput(f"--eval_points: must be 0 (each metric's own) or at least {MIN_EVAL_POINTS}, "
                    f"got {n}")
   return n
-
-
-MIN_EVAL_POINTS = 100  # the fewest points a shrunk evaluation gives a metric (a vote batch)
-# ``config.eval`` switches of the scores that cost more than the rest of the suite together
-# (cross-validated classifiers per factor and training size): off in a shrunk evaluation.
-COSTLY_RUN_FLAGS = ("downstream", "fairness_dlib", "unified_scores")
 
 
 def shrink_evaluation(c, eval_points: int) -> None:
