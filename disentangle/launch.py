@@ -112,14 +112,16 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 def _run(_):
   deadline = command_line.deadline_from_flag(_STARTED)  # a bad value: one line, nothing created
+  from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
   absl_logging.set_verbosity(absl_logging.WARNING)
   config = _CONFIG.value
   workdir = pathlib.Path(_WORKDIR.value)
-  print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
+    methods.validate(config)  # a bad field: its one line alone, before the run is announced
+    print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config),
                   deadline=deadline)
   print(f"done: {workdir}", flush=True)

@@ -182,6 +182,7 @@ for k in range(n):
   results.append({
       "k": k, "kind": kind, "argv": argv, "code": code, "errors": errors,
       "traceback": "Traceback" in text, "names": names,
+      "announced": "run directory:" in text,
       "named": len(errors) == 1 and any(nm in errors[0] for nm in names),
       "run_dir": workdir.exists(), "changed": sorted(p for p in before if before[p] != after.get(p)),
       "seconds": round(time.time() - t0, 2), "tail": text[-600:]})
@@ -202,6 +203,9 @@ def test_random_bad_inputs_are_one_line_and_change_nothing(tmp_path, shared_data
   assert not bad, (len(bad), kinds, [{k: r[k] for k in ("kind", "argv", "code", "errors", "tail")}
                                      for r in bad[:3]])
   assert {"type", "range", "unknown_field", "variant", "mnist"} <= set(kinds), kinds
+  # a bad config field is refused before the run is announced
+  assert not [r["argv"] for r in results
+              if r["kind"] in ("type", "range", "unknown_field", "variant") and r["announced"]]
 
 
 @pytest.mark.slow
