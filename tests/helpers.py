@@ -2,7 +2,9 @@
 import chex
 import jax
 import numpy as np
+import pytest
 
+from disentangle import config as config_lib
 from disentangle import methods
 
 
@@ -94,3 +96,14 @@ def step_traced_once(method):
     return method.train_step(state, batch)
 
   return step
+
+
+def assert_field_rule_refuses(config, field: str, value, what: str) -> None:
+  """``config`` with ``field`` (``section.leaf``) set to ``value`` is refused by
+  `methods.validate` in exactly one line: ``config field '<field>' must be <what>, got ...``."""
+  section, leaf = field.split(".")
+  with config.unlocked():
+    config[section][leaf] = value
+  with pytest.raises(config_lib.ConfigError) as err:
+    methods.validate(config)
+  assert str(err.value) == f"config field {field!r} must be {what}, got {value!r}"

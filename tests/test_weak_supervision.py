@@ -187,13 +187,7 @@ def test_impossible_pairs_are_one_line_naming_the_field(data, spec, match):
     ("weakvae.shared", "all", "one of ['adaptive', 'labels']"),
 ])
 def test_impossible_values_are_one_line_naming_the_field(field, value, what):
-  config = _config_module().get_config("smoke")
-  section, leaf = field.split(".")
-  with config.unlocked():
-    config[section][leaf] = value
-  with pytest.raises(config_lib.ConfigError) as err:
-    methods.validate(config)
-  assert str(err.value) == f"config field {field!r} must be {what}, got {value!r}"
+  helpers.assert_field_rule_refuses(_config_module().get_config("smoke"), field, value, what)
 
 
 def test_labels_need_a_latent_dimension_per_factor():

@@ -111,6 +111,30 @@ def study_variant(names: list[str], rows: dict) -> bool:
              for n in names)
 
 
+def grid_sweep(c, module_name: str, names: list[str], rows: dict, field: str) -> None:
+  """With the ``grid`` variant, every row's value of ``field`` as one program (``c.sweep``);
+  ConfigError when a single row is named beside it."""
+  if "grid" not in names:
+    return
+  chosen = [n for n in names if n in rows]
+  if chosen:
+    raise config_lib.ConfigError(f"{module_name}: 'grid' runs every "
+                                 f"{field.rpartition('.')[2]}; drop {chosen}")
+  c.sweep = f"{field}=" + "|".join(str(v) for v in rows.values())
+
+
+def study_config(module_name: str, method: str, names: list[str], rows: dict, field: str,
+                 default_row: str):
+  """The study's settings for ``method`` (disentanglement_lib ``unsupervised_study_v1``: 3e5
+  steps at batch 64, Adam 1e-4, 10 latents, MIG evaluated) with ``<method>.<field>`` from the
+  row named among the variants (default ``default_row``) and the study's data set."""
+  c = long_run_config(method, "dsprites", latent_dim=10, learning_rate=1e-4)
+  c.eval.mig = True
+  c[method][field] = select_row(module_name, names, rows, default_row)
+  study_dataset(c, names)
+  return c
+
+
 # Variants that keep a published row's setting (the paper's 50,000 training images, a checkpoint
 # kept on held-out data): combined with a row, `aggregate` prints that row's published numbers.
 PROTOCOL_VARIANTS = ("best_validation",)

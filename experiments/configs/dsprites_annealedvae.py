@@ -19,7 +19,6 @@ default dSprites; ``locatello2019_<data set>`` in ``experiments/tables.py``). Co
 Run: python -m experiments.dsprites_annealedvae \\
   --config=experiments/configs/dsprites_annealedvae.py:c25
 """
-from disentangle import config as config_lib
 from experiments.configs import common
 
 PUBLISHED = {}
@@ -35,10 +34,6 @@ def get_config(arg=None):
   c.annealedvae.gamma = 1000.0
   c.annealedvae.iteration_threshold = 100_000
   c.annealedvae.c_max = common.select_row(__name__, names, ROWS, "c25")
-  if "grid" in names:
-    rows = [n for n in names if n in ROWS]
-    if rows:
-      raise config_lib.ConfigError(f"{__name__}: 'grid' runs every c_max; drop {rows}")
-    c.sweep = "annealedvae.c_max=" + "|".join(str(v) for v in C_MAX_GRID)
+  common.grid_sweep(c, __name__, names, ROWS, "annealedvae.c_max")
   common.study_dataset(c, names)
   return common.finish(c, names, overrides)

@@ -28,10 +28,7 @@ VARIANTS = ("beta10_m5", "beta4_m10", "smoke", "study", *STUDY_ROWS, *common.STU
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
   if common.study_variant(names, STUDY_ROWS):
-    c = common.long_run_config("betavae", "dsprites", latent_dim=10, learning_rate=1e-4)
-    c.eval.mig = True
-    c.betavae.beta = common.select_row(__name__, names, STUDY_ROWS, "beta1")
-    common.study_dataset(c, names)
+    c = common.study_config(__name__, "betavae", names, STUDY_ROWS, "beta", "beta1")
     return common.finish(c, names, overrides)
   m, beta = (5, 10.0) if "beta10_m5" in names else (10, 4.0)
   c = common.dsprites_config("betavae", latent_dim=m, learning_rate=3e-4)

@@ -18,7 +18,6 @@ default dSprites; ``locatello2019_<data set>`` in ``experiments/tables.py``). Co
 
 Run: python -m experiments.dsprites_dipvae --config=experiments/configs/dsprites_dipvae.py:i,lod10
 """
-from disentangle import config as config_lib
 from experiments.configs import common
 
 PUBLISHED = {}
@@ -36,10 +35,6 @@ def get_config(arg=None):
   c.dipvae.dip_type = common.select_row(__name__, names, TYPES, "i")
   c.dipvae.lambda_d_factor = LAMBDA_D_FACTOR[c.dipvae.dip_type]
   c.dipvae.lambda_od = common.select_row(__name__, names, ROWS, "lod10")
-  if "grid" in names:
-    rows = [n for n in names if n in ROWS]
-    if rows:
-      raise config_lib.ConfigError(f"{__name__}: 'grid' runs every lambda_od; drop {rows}")
-    c.sweep = "dipvae.lambda_od=" + "|".join(str(v) for v in LAMBDA_OD_GRID)
+  common.grid_sweep(c, __name__, names, ROWS, "dipvae.lambda_od")
   common.study_dataset(c, names)
   return common.finish(c, names, overrides)

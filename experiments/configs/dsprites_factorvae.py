@@ -27,10 +27,7 @@ VARIANTS = ("m5", "m10", "smoke", "study", *STUDY_ROWS, *common.STUDY_DATASETS)
 def get_config(arg=None):
   names, overrides = common.select_variants(__name__, arg, VARIANTS)
   if common.study_variant(names, STUDY_ROWS):
-    c = common.long_run_config("factorvae", "dsprites", latent_dim=10, learning_rate=1e-4)
-    c.eval.mig = True
-    c.factorvae.gamma = common.select_row(__name__, names, STUDY_ROWS, "gamma10")
-    common.study_dataset(c, names)
+    c = common.study_config(__name__, "factorvae", names, STUDY_ROWS, "gamma", "gamma10")
     return common.finish(c, names, overrides)
   c = common.dsprites_config("factorvae", latent_dim=10 if "m10" in names else 5,
                              learning_rate=1e-4)

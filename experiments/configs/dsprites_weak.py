@@ -23,7 +23,6 @@ schedule; ``smoke`` (300 steps, rendered dSprites; not comparable). Combine: ``:
 
 Run: python -m experiments.dsprites_weak --config=experiments/configs/dsprites_weak.py:ada_gvae
 """
-from disentangle import config as config_lib
 from experiments.configs import common
 
 PUBLISHED = {}
@@ -44,9 +43,5 @@ def get_config(arg=None):
   c.weakvae.k = 1 if "k1" in names else -1
   c.weakvae.dynamics = "paper" if "paper_pairs" in names else "dlib"
   c.weakvae.beta = common.select_row(__name__, names, ROWS, "beta1")
-  if "grid" in names:
-    rows = [n for n in names if n in ROWS]
-    if rows:
-      raise config_lib.ConfigError(f"{__name__}: 'grid' runs every beta; drop {rows}")
-    c.sweep = "weakvae.beta=" + "|".join(str(v) for v in BETA_GRID)
+  common.grid_sweep(c, __name__, names, ROWS, "weakvae.beta")
   return common.finish(c, names, overrides)
