@@ -294,10 +294,13 @@ def synthetic_batches(image_shape: Sequence[int], batch_size: int, num_seeds: in
   return [{"image": rng.random(shape, dtype=np.float32)} for _ in range(count)]
 
 
-def with_side_information(batch: dict, spec, num_seeds: int, seed: int) -> dict:
+def with_side_information(batch: dict, spec, num_seeds: int, seed: int,
+                          num_factors: int = 1) -> dict:
   """``batch`` plus what a method's `BatchSpec` asks for, synthetic: ``targets`` /
-  ``attributes`` (int32 in {0, 1}, valid for every class count) and the labelled stream
-  (``labelled_image`` uniform in [0, 1], ``labelled_targets``) of ``spec.labelled.batch_size``."""
+  ``attributes`` (int32 in {0, 1}, valid for every class count), the labelled stream
+  (``labelled_image`` uniform in [0, 1], ``labelled_targets``) of ``spec.labelled.batch_size``
+  and, for pairs, ``image_pair`` (uniform in [0, 1]) with ``changed`` (int32 [B,
+  ``num_factors``], one changed factor per pair)."""
   rng = np.random.default_rng([seed, 1])
   images = batch["image"]
   lead = images.shape[:-4]
@@ -311,6 +314,11 @@ def with_side_information(batch: dict, spec, num_seeds: int, seed: int) -> dict:
     n = spec.labelled.batch_size
     out["labelled_image"] = rng.random(lead + (n,) + images.shape[-3:], dtype=np.float32)
     out["labelled_targets"] = bits(n, max(1, len(spec.targets)))
+  if getattr(spec, "pairs", None) is not None:
+    b = images.shape[-4]
+    out["image_pair"] = rng.random(images.shape, dtype=np.float32)
+    which = rng.integers(0, num_factors, lead + (b,))
+    out["changed"] = (which[..., None] == np.arange(num_factors)).astype(np.int32)
   return out
 
 
@@ -360,7 +368,9 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
   jitted = host.jit(step_impl, config, donate_argnums=0, in_shardings=(repl, data_sharding),
                     out_shardings=(repl, repl))
   spec = type(method).batch_spec(config)
-  batches = [jax.device_put(with_side_information(b, spec, num_seeds, seed + i), data_sharding)
+  factors = min(config.model.latent_dim, 5)  # a pair's label: as many factors as dSprites
+  batches = [jax.device_put(with_side_information(b, spec, num_seeds, seed + i, factors),
+                            data_sharding)
              for i, b in enumerate(synthetic_batches(image, config.batch_size, num_seeds,
                                                      num_batches, seed))]
   jax.block_until_ready((state, batches))
