@@ -178,6 +178,14 @@ def published_text(p, metric: str) -> str:
   return f"{fmt('mean')} ({fmt('std')}) / {fmt('best')}"
 
 
+def shared_published_words(lines) -> str | None:
+  """The words every line publishes in place of cells (a figure plotted, no table value), when
+  they are the same for all: the table states them once instead of a column per metric."""
+  words = {line["published"] for line in lines if isinstance(line["published"], str)}
+  every = all(isinstance(line["published"], str) for line in lines)
+  return words.pop() if lines and every and len(words) == 1 else None
+
+
 def _label(line: dict) -> str:
   point = ", ".join(f"{k.rpartition('.')[2]} = {v:g}" for k, v in line["point"].items())
   return line["label"] + (f" ({point})" if point else "")
@@ -226,10 +234,13 @@ def markdown(data: dict) -> str:
                f"wall time {data.get('wall_s', 0.0) / 3600:.2f} h over every invocation")
   if data.get("command"):
     out.append(f"- command: `{data['command']}`")
+  figure = shared_published_words(data["lines"])
+  if figure is not None:
+    out.append(f"- published: {figure}")
   head = ["method", "m"]
   for m in data["metrics"]:
     head += ([f"{titles[m]}, final", f"{titles[m]}, selected"] if selected else [titles[m]])
-    head.append(f"{titles[m]}, paper")
+    head += [] if figure is not None else [f"{titles[m]}, paper"]
   head += ["seeds", "comparable"]
   out += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for line in data["lines"]:
@@ -243,12 +254,12 @@ def markdown(data: dict) -> str:
       else:
         ours = [cell_text(cell.get("final"))] + ([cell_text(cell.get("selected"))]
                                                  if selected else [])
-      cells += ours + [published_text(line["published"], m)]
+      cells += ours + ([] if figure is not None else [published_text(line["published"], m)])
     cells += [str(len(line["seeds"])) if line["seeds"] else "-", line["comparable_words"]]
     out.append("| " + " | ".join(cells) + " |")
   out += ["", f"Percent: mean (std) / best over seeds; std with ddof={data['std_ddof']} "
-          "(population), best = max. The paper's cell: mean (std) / best as published ('-': not "
-          "published)." + (" Selected: the checkpoint kept by eval.select (validation data; "
+          "(population), best = max." + (" The paper's cell: mean (std) / best as published ('-': "
+                                         "not published)." if figure is None else "") + (" Selected: the checkpoint kept by eval.select (validation data; "
                            "the test set never selects)." if selected else "")]
   out += _factor_set_lines(data)
   if data.get("figures"):
