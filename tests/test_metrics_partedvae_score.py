@@ -199,13 +199,13 @@ def test_evaluator_reports_the_partedvae_metrics_and_pictures(tmp_path):
   params = jax.jit(method.init)(jax.random.PRNGKey(0)).params
   ev = evaluator_lib.Evaluator(config, method, tmp_path, dataset=data)
   out = ev.run(params, step=3)
-  # (InMemoryGroundTruth's rows are not example indices: the metrics sample through the
-  # encoder, and the shape accuracies, which need known rows at eval steps, do not apply.)
+  # (InMemoryGroundTruth names the factors of each stored example, ``factors_of``: the evaluator
+  # encodes the 240 examples once and the score reads those encodings.)
   for name in ("factor_score", "factor_score_no_discrete", "factor_score_partedvae"):
     assert 0.0 <= out[f"eval/{name}"] <= 1.0, name
   details = json.loads((tmp_path / "eval" / "step_3.json").read_text())
   pv = details["factor_score_partedvae"]
-  assert pv["protocol"] == "partedvae" and pv["points_source"] == "whole_dataset"
+  assert pv["protocol"] == "partedvae" and pv["points_source"] == "whole_dataset_encodings"
   assert pv["num_points"] == 240 and pv["batch_size"] == 100
   assert details["factor_score"]["use_discrete"] is True
   assert details["factor_score_no_discrete"]["use_discrete"] is False
