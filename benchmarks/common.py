@@ -397,6 +397,20 @@ def _flops(compiled) -> float | None:
 # ---------------------------------------------------------------------------------------------
 # Statistics.
 # ---------------------------------------------------------------------------------------------
+def median_ms(fn: Callable[[int], object], reps: int, *, warmup: int = 0,
+              digits: int = 3) -> float:
+  """Median ms of ``fn(i)`` over ``i in range(reps)``, each timed alone, after ``warmup`` calls
+  ``fn(10_000 + w)`` (other inputs than the timed ones)."""
+  for w in range(warmup):
+    fn(10_000 + w)
+  times = []
+  for i in range(reps):
+    t0 = time.perf_counter()
+    fn(i)
+    times.append(time.perf_counter() - t0)
+  return round(1e3 * float(np.median(times)), digits)
+
+
 def summarize_ms(times_s: Sequence[float]) -> dict[str, float]:
   """Median, 10th and 90th percentile and mean of ``times_s``, in ms."""
   ms = 1e3 * np.asarray(times_s, np.float64)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 from absl import app
 from absl import flags
@@ -32,6 +31,7 @@ import jax
 from ml_collections import config_flags
 import numpy as np
 
+from benchmarks import common
 from disentangle import assignment
 from disentangle import data as data_lib
 from disentangle import methods
@@ -43,17 +43,6 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (and vari
                                           lock_config=False)
 _RUNS = flags.DEFINE_integer("runs", 10, "Runs (num_seeds) in one program.")
 _STEPS = flags.DEFINE_integer("steps", 20, "Steps timed (medians).")
-
-
-def _median_ms(fn, steps: int) -> float:
-  for s in range(2):
-    fn(10_000 + s)
-  times = []
-  for s in range(steps):
-    t0 = time.perf_counter()
-    fn(s)
-    times.append(time.perf_counter() - t0)
-  return round(1e3 * float(np.median(times)), 3)
 
 
 def main(argv) -> None:
@@ -74,12 +63,12 @@ def main(argv) -> None:
             "runs": runs, "batch_size": int(config.batch_size), "steps": _STEPS.value,
             "backend": jax.default_backend(), "cpu_count": os.cpu_count(),
             "load_average_1min": round(load, 2)}
-  record["input_host_ms"] = _median_ms(
+  record["input_host_ms"] = common.median_ms(
       lambda s: jax.block_until_ready(jax.device_put(source.local_batch(s), device)),
-      _STEPS.value)
-  record["input_device_ms"] = _median_ms(
+      _STEPS.value, warmup=2)
+  record["input_device_ms"] = common.median_ms(
       lambda s: jax.block_until_ready(jax.device_put(rows.local_batch(s), device)),
-      _STEPS.value)
+      _STEPS.value, warmup=2)
   num_discrete = int(config.get("cascade", {}).get("num_discrete", 0) or 0)
   if num_discrete > 1:
     gen = np.random.default_rng(0)
@@ -87,9 +76,9 @@ def main(argv) -> None:
     penalty = np.full((runs,), float(config.cascade.penalty))
     record["num_discrete"] = num_discrete
     record["host_threads"] = assignment.HOST_THREADS
-    record["callback_ms"] = _median_ms(
+    record["callback_ms"] = common.median_ms(
         lambda s: assignment._assign_host(u + 1e-3 * s, penalty),  # pylint: disable=protected-access
-        _STEPS.value)
+        _STEPS.value, warmup=2)
   for key in ("input_host_ms", "input_device_ms", "callback_ms"):
     if key in record:
       record[key.replace("_ms", "_ms_per_run_step")] = round(record[key] / runs, 4)

@@ -158,14 +158,7 @@ def host_costs(config, bench: common.StepBench, reps: int = 20) -> dict[str, flo
   source = _source(config, bench)
   mesh = mesh_lib.make_mesh(config.mesh.num_devices)
 
-  def median_ms(fn) -> float:
-    ts = []
-    for i in range(reps):
-      t0 = time.perf_counter()
-      fn(i)
-      ts.append(time.perf_counter() - t0)
-    return round(1e3 * float(np.median(ts)), 4)
-
+  median_ms = lambda fn: common.median_ms(fn, reps, digits=4)
   out = {"local_batch_ms": median_ms(lambda i: source.local_batch(1000 + i))}
   local = source.local_batch(0)
   out["global_batch_ms"] = median_ms(

@@ -82,7 +82,7 @@ def _locatello2019(dataset: str) -> Table:
       protocol="disentanglement_lib's metric configs on the mean representation (10,000 train / "
                "5,000 test points, 20 bins), scikit-learn's 2019 classifiers; the downstream "
                f"tasks on 10, 100, 1,000 and 10,000 points; {FINAL}; 50 seeds",
-      seeds=50, estimators="study2019", eval_fields=(("downstream", True),), figures="study",
+      seeds=50, estimators="study2019", eval_fields=(("downstream", True),),
       rows=tuple(rows))
 
 

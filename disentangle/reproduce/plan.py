@@ -49,8 +49,9 @@ class Row:
       variant that has one).
     published: the published cells of a row without a config, ``{metric: {"mean": ..}}``, or
       words for a figure (``"Fig. 6a (plotted, no table value)"``).
-    model, hparam: a study's row (a table with ``figures``): the model as its figures name it
-      and ``(hyper-parameter name, value)``, e.g. ``("beta-VAE", ("beta", 4.0))``.
+    model, hparam: a study's row: the model as its figures name it and ``(hyper-parameter
+      name, value)``, e.g. ``("beta-VAE", ("beta", 4.0))``; a table with such rows gets
+      Locatello et al. 2019's pictures beside ``table.md`` (`study_figures`).
   """
   label: str
   m: str = ""
@@ -86,9 +87,6 @@ class Table:
       study ran them), 'current' otherwise.
     eval_fields: ``((field, value), ...)`` of ``config.eval`` its runs set, e.g.
       ``(("downstream", True),)`` for a table whose metrics are switched on by a ``run_flag``.
-    figures: pictures drawn beside ``table.md`` from the runs: ``"study"`` (Locatello et al.
-      2019's rank correlations and scores against hyper-parameters, `study_figures`, from the
-      rows' ``model`` / ``hparam``); ``""``: none.
   """
   name: str
   title: str
@@ -100,7 +98,6 @@ class Table:
   selected: bool = False
   estimators: str = "current"
   eval_fields: tuple = ()
-  figures: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

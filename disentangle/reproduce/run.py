@@ -154,7 +154,7 @@ def load_records(workdir: pathlib.Path, programs) -> dict:
 
 def write_table(workdir: pathlib.Path, table, programs, published, meta) -> dict:
   data = render.tabulate(table, programs, load_records(workdir, programs), published, meta)
-  if table.figures == "study":
+  if any(r.model and r.hparam for r in table.rows):  # a study's rows: its pictures
     data["figures"] = [p.name for p in study_figures.write_figures(
         study_figures.records_of_table(data, table.rows), workdir, table.metrics,
         hparams={r.model: r.hparam[0] for r in table.rows if r.model and r.hparam},

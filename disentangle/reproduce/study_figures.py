@@ -23,6 +23,7 @@ import re
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
+import scipy.stats
 
 from disentangle import atomic
 
@@ -46,30 +47,13 @@ def metric_matrix(records: Sequence[tuple], metrics: Sequence[str]) -> np.ndarra
                   dtype=np.float64).reshape(len(records), len(metrics))
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-  """Ranks from 1 with ties given their average rank."""
-  order = np.argsort(x, kind="mergesort")
-  ranks = np.empty(len(x), np.float64)
-  sorted_x = x[order]
-  i = 0
-  while i < len(x):
-    j = i
-    while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
-      j += 1
-    ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-    i = j + 1
-  return ranks
-
-
 def spearman(x, y) -> float:
-  """The rank correlation of two samples: Pearson's of their (tie-averaged) ranks; NaN with
+  """The rank correlation of two samples (`scipy.stats.spearmanr`, ties averaged); NaN with
   fewer than 3 pairs or a constant sample."""
   x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-  if len(x) < 3:
+  if len(x) < 3 or np.all(x == x[0]) or np.all(y == y[0]):
     return math.nan
-  rx, ry = _ranks(x) - (len(x) + 1) / 2.0, _ranks(y) - (len(y) + 1) / 2.0
-  den = math.sqrt(float(np.sum(rx * rx)) * float(np.sum(ry * ry)))
-  return float(np.sum(rx * ry) / den) if den > 0 else math.nan
+  return float(scipy.stats.spearmanr(x, y).statistic)
 
 
 def rank_correlation(records: Sequence[tuple], metrics: Sequence[str]) -> np.ndarray:
