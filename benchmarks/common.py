@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from disentangle import backend
+
 # Image shapes of the loaders (``disentangle.data``), so that synthetic batches need no data.
 IMAGE_SHAPES = {
     "dsprites": (64, 64, 1),
@@ -81,10 +83,13 @@ def load_average() -> list[float] | None:
 
 def environment() -> dict[str, Any]:
   """Versions, devices and machine load, for every JSON line."""
+  record = backend.describe()
   return {
-      "jax_version": jax.__version__,
-      "backend": jax.default_backend(),
-      "num_devices": jax.device_count(),
+      "jax_version": record["jax"],
+      "backend": record["backend"],
+      "num_devices": record["device_count"],
+      "device_kind": record["device_kind"],
+      "jaxlib_version": record["jaxlib"],
       "cores": num_cores(),
       "loadavg": load_average(),
   }

@@ -39,16 +39,22 @@ def _one_feature(n, k, rng):
 
 @pytest.mark.parametrize("k", [2, 5])
 def test_one_feature_equals_sklearn_tree_by_tree(k):
-  # One feature: no ties between features, so every split is scikit-learn's. scikit-learn also
-  # splits some nodes whose targets are all equal (a child's impurity, computed by subtracting
-  # from its parent's sums, is rounding noise above eps), into leaves of the same value; we keep
-  # those nodes as leaves: same partition of the values, same predictions.
+  # One feature: no ties between features, so every split is scikit-learn's best split.
+  # scikit-learn also splits some nodes whose targets are all equal (a child's impurity, computed
+  # by subtracting from its parent's sums, is rounding noise above eps), into leaves of the same
+  # value; we keep those nodes as leaves: same partition of the values, same predictions. Where
+  # two thresholds improve a node equally (to rounding), which one a release takes is its own
+  # choice, and later releases do not split values closer than 1e-7: the trees are compared up
+  # to the first node where the two part, each checked to be the best split of the candidates it
+  # considers, and whole (predictions, importances) where the release split as we do throughout.
   rng = np.random.default_rng(k)
   x, y = _one_feature(400, k, rng)
   stages = 15
   ours = bt.fit(x, y, num_stages=stages, random_state=0)
   ref = ensemble.GradientBoostingClassifier(n_estimators=stages, random_state=0).fit(x, y)
-  noise_splits = _assert_trees_equal(ours, ref, stages)
+  noise_splits, tie = _assert_trees_equal_to_a_tie(ours, ref, stages, x, y)
+  if tie is not None:
+    return
   x_test = np.linspace(x.min() - 0.1, x.max() + 0.1, 301, dtype=np.float32)[:, None]
   for xs in (x, x_test):
     np.testing.assert_allclose(bt.decision_function(ours, xs),
@@ -58,21 +64,67 @@ def test_one_feature_equals_sklearn_tree_by_tree(k):
   assert noise_splits < stages * ref.estimators_.shape[1]
 
 
-def _assert_trees_equal(ours, ref, stages) -> int:
-  """Every split of ``ours`` is ``ref``'s (one feature); the count of ``ref``'s splits of equal
-  targets, which ``ours`` keeps as leaves."""
+def _stage_targets(model, x, y, i):
+  """The negative gradients [n, trees] the trees of stage ``i`` of ``model`` were fitted to."""
+  before = model._replace(feature=model.feature[:i], threshold=model.threshold[:i],
+                          value=model.value[:i])
+  raw = bt.decision_function(before, x)
+  labels = np.searchsorted(model.classes, y)
+  if raw.shape[1] == 1:
+    return (labels == 1)[:, None] - bt._probability(raw)  # pylint: disable=protected-access
+  onehot = labels[:, None] == np.arange(raw.shape[1])[None, :]
+  return onehot - bt._probability(raw)  # pylint: disable=protected-access
+
+
+def _assert_trees_equal_to_a_tie(ours, ref, stages, x, y):
+  """Every split of ``ours`` is ``ref``'s (one feature) until a node where the two split at other
+  thresholds that improve it equally (within float64 rounding, on ``ours``' targets); returns
+  the count of ``ref``'s splits of equal targets, which ``ours`` keeps as leaves, and the
+  (stage, tree, node) of that tie (None: none)."""
   noise_splits = 0
   for i in range(stages):
+    g = _stage_targets(ours, x, y, i)
     for c in range(ref.estimators_.shape[1]):
       feature, threshold, value, is_leaf = _sklearn_heap(ref.estimators_[i, c].tree_, 3)
       ours_split = ours.feature[i, c] >= 0
-      np.testing.assert_array_equal(ours.threshold[i, c][ours_split], threshold[ours_split])
-      assert (feature[ours_split] == 0).all()
-      for node in np.flatnonzero(~ours_split & (feature >= 0)):  # a split of equal targets
-        below = [h for h in range(len(value)) if is_leaf[h] and _under(h, node)]
-        np.testing.assert_allclose(value[below], value[below[0]], rtol=1e-12)
-        noise_splits += 1
-  return noise_splits
+      member = {0: np.ones(len(y), bool)}
+      for h in range(len(feature)):
+        if h not in member:
+          continue
+        if ours_split[h] and feature[h] >= 0 and ours.threshold[i, c, h] != threshold[h]:
+          _assert_both_best(g[member[h], c], x[member[h], 0], ours.threshold[i, c, h],
+                            threshold[h], (i, c, h))
+          return noise_splits, (i, c, h)
+        if ours_split[h]:
+          assert feature[h] == 0 and ours.feature[i, c, h] == 0
+          go_left = x[:, 0].astype(np.float64) <= threshold[h]  # as the trees compare
+          member[2 * h + 1], member[2 * h + 2] = member[h] & go_left, member[h] & ~go_left
+        elif feature[h] >= 0:  # a split of equal targets
+          below = [b for b in range(len(value)) if is_leaf[b] and _under(b, h)]
+          np.testing.assert_allclose(value[below], value[below[0]], rtol=1e-12)
+          noise_splits += 1
+  return noise_splits, None
+
+
+def _assert_both_best(g, x, ours, theirs, where):
+  """``ours`` is the best threshold of the node (targets ``g``, values ``x``) over every pair of
+  neighbouring values, and ``theirs`` (scikit-learn's) the best over the pairs it considers: all
+  of them (then the two tie) or, in later releases, those more than its feature threshold (1e-7)
+  apart."""
+  values = np.unique(x.astype(np.float64))
+  pairs = np.stack([values[:-1], values[1:]], 1)
+  gains = np.array([_friedman_proxy_float(g, x, a / 2 + b / 2) for a, b in pairs])
+  mine, other = (_friedman_proxy_float(g, x, t) for t in (ours, theirs))
+  np.testing.assert_allclose(mine, gains.max(), rtol=1e-9, err_msg=str(where))
+  if not np.isclose(other, mine, rtol=1e-9):
+    apart = pairs[:, 1] > pairs[:, 0] + 1e-7
+    np.testing.assert_allclose(other, gains[apart].max(), rtol=1e-9, err_msg=str(where))
+
+
+def _friedman_proxy_float(g, x, t):
+  left = x.astype(np.float64) <= t
+  s_l, s_r, n_l, n_r = g[left].sum(), g[~left].sum(), left.sum(), (~left).sum()
+  return (s_r * n_l - s_l * n_r)**2 / (n_l * n_r)
 
 
 def _first_stage_departures(model, ref, x, y, sizes_seen):
@@ -253,8 +305,17 @@ def test_float32_neighbours_are_split_as_sklearn_splits_them(value):
   x = np.array([a, a, np.nextafter(a, np.float32(np.inf))] * 2, np.float32)[:, None]
   y = np.array([0, 0, 1] * 2)
   ours = bt.fit(x, y, num_stages=2, random_state=0)
+  # The rule (module doc): halfway in float64, the lower value where that rounds to the upper.
+  upper = float(np.nextafter(a, np.float32(np.inf)))
+  halfway = float(a) / 2.0 + upper / 2.0
+  assert ours.feature[0, 0, 0] == 0
+  assert ours.threshold[0, 0, 0] == (float(a) if halfway == upper else halfway)
+  np.testing.assert_array_equal(x[:, 0] > ours.threshold[0, 0, 0], y == 1)
   ref = ensemble.GradientBoostingClassifier(n_estimators=2).fit(x, y)
-  assert ref.estimators_[0, 0].tree_.node_count == 3
+  if ref.estimators_[0, 0].tree_.node_count == 1:
+    # Later scikit-learn releases take values closer than their feature threshold (1e-7) as
+    # equal and do not split them; the 2019 study's release (and the lock's) did.
+    return
   np.testing.assert_array_equal(ours.threshold[0, 0, 0], ref.estimators_[0, 0].tree_.threshold[0])
   np.testing.assert_allclose(bt.decision_function(ours, x)[:, 0], ref.decision_function(x))
 

@@ -56,6 +56,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from disentangle import backend
 from disentangle import config as config_lib
 from disentangle import methods
 from disentangle import metrics
@@ -429,7 +430,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
               "dataset": describe_dataset(dataset, config, overridden),
               "ground_truth": None if ground_truth is None else type(ground_truth).__name__,
               "settings": recorded, "evaluated_at": datetime.datetime.now().isoformat(),
-              "jax": {"version": jax.__version__, "backend": jax.default_backend()}}
+              "jax": {"version": jax.__version__, "backend": jax.default_backend()},
+              "environment": backend.describe()}
     result.update(evaluate_params(config_i, method, params[i], facts["step"], dataset=dataset,
                                   ground_truth=ground_truth, run_dir=run_dir,
                                   settings=settings, jitted=jitted))

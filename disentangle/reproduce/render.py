@@ -230,7 +230,9 @@ def markdown(data: dict) -> str:
   if data.get("evaluation"):
     out.append(f"- evaluation: {data['evaluation']}")
   if data.get("device"):
-    out.append(f"- device: {data['device'].get('backend')} ({data['device'].get('kind')}); "
+    d = data["device"]
+    out.append(f"- device: {d.get('backend')} ({d.get('count', '?')} x {d.get('kind')}"
+               + (f", jax {d['jax']}" if d.get("jax") else "") + "); "
                f"wall time {data.get('wall_s', 0.0) / 3600:.2f} h over every invocation")
   if data.get("command"):
     out.append(f"- command: `{data['command']}`")

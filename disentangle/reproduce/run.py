@@ -99,10 +99,11 @@ def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction,
 
 
 def device() -> dict:
-  import jax  # pylint: disable=g-import-not-at-top
-  d = jax.devices()[0]
-  return {"backend": jax.default_backend(), "kind": getattr(d, "device_kind", str(d)),
-          "count": jax.device_count()}
+  """`backend.describe` (``kind`` and ``count`` repeat ``device_kind`` and ``device_count`` for
+  the records written before)."""
+  from disentangle import backend  # pylint: disable=g-import-not-at-top
+  record = backend.describe()
+  return {**record, "kind": record["device_kind"], "count": record["device_count"]}
 
 
 def finished(directory: pathlib.Path, program: plan_lib.Program) -> bool:

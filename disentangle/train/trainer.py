@@ -47,6 +47,7 @@ import ml_collections
 import numpy as np
 
 from disentangle import atomic
+from disentangle import backend
 from disentangle import config as config_lib
 from disentangle import data as data_lib
 from disentangle import methods
@@ -64,6 +65,7 @@ from disentangle.train import writers
 
 # The step whose evaluation is owed: deferred at the deadline, or in flight (`background`).
 PENDING_EVAL = "eval_pending.json"
+ENVIRONMENT = "environment.json"  # the backend of each start of the run (`record_environment`)
 # Fields that may change between a run and its resumption.
 RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                     "progress_bar", "eval.background", "dataset.data_dir",
@@ -93,6 +95,17 @@ def check_config_matches(path: pathlib.Path, config) -> None:
     raise config_lib.ConfigError(
         f"{path.parent} holds a run with a different config ({details}); use a new --workdir "
         f"or the same config to resume")
+
+
+def record_environment(dirs: list[pathlib.Path], start: int, record: dict) -> None:
+  """Append ``record`` (`backend.describe`) with the step this start begins at to each run's
+  ``environment.json``; the starts of a resumed run after ``start`` (undone by the resume) are
+  dropped, so the file lists the machines that computed the run's steps, in order."""
+  for d in dirs:
+    path = d / ENVIRONMENT
+    starts = json.loads(path.read_text())["starts"] if path.exists() else []
+    starts = [s for s in starts if s["step"] < start] + [{"step": start, **record}]
+    atomic.write_text(path, json.dumps({"starts": starts}, indent=1))
 
 
 def _norm(v):
@@ -195,6 +208,8 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     if is_main:
       print(f"resumed from {ckpt.directory} at step {int(_first(state.step))}", flush=True)
   start = int(_first(state.step))
+  if is_main:  # the device line, and the warning of an unused accelerator, before the first step
+    record_environment(dirs, start, backend.announce())
   # The evaluation owed at the restored step (`PENDING_EVAL`) is done again first.
   owed = None
   if is_main and (workdir / PENDING_EVAL).exists():
