@@ -47,8 +47,10 @@ setuptools.setup(
     python_requires=">=3.11",
     install_requires=[f"{name}>={low},<={high}" for name, (low, high) in TESTED.items()],
     extras_require={
-        # setuptools: the install-ranges test resolves this project without build isolation.
-        "test": ["pytest>=8", "pytest-xdist==3.8.0", "ruff==0.17.6", "setuptools"],
+        # setuptools, packaging: the install-ranges test resolves this project without build
+        # isolation (setuptools builds wheels itself from 70.1) and reads version specifiers.
+        "test": ["pytest>=8", "pytest-xdist==3.8.0", "ruff==0.17.6",
+                 "setuptools>=70.1", "packaging"],
         # Benchmark-only: the PyTorch reference step (never imported by the library).
         "torch": ["torch==2.13.0"],
     },
