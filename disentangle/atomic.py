@@ -30,8 +30,10 @@ import socket
 import tempfile
 from typing import Iterator
 
+from disentangle import errors
 
-class WriteError(OSError):
+
+class WriteError(errors.UserError, OSError):
   """A file of the run could not be written: one line naming the path and the cause."""
 
 

@@ -3,7 +3,7 @@
 The training entry points (`disentangle.launch`), ``experiments.reproduce`` and
 ``experiments.evaluate`` end the same way (`exits`):
 
-- bad input or a failure the user can fix (a config field, a data file, NaN, no restorable
+- bad input or a failure the user can fix (`errors.UserError`: a config field, a data file, NaN, no restorable
   checkpoint, a folder that is not a run, a failed write such as a full disk, a workdir of another command or in use): one
   line ``error: ...`` on stderr, exit status 2 (`BAD_INPUT_STATUS`), no traceback;
 - SIGTERM / SIGINT: the run's checkpointed stop in one line with the command that resumes, exit
@@ -23,6 +23,8 @@ import time
 from typing import Iterator
 
 from absl import flags
+
+from disentangle import errors
 
 BAD_INPUT_STATUS = 2
 UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -65,18 +67,6 @@ def deadline_from_flag(started: float | None = None) -> float | None:
   return (time.time() if started is None else started) + seconds
 
 
-def _one_line_errors() -> tuple[type, ...]:
-  from disentangle import atomic  # pylint: disable=g-import-not-at-top
-  from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
-  from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
-  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
-  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
-  from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
-  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  return (config_lib.ConfigError, plan.BadInput, data_lib.DataFileError, trainer.NonFiniteError,
-          checkpoint.CheckpointError, atomic.WriteError, evaluate_run.NotARun)
-
-
 @contextlib.contextmanager
 def exits(command: str) -> Iterator[None]:
   """The exit mapping of the command lines (module docstring) around their work; ``command``
@@ -87,7 +77,5 @@ def exits(command: str) -> Iterator[None]:
   except preemption.Preempted as e:
     print(f"{e}: {command}", flush=True)
     sys.exit(e.exit_status)
-  except Exception as e:  # pylint: disable=broad-except
-    if isinstance(e, _one_line_errors()):
-      fail(str(e))
-    raise
+  except errors.UserError as e:
+    fail(str(e))

@@ -14,8 +14,10 @@ from typing import Any, Callable
 
 import ml_collections
 
+from disentangle import errors
 
-class ConfigError(ValueError):
+
+class ConfigError(errors.UserError, ValueError):
   """A config field is unknown, of the wrong type, or holds an impossible value."""
 
 

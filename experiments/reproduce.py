@@ -58,7 +58,7 @@ def scale():
 
 
 def main(argv):
-  from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disentangle import errors  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
   from experiments import tables  # pylint: disable=g-import-not-at-top
@@ -84,7 +84,7 @@ def main(argv):
       raise plan.BadInput("--workdir: required to train (or --dry_run)")
     run.check_workdir(_WORKDIR.value, table, seeds=seeds, fraction=fraction,
                       eval_points=eval_points)
-  except (plan.BadInput, config_lib.ConfigError) as e:
+  except errors.UserError as e:
     fail(str(e))
   deadline = command_line.deadline_from_flag(STARTED)
   absl_logging.set_verbosity(absl_logging.WARNING)

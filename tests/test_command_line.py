@@ -1,5 +1,6 @@
 """The command lines' shared pieces (`disentangle.command_line`): ``--deadline`` parsed once, bad
 values in one line naming the flag with nothing created, and a run stopped at its deadline."""
+import importlib
 import pathlib
 import re
 import subprocess
@@ -8,6 +9,7 @@ import sys
 import pytest
 
 from disentangle import command_line
+from disentangle import errors
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -94,3 +96,22 @@ def test_evaluate_on_a_folder_that_is_not_a_run_is_one_line(tmp_path, make, expe
   assert proc.returncode == command_line.BAD_INPUT_STATUS, proc.stderr[-2000:]
   assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
   assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("error", [
+    "config.ConfigError", "reproduce.plan.BadInput", "data.files.DataFileError",
+    "data.files.MissingDataError", "train.trainer.NonFiniteError",
+    "train.checkpoint.CheckpointError", "atomic.WriteError", "evaluation.evaluate_run.NotARun"])
+def test_every_one_line_error_is_a_user_error_and_exits_with_its_line(error, capsys):
+  module, name = error.rsplit(".", 1)
+  cls = getattr(importlib.import_module(f"disentangle.{module}"), name)
+  assert issubclass(cls, errors.UserError)
+  with pytest.raises(SystemExit) as stop, command_line.exits("resume"):
+    raise cls(f"{name}: what was expected")
+  assert stop.value.code == command_line.BAD_INPUT_STATUS
+  assert capsys.readouterr().err == f"error: {name}: what was expected\n"
+
+
+def test_any_other_exception_keeps_its_traceback():
+  with pytest.raises(KeyError), command_line.exits("resume"):
+    raise KeyError("a bug")

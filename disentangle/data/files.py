@@ -29,6 +29,7 @@ import pathlib
 import urllib.request
 
 from disentangle import atomic
+from disentangle import errors
 
 _LOG = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ DEFAULT_DATA_DIR = "~/disentangle_data"
 DEFAULT_CACHE_DIR = "~/.cache/disentangle"
 
 
-class DataFileError(OSError):
+class DataFileError(errors.UserError, OSError):
   """A dataset file or folder is missing, corrupt or malformed (the message says how to fix it)."""
 
 

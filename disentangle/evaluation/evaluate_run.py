@@ -58,6 +58,7 @@ import numpy as np
 
 from disentangle import backend
 from disentangle import config as config_lib
+from disentangle import errors
 from disentangle import methods
 from disentangle import metrics
 from disentangle import viz
@@ -71,7 +72,7 @@ from disentangle.train import seeds
 from disentangle.train import selection
 
 
-class NotARun(FileNotFoundError):
+class NotARun(errors.UserError, FileNotFoundError):
   """The folder given is not a run directory, or the run holds no complete checkpoint yet."""
 
 

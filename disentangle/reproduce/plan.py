@@ -25,13 +25,14 @@ from typing import Callable, Mapping, Optional, Sequence
 import ml_collections
 
 from disentangle import config as config_lib
+from disentangle import errors
 from disentangle import methods
 from disentangle.train import runs as runs_lib
 
 RUNS_DIR = "runs"  # programs live in <workdir>/runs/<program name>
 
 
-class BadInput(ValueError):
+class BadInput(errors.UserError, ValueError):
   """A bad argument of the command: its message is one line naming the argument."""
 
 

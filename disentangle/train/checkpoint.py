@@ -39,13 +39,14 @@ import jax
 import orbax.checkpoint as ocp
 
 from disentangle import atomic
+from disentangle import errors
 
 
 class ReadOnlyError(RuntimeError):
   """A read-only `Checkpointer` was asked to write."""
 
 
-class CheckpointError(ValueError):
+class CheckpointError(errors.UserError, ValueError):
   """No checkpoint of a folder (or not the one asked for) can be restored completely."""
 
 

@@ -50,6 +50,7 @@ from disentangle import atomic
 from disentangle import backend
 from disentangle import config as config_lib
 from disentangle import data as data_lib
+from disentangle import errors
 from disentangle import methods
 from disentangle.train import background as background_lib
 from disentangle.train import checkpoint as checkpoint_lib
@@ -75,7 +76,7 @@ RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", 
                     "distributed.num_processes", "distributed.process_id")
 
 
-class NonFiniteError(FloatingPointError):
+class NonFiniteError(errors.UserError, FloatingPointError):
   """The loss or the parameters became NaN/Inf; the last good checkpoint is kept."""
 
 
