@@ -28,7 +28,6 @@ import optax
 
 from disentangle import sharding
 
-
 INITS = ("flax", "tensorflow")
 
 
