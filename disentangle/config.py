@@ -56,7 +56,8 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.model = ml_collections.ConfigDict()
   c.model.latent_dim = 10
-  c.model.init = "reference"
+  c.model.init = "reference"          # nn.networks.INITS; 'tensorflow': tf.layers' defaults
+  c.model.architecture = "cascade"    # 'cascade' (CascadeVAE Tables 5-6) or 'dlib' (its study)
   c.model.posterior_head = "logvar"
   c.model.conv_impl = "auto"         # 'fast' / 'flax' (same numbers); 'auto': BACKEND_DEFAULTS
   c.model.hidden_units = 256          # dense layer of encoder and decoder (FFVAE App. C: 128)
@@ -300,7 +301,8 @@ RULES: dict[str, Rule] = {
     "dataset.unfair_size": POSITIVE,
     "dataset.unfair_seed": NONNEG,
     "model.latent_dim": POSITIVE,
-    "model.init": one_of("reference", "reference_flax_fan", "flax"),
+    "model.init": one_of("reference", "reference_flax_fan", "flax", "tensorflow"),
+    "model.architecture": one_of("cascade", "dlib"),
     "model.posterior_head": one_of("logvar", "softplus_sigma"),
     "model.conv_impl": one_of("auto", "flax", "fast"),
     "model.hidden_units": POSITIVE,

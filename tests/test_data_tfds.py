@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+from PIL import Image
 import pytest
 import tensorflow_datasets as tfds
 
@@ -102,6 +103,42 @@ class TinyShapes3d(_Builder, skip_registration=True):
       yield i, example
 
 
+SMALLNORB = tfds_source.LAYOUTS["smallnorb"].factors
+# smallNORB's layout over a few factor rows (category, elevation, azimuth, lighting), each carried
+# by two instances per chunk as in the real set (training chunk instances 4, 6, 7, 8, 9; testing
+# 0, 1, 2, 3, 5), one row only in the training chunk; random 96x96 images.
+NORB_ROWS = np.array([[0, 0, 0, 0], [4, 8, 17, 5], [2, 3, 9, 1]])
+NORB_INSTANCES = {"train": (4, 9), "test": (0, 5)}
+
+
+def _norb_chunk(split):
+  """(images [n, 96, 96, 1] uint8, factors [n, 4], instances [n]) of a chunk, in its order."""
+  rows = NORB_ROWS if split == "train" else NORB_ROWS[:2]
+  factors = np.repeat(rows, 2, axis=0)
+  instances = np.tile(NORB_INSTANCES[split], len(rows))
+  rng = np.random.default_rng(7 if split == "train" else 8)
+  return rng.integers(0, 256, (len(factors), 96, 96, 1), dtype=np.uint8), factors, instances
+
+
+class TinySmallnorb(_Builder, skip_registration=True):
+  """smallNORB's features (96x96 ``image``, the four factors and ``instance``), two chunks."""
+
+  def _features(self):
+    feats = {"image": _tensor((96, 96, 1), np.uint8), "instance": _tensor((), np.int64)}
+    feats.update({f: _tensor((), np.int64) for f, _, _ in SMALLNORB})
+    return feats
+
+  def _splits(self):
+    return ("train", "test")
+
+  def _generate_examples(self, split):
+    images, factors, instances = _norb_chunk(split)
+    for i, (img, row, inst) in enumerate(zip(images, factors, instances)):
+      example = {"image": img, "instance": int(inst)}
+      example.update({f: int(v) for (f, _, _), v in zip(SMALLNORB, row)})
+      yield i, example
+
+
 def prepare(cls, data_dir):
   cls(data_dir=str(data_dir), file_format="array_record").download_and_prepare()
   return str(data_dir)
@@ -110,7 +147,7 @@ def prepare(cls, data_dir):
 @pytest.fixture(scope="module")
 def tfds_dir(tmp_path_factory):
   root = tmp_path_factory.mktemp("tfds")
-  for cls in (TinyMnist, ImagesOnly, TinyShapes3d):
+  for cls in (TinyMnist, ImagesOnly, TinyShapes3d, TinySmallnorb):
     prepare(cls, root)
   return str(root)
 
@@ -215,6 +252,32 @@ def test_ground_truth_protocol_on_shapes3d_format(tfds_dir):
   out = factor_vae_score(ds, decode, np.random.default_rng(1), num_variance_points=100,
                          num_votes=60, batch_size=20, encode_batch_size=50)
   assert out["vote_source"] == "fresh_samples" and out["score"] == 1.0
+
+
+def test_smallnorb_all_is_both_chunks_as_disentanglement_lib_reads_them(tfds_dir):
+  """``split='all'``: the training chunk's rows then the testing chunk's, each 96x96 image
+  Lanczos-resized to 64x64 / 255 (norb.py lines 89-94, 135-141, written out in numpy / PIL)."""
+  chunks = [_norb_chunk(split) for split in ("train", "test")]
+  want_images = np.concatenate([
+      np.stack([np.asarray(Image.fromarray(img[..., 0]).resize((64, 64), Image.LANCZOS))
+                for img in images]) for images, _, _ in chunks])[..., None] / 255.0
+  want_factors = np.concatenate([factors for _, factors, _ in chunks])
+  ds = data.load_dataset("smallnorb", data_dir=None, source="tfds", tfds_data_dir=tfds_dir,
+                         tfds_name="tiny_smallnorb", split="all")
+  assert ds.num_examples == len(want_factors) == 10
+  assert ds.factor_sizes == (5, 9, 18, 6) and not ds.full_grid
+  np.testing.assert_array_equal(ds.factors, want_factors)
+  np.testing.assert_allclose(ds.get_images(np.arange(10)), want_images, atol=1e-7)
+  # the instance is a nuisance: a factor row's observation is drawn among every example that
+  # carries it, in both chunks (norb.py lines 58-60, 83-86)
+  rng = np.random.default_rng(0)
+  row = np.repeat(NORB_ROWS[1:2], 200, axis=0)
+  drawn = set(ds.indices_of_factors(row, rng).tolist())
+  assert drawn == set(np.flatnonzero((want_factors == NORB_ROWS[1]).all(1)).tolist()) == \
+      {2, 3, 8, 9}
+  train = data.load_dataset("smallnorb", data_dir=None, source="tfds", tfds_data_dir=tfds_dir,
+                            tfds_name="tiny_smallnorb", split="train")
+  np.testing.assert_array_equal(train.factors, chunks[0][1])  # the training chunk alone
 
 
 def test_missing_set_is_one_line_naming_set_folder_and_command(tmp_path, monkeypatch):

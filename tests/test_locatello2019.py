@@ -5,6 +5,7 @@ import functools
 import json
 import math
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from PIL import Image
 import pytest
 from scipy import stats
 
+from disentangle.evaluation import evaluator
 from disentangle.reproduce import plan
 from disentangle.reproduce import render
 from disentangle.reproduce import run
@@ -31,7 +33,8 @@ STUDY = (
     ("beta-VAE", "betavae.beta", (1, 2, 4, 6, 8, 16), "betavae", {}),
     ("FactorVAE", "factorvae.gamma", (10, 20, 30, 40, 50, 100), "factorvae",
      {"factorvae.disc_learning_rate": 1e-4, "factorvae.disc_b1": 0.5, "factorvae.disc_b2": 0.9,
-      "factorvae.disc_layers": 6, "factorvae.disc_hidden": 1000}),
+      "factorvae.disc_layers": 6, "factorvae.disc_hidden": 1000,
+      "num_steps": 150_000}),  # training_steps 300000 counts 2 global steps per iteration
     ("beta-TCVAE", "betatcvae.beta", (1, 2, 4, 6, 8, 10), "betatcvae",
      {"betatcvae.alpha": 1.0, "betatcvae.gamma": 1.0}),
     ("DIP-VAE-I", "dipvae.lambda_od", (1, 2, 5, 10, 20, 50), "dipvae",
@@ -90,7 +93,8 @@ def test_a_fraction_scales_the_annealing_with_the_schedule():
   programs = plan.plan_table(table, MODULES, seeds=2, fraction="1/1000", scale=SCALE)
   annealed = programs[-1].config
   assert annealed.num_steps == 300 and annealed.annealedvae.iteration_threshold == 100
-  assert plan.run_steps(programs) == 6 * 6 * 2 * 300
+  # five models of 300 steps, FactorVAE of 150 (two global steps per iteration)
+  assert plan.run_steps(programs) == 5 * 6 * 2 * 300 + 6 * 2 * 150
 
 
 def test_the_study_variants_leave_the_cascadevae_baselines_as_they_were():
@@ -103,6 +107,80 @@ def test_the_study_variants_leave_the_cascadevae_baselines_as_they_were():
   assert (c.optimizer.learning_rate, c.betavae.beta, c.model.latent_dim) == (1e-4, 2.0, 10)
   c = factorvae.get_config("cars3d")
   assert (c.dataset.name, c.factorvae.gamma, c.model.latent_dim) == ("cars3d", 10.0, 10)
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+def test_the_study_trains_disentanglement_libs_networks_and_the_baselines_keep_theirs(dataset):
+  programs = plan.plan_table(tables.TABLES[f"locatello2019_{dataset}"], MODULES, seeds=1,
+                             fraction=1, scale=SCALE)
+  for p in programs:
+    assert (p.config.model.architecture, p.config.model.init) == ("dlib", "tensorflow")
+    if p.config.method == "factorvae":
+      assert p.config.factorvae.disc_init == "tensorflow"
+  for config, variant in (("dsprites_betavae", "beta4_m10"), ("dsprites_factorvae", "m5"),
+                          ("dsprites_betatcvae", "m10"), ("dsprites_betatcvae", "batch64")):
+    c = MODULES[config].get_config(variant)
+    assert (c.model.architecture, c.model.init) == ("cascade", "reference")
+  assert MODULES["dsprites_factorvae"].get_config("m5").factorvae.disc_init == "flax"
+  c = MODULES["dsprites_betavae"].get_config("study,model.architecture=cascade,model.init=reference")
+  assert (c.model.architecture, c.model.init) == ("cascade", "reference")
+
+
+def test_factorvae_makes_the_updates_its_docstring_measured():
+  """The config's docstring records disentanglement_lib's global step after N iterations; the
+  study variant's step count is the updates it states, half the study's training_steps."""
+  factorvae = MODULES["dsprites_factorvae"]
+  doc = " ".join(factorvae.__doc__.split())
+  stated = re.search(r"The study's FactorVAE makes ([\d,]+) updates, not ([\d,]+)", doc)
+  assert stated, "the docstring states the study's FactorVAE updates"
+  updates, training_steps = (int(g.replace(",", "")) for g in stated.groups())
+  measured = re.search(r"run 10, 20 and 51 times in a session: global step 20, 40, 102", doc)
+  assert measured, "the docstring records the measured global steps"
+  assert training_steps == SHARED["num_steps"] and updates == training_steps // 2
+  for variant in ("study", "gamma40", "cars3d"):
+    assert factorvae.get_config(variant).num_steps == updates == factorvae.STUDY_STEPS
+  for config, variant in (("dsprites_betavae", "study"), ("dsprites_betatcvae", "study")):
+    assert MODULES[config].get_config(variant).num_steps == training_steps
+  assert factorvae.get_config("m10").num_steps == training_steps  # CascadeVAE's baseline
+
+
+def test_the_study_trains_and_scores_smallnorb_on_both_chunks():
+  for config, variant in (("dsprites_betavae", "smallnorb"), ("dsprites_factorvae", "smallnorb"),
+                          ("dsprites_betatcvae", "smallnorb"), ("dsprites_dipvae", "smallnorb"),
+                          ("dsprites_annealedvae", "smallnorb")):
+    c = MODULES[config].get_config(variant)
+    assert (c.dataset.name, c.dataset.source) == ("smallnorb", "tfds")
+    assert (c.dataset.train_split, c.dataset.eval_split) == ("all", "all")
+    assert evaluator.eval_data_names(c)["split"] == "all"
+  # 24,300 images per chunk (TFDS smallnorb train / test): beta-TCVAE's N is both
+  assert MODULES["dsprites_betatcvae"].get_config("smallnorb").betatcvae.dataset_size == 48_600
+  c = MODULES["dsprites_betavae"].get_config(
+      "smallnorb,dataset.train_split=train,dataset.eval_split=test")  # the TFDS split, an option
+  assert (c.dataset.train_split, evaluator.eval_data_names(c)["split"]) == ("train", "test")
+  assert MODULES["smallnorb_betavae"].get_config().dataset.train_split == "train"
+
+
+def test_the_dry_run_lists_the_settings_the_study_variants_change():
+  for dataset in ("dsprites", "smallnorb"):
+    table = tables.TABLES[f"locatello2019_{dataset}"]
+    programs = plan.plan_table(table, MODULES, seeds=1, fraction=1, scale=SCALE)
+    lines = plan.describe(table, programs, seeds=1, fraction=1).splitlines()
+    settings = [ln for ln in lines if ln.startswith("  settings (beside the method's defaults): ")]
+    assert len(settings) == len(programs) == 6
+    for p, line in zip(programs, settings):
+      words = set(line.split(": ", 1)[1].split(", "))
+      assert {"model.architecture=dlib", "model.init=tensorflow", "eval.estimators=study2019",
+              "optimizer.learning_rate=0.0001"} <= words
+      assert f"num_steps={150_000 if p.config.method == 'factorvae' else 300_000}" in words
+      assert ("factorvae.disc_init=tensorflow" in words) == (p.config.method == "factorvae")
+      swept = plan.runs_lib.parse_sweep(p.config.sweep)[0][0]
+      assert not any(w.startswith(swept + "=") for w in words)
+      if dataset == "smallnorb":
+        assert {"dataset.train_split=all", "dataset.eval_split=all", "dataset.source=tfds"} <= words
+  table = tables.TABLES["cascadevae_table1"]  # the shared networks are the defaults: not listed
+  text = plan.describe(table, plan.plan_table(table, MODULES, seeds=1, fraction=1, scale=SCALE),
+                       seeds=1, fraction=1)
+  assert "model.architecture" not in text and "model.init" not in text
 
 
 def test_an_unknown_data_set_of_the_study_lists_the_known_ones_in_one_line():

@@ -90,7 +90,7 @@ SPLITS: dict[str, tuple[str, ...]] = {
     "chairs": ("train", "all"),
     "celeba": tuple(_CELEBA_SPLITS),
     "shapes3d": ("train", "all"),
-    "smallnorb": ("train", "test"),
+    "smallnorb": ("train", "test", "all"),  # 'all' = train + test (48600), as disentanglement_lib
     **{name: ("train", "all") for name in DLIB_SETS},  # 'train' = 'all', as in the papers
 }
 # Held-out validation (``eval.select='best_validation'``): dataset -> (training part,

@@ -5,7 +5,11 @@ a product of marginals; the product is sampled by permuting the batch independen
 ``TC_hat = E_q[logit_real - logit_fake]`` estimates KL(q(z) || prod q) (the density-ratio trick).
 
 - :class:`Discriminator`: MLP of ``layers`` leaky-ReLU (0.2) layers of ``hidden`` units, two
-  logits (class 0: real, a sample of q; class 1: fake, a sample of the product).
+  logits (class 0: real, a sample of q; class 1: fake, a sample of the product). ``init_scheme``:
+  ``'flax'`` (Flax's defaults: LeCun-normal kernels, zero biases) or ``'tensorflow'`` (TensorFlow's
+  ``tf.layers.dense`` defaults, Glorot-uniform kernels and zero biases, as disentanglement_lib's
+  ``fc_discriminator``: ``methods/shared/architectures.py`` lines 291-319, six dense 1000 with
+  ``tf.nn.leaky_relu`` (slope 0.2), dense 2, no initialiser passed).
 - :func:`permute_groups`: the product of the marginals of *groups* of columns: FactorVAE = every
   dimension its own group (Algorithm 2); FFVAE = z as one block, each sensitive b_j alone
   (Creager et al. 2019, App. A).
@@ -24,18 +28,26 @@ import optax
 
 from disentangle import sharding
 
+INITS = ("flax", "tensorflow")
+
 
 class Discriminator(nn.Module):
   """MLP codes -> 2 logits (class 0: a sample of q(z); class 1: of the product of marginals)."""
   hidden: int = 1000
   layers: int = 6
+  init_scheme: str = "flax"  # :data:`INITS`
 
   @nn.compact
   def __call__(self, z):
+    if self.init_scheme not in INITS:
+      raise ValueError(f"the discriminator's init_scheme must be one of {list(INITS)}, "
+                       f"got {self.init_scheme!r}")
+    kernel_init = (nn.initializers.glorot_uniform() if self.init_scheme == "tensorflow"
+                   else nn.linear.default_kernel_init)
     h = z
     for i in range(self.layers):
-      h = nn.leaky_relu(nn.Dense(self.hidden, name=f"fc{i}")(h), 0.2)
-    return nn.Dense(2, name="logits")(h)
+      h = nn.leaky_relu(nn.Dense(self.hidden, kernel_init=kernel_init, name=f"fc{i}")(h), 0.2)
+    return nn.Dense(2, kernel_init=kernel_init, name="logits")(h)
 
 
 def singleton_groups(num_dims: int) -> tuple[tuple[int, ...], ...]:

@@ -5,7 +5,8 @@ estimate TC_hat = E_q(z)[log D(z) / (1 - D(z))] = E[logit_real - logit_fake] of 
 D that tells samples of q(z) from samples of prod_j q(z_j). The fake samples permute every latent
 dimension independently along the batch (Kim & Mnih, Algorithm 2). The discriminator (6 layers of
 1000 leaky-ReLU units, two logits) is trained with cross-entropy through its own Adam; its inputs
-are stop-gradient, and the VAE update does not change the discriminator.
+are stop-gradient, and the VAE update does not change the discriminator. ``disc_init``: Flax's
+initialisers (``'flax'``) or TensorFlow's (``'tensorflow'``, disentanglement_lib's).
 
 Kim & Mnih's settings for dSprites: gamma = 35, VAE Adam 1e-4 (0.9, 0.999), discriminator Adam
 1e-4 (0.5, 0.9), batch 64. CascadeVAE Table 1: m = 5: 81.09 (2.63), best 85.12; m = 10: 82.15
@@ -35,6 +36,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.disc_b1 = 0.5
   c.disc_b2 = 0.9
   c.permute_scope = "global"  # 'global': permute over the global batch; 'local': within shards
+  c.disc_init = "flax"        # the discriminator's initialisers (discriminator.INITS)
   return c
 
 
@@ -47,6 +49,7 @@ RULES = {
     "factorvae.disc_b1": config_lib.PROBABILITY_OPEN1,
     "factorvae.disc_b2": config_lib.PROBABILITY_OPEN1,
     "factorvae.permute_scope": config_lib.one_of("global", "local"),
+    "factorvae.disc_init": config_lib.one_of(*disc_lib.INITS),
 }
 STEP_FIELDS = ()
 
@@ -63,7 +66,8 @@ class FactorVAE(base.VAEMethod):
 
   def __init__(self, config, image_shape, *, mesh=None):
     f = config.factorvae
-    self.discriminator = disc_lib.Discriminator(hidden=f.disc_hidden, layers=f.disc_layers)
+    self.discriminator = disc_lib.Discriminator(hidden=f.disc_hidden, layers=f.disc_layers,
+                                                init_scheme=f.get("disc_init", "flax"))
     super().__init__(config, image_shape, mesh=mesh)
 
   def groups(self):

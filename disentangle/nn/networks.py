@@ -28,6 +28,27 @@ Options from the authors' code (``../shared/notes/reference-facts.md``), set by 
 - ``conv_impl='flax'`` uses ``nn.Conv`` / ``nn.ConvTranspose``; ``'fast'`` uses the exact rewrites in
   :mod:`disentangle.nn.layers` (same parameters, same outputs, much faster backward on XLA:CPU);
   ``'auto'`` resolves per backend (:data:`disentangle.config.BACKEND_DEFAULTS`: 'fast' on CPU).
+
+disentanglement_lib's networks (Locatello et al. 2019's study), set by config:
+- ``architecture='dlib'``: its ``conv_encoder`` and ``deconv_decoder``
+  (``disentanglement_lib/methods/shared/architectures.py``, lines 144-206 and 234-288), 64x64
+  images only. Encoder: convs 32, 32, 64, 64, all stride 2, SAME padding, ReLU, with 4x4 kernels in
+  the first two (lines 166-183) and 2x2 in the third and fourth (lines 184-201); flatten (4x4x64);
+  dense 256 ReLU (line 203); then two separate dense heads, ``means`` and ``log_var`` (lines
+  204-205), where ``'cascade'`` has one head of width 2 m (the same function, but Glorot's bound of
+  a separate head counts fan-out m, not 2 m). Decoder (lines 252-288): dense 256 ReLU, dense 1024
+  ReLU, reshape 4x4x64, transposed convs 64, 32, 32 (ReLU) and one to the image channels, all 4x4
+  stride 2 SAME, logits out: the layers of ``'cascade'`` at 64x64. A TensorFlow
+  ``conv2d_transpose`` correlates with the spatially flipped kernel stored as (h, w, out, in),
+  ``nn.ConvTranspose`` with the kernel as stored (h, w, in, out); both pad the dilated input by
+  (2, 2), so the two layers span the same functions and, under an i.i.d. initialiser, start from
+  the same distribution. 2x2 convolutions are ``nn.Conv`` under every ``conv_impl`` (the fast
+  rewrites are for 4x4 kernels).
+- ``init='tensorflow'``: TensorFlow's defaults for ``tf.layers`` (``kernel_initializer=None``:
+  ``glorot_uniform_initializer``, bias ``zeros_initializer``), which disentanglement_lib keeps for
+  every layer (architectures.py passes no initialiser): every kernel uniform on +-sqrt(6 /
+  (fan_in + fan_out)) with fans counted over the receptive field (k*k*in, k*k*out; the sum is the
+  same for TensorFlow's (h, w, out, in) transposed kernel), biases zero.
 """
 from __future__ import annotations
 
@@ -49,9 +70,12 @@ _DECODER_WIDTHS = {64: (64, 32, 32), 32: (32, 32)}
 HIDDEN_UNITS = 256  # the dense layer of both networks (``model.hidden_units``)
 _BOTTLENECK = (4, 4, 64)
 ACTIVATIONS = ("relu", "leaky_relu")
+# Encoder conv kernel sizes at 64x64 per ``model.architecture``: the CascadeVAE tables' four 4x4;
+# disentanglement_lib's conv_encoder 4, 4, 2, 2 (methods/shared/architectures.py, lines 166-201).
+ENCODER_KERNELS = {"cascade": (4, 4, 4, 4), "dlib": (4, 4, 2, 2)}
+ARCHITECTURES = tuple(ENCODER_KERNELS)
 
-
-INITS = ("reference", "reference_flax_fan", "flax")
+INITS = ("reference", "reference_flax_fan", "flax", "tensorflow")
 
 
 def initializers(init: str):
@@ -65,6 +89,9 @@ def initializers(init: str):
   if init == "flax":
     return nn.initializers.lecun_normal(), nn.initializers.lecun_normal(), \
         nn.initializers.lecun_normal()
+  if init == "tensorflow":  # tf.layers' default kernel_initializer (glorot_uniform_initializer)
+    glorot = nn.initializers.glorot_uniform()
+    return glorot, glorot, glorot
   raise ValueError(f"model.init must be one of {INITS}, got {init!r}")
 
 
@@ -86,7 +113,13 @@ def _conv_transpose(impl: str, features: int, name: str, kernel_init):
   return layers.conv_transpose(impl, features, name=name, kernel_init=kernel_init)
 
 
-def check_image_size(size: int) -> None:
+def check_image_size(size: int, architecture: str = "cascade") -> None:
+  if architecture not in ARCHITECTURES:
+    raise ValueError(f"model.architecture must be one of {list(ARCHITECTURES)}, "
+                     f"got {architecture!r}")
+  if architecture == "dlib" and size != 64:
+    raise ValueError(f"model.architecture='dlib' (disentanglement_lib's conv_encoder / "
+                     f"deconv_decoder) takes 64x64 images, got {size}x{size}")
   if size not in _DECODER_WIDTHS:
     raise ValueError(f"the papers' networks take 64x64 or 32x32 images, got {size}x{size}")
 
@@ -105,18 +138,23 @@ def _trunk(module, x):
 
   Layers are created in ``module``'s scope (names ``conv{i}``, ``fc``), so the trunk's parameters
   are the encoder's own, with the same names. The activation (``module.activation``) follows the
-  last ``module.activation_last`` layers (0 = all of them); ReLU follows the others.
+  last ``module.activation_last`` layers (0 = all of them); ReLU follows the others. The conv
+  kernels are ``ENCODER_KERNELS[module.architecture]`` at 64x64 (4x4 at 32x32).
   """
-  check_image_size(x.shape[-2])
+  check_image_size(x.shape[-2], module.architecture)
   conv_init, dense_init, _ = initializers(module.init_scheme)
   widths = ENCODER_WIDTHS[module.widths][x.shape[-2]]
+  kernels = ENCODER_KERNELS[module.architecture] if x.shape[-2] == 64 else (4,) * len(widths)
   num_layers = len(widths) + 1
   first_custom = 0 if module.activation_last == 0 else num_layers - module.activation_last
   act = lambda i: (activation(module.activation, module.leaky_slope) if i >= first_custom
                    else nn.relu)
   h = x
-  for i, width in enumerate(widths):
-    h = act(i)(_conv(module.conv_impl, width, f"conv{i}", conv_init)(h))
+  for i, (width, k) in enumerate(zip(widths, kernels)):
+    conv = (_conv(module.conv_impl, width, f"conv{i}", conv_init) if k == 4 else
+            nn.Conv(width, (k, k), strides=(2, 2), padding="SAME", kernel_init=conv_init,
+                    name=f"conv{i}"))
+    h = act(i)(conv(h))
   h = h.reshape(h.shape[:-3] + (-1,))
   return act(num_layers - 1)(nn.Dense(module.hidden_units, kernel_init=dense_init, name="fc")(h))
 
@@ -133,6 +171,7 @@ class Trunk(nn.Module, kw_only=True):
   conv_impl: str = "flax"
   hidden_units: int = HIDDEN_UNITS
   widths: str = "cascade"
+  architecture: str = "cascade"
   activation: str = "relu"
   leaky_slope: float = 0.01
   activation_last: int = 0
@@ -146,7 +185,8 @@ class Encoder(Trunk):
   """q(z | x): image [B, H, W, C] -> (mean [B, m], logvar [B, m]), plus optional extra heads.
 
   The :class:`Trunk` (its fields, keyword-only; convs and the dense layer of ``hidden_units``)
-  then the dense head ``2 m``. ``extra_outputs`` adds a dense head of that width on the trunk's h
+  then the dense head ``2 m`` (``architecture='dlib'``: two dense heads of m, ``means`` and
+  ``log_var``, as disentanglement_lib's conv_encoder). ``extra_outputs`` adds a dense head of that width on the trunk's h
   (e.g. JointVAE's categorical logits); it is returned as a third value when non-zero.
   ``return_hidden=True`` appends h.
   """
@@ -158,8 +198,12 @@ class Encoder(Trunk):
   def __call__(self, x, return_hidden: bool = False):
     h = _trunk(self, x)
     _, dense_init, _ = initializers(self.init_scheme)
-    out = nn.Dense(2 * self.latent_dim, kernel_init=dense_init, name="head")(h)
-    mean, raw = jnp.split(out, 2, axis=-1)
+    if self.architecture == "dlib":  # architectures.py lines 204-205
+      mean = nn.Dense(self.latent_dim, kernel_init=dense_init, name="means")(h)
+      raw = nn.Dense(self.latent_dim, kernel_init=dense_init, name="log_var")(h)
+    else:
+      out = nn.Dense(2 * self.latent_dim, kernel_init=dense_init, name="head")(h)
+      mean, raw = jnp.split(out, 2, axis=-1)
     if self.posterior_head == "logvar":
       logvar = raw
     elif self.posterior_head == "softplus_sigma":
@@ -177,16 +221,19 @@ class Decoder(nn.Module):
   """p(x | z[, d]): latent [..., k] -> Bernoulli logits [..., H, W, C].
 
   The input is whatever the method feeds (z, or concat(z, one-hot d) for CascadeVAE).
+  ``architecture='dlib'`` (disentanglement_lib's deconv_decoder) has the same layers as
+  ``'cascade'`` and takes 64x64 images only.
   """
   image_shape: Sequence[int]
   init_scheme: str = "reference"
   conv_impl: str = "flax"
   hidden_units: int = HIDDEN_UNITS
+  architecture: str = "cascade"
 
   @nn.compact
   def __call__(self, latent):
     size, _, channels = self.image_shape
-    check_image_size(size)
+    check_image_size(size, self.architecture)
     _, dense_init, transpose_init = initializers(self.init_scheme)
     h = nn.relu(nn.Dense(self.hidden_units, kernel_init=dense_init, name="fc0")(latent))
     h = nn.relu(nn.Dense(_BOTTLENECK[0] * _BOTTLENECK[1] * _BOTTLENECK[2],

@@ -192,6 +192,17 @@ def _flat(config) -> dict:
           for k, v in config_lib._flatten(config)}  # pylint: disable=protected-access
 
 
+def changed_fields(config) -> dict:
+  """{dotted field: value} of ``config`` that differ from its method's defaults
+  (``methods.schema``): what the config's variant sets, e.g. the study's networks. The swept
+  fields, the seeds and the fields the schema lacks are left out."""
+  base = _flat(methods.schema(config.method))
+  swept = {f for f, _ in runs_lib.parse_sweep(config.get("sweep", "") or "")}
+  flat = _flat(config)
+  return {k: v for k, v in flat.items()
+          if k in base and k not in swept | {"sweep", "seed", "num_seeds"} and base[k] != v}
+
+
 def _sweepable_fields(config) -> set:
   schema = methods.schema(config.method)
   return {k for k, _ in config_lib._flatten(schema)  # pylint: disable=protected-access
@@ -382,7 +393,8 @@ def evaluation_words(eval_points: int) -> str:
 
 def describe(table: Table, programs: Sequence[Program], *, seeds: int, fraction,
              workdir: Optional[str] = None, eval_points: int = 0) -> str:
-  """The dry run: every program (config, variants, seeds, steps, sweep values) and the total."""
+  """The dry run: every program (config, variants, seeds, settings beside the method's defaults
+  (`changed_fields`), steps, sweep values) and the total."""
   f = fractions.Fraction(fraction)
   lines = [f"{table.name}: {table.title} ({table.paper})",
            f"seeds: {seeds} per row; budget: "
@@ -403,6 +415,10 @@ def describe(table: Table, programs: Sequence[Program], *, seeds: int, fraction,
     if p.config.get("sweep", ""):
       for field, vals in runs_lib.parse_sweep(p.config.sweep):
         lines.append(f"  sweep {field}: {', '.join(vals)}")
+    settings = changed_fields(p.config)
+    if settings:
+      lines.append("  settings (beside the method's defaults): "
+                   + ", ".join(f"{k}={v}" for k, v in sorted(settings.items())))
     scaled = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in p.scaled.items())
     lines.append(f"  steps: {p.num_steps}" + (f" (scaled: {scaled})" if scaled else "")
                  + f"; run-steps {p.run_steps:,}")

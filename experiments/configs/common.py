@@ -88,9 +88,16 @@ STUDY_DATASETS = ("dsprites", "color_dsprites", "noisy_dsprites", "scream_dsprit
 
 def study_dataset(c, names: list[str]) -> None:
   """The study's data set named among the variants, read as this project reads it: the TFDS-only
-  sets (``data.TFDS_ONLY``) through ``dataset.source='tfds'`` with the splits of
-  ``shapes3d_betavae`` / ``smallnorb_betavae``; the others from their files (dSprites and its
-  variants: the official file, else rendered)."""
+  sets (``data.TFDS_ONLY``) through ``dataset.source='tfds'``; the others from their files
+  (dSprites and its variants: the official file, else rendered).
+
+  smallNORB as disentanglement_lib reads it (``data/ground_truth/norb.py``, lines 34-37 and
+  89-94): the training and the testing chunks concatenated (48,600 images, 10 instances per
+  category; the instance a nuisance factor, lines 58-60), trained and scored on that same set:
+  ``dataset.train_split = dataset.eval_split = 'all'`` (TFDS ``train+test``). The split of
+  ``smallnorb_betavae`` (train on TFDS ``train``, 24,300 images, score on ``test``, the other
+  five instances) stays an option: ``dataset.train_split=train,dataset.eval_split=test``.
+  """
   chosen = [n for n in names if n in STUDY_DATASETS]
   if len(chosen) > 1:
     raise config_lib.ConfigError(f"choose one data set of the study, got {chosen}")
@@ -101,7 +108,22 @@ def study_dataset(c, names: list[str]) -> None:
     c.dataset.source = "tfds"
     c.dataset.train_split = "train"
     if chosen[0] == "smallnorb":
-      c.dataset.eval_split = "test"
+      c.dataset.train_split = c.dataset.eval_split = "all"
+
+
+def study_networks(c) -> None:
+  """disentanglement_lib's networks and initialisers, as its study trained them: its
+  ``conv_encoder`` / ``deconv_decoder`` (``model.architecture='dlib'``: 2x2 kernels in the third
+  and fourth convolutions, separate mean and log-variance heads), TensorFlow's default
+  initialisers for every layer (``model.init='tensorflow'``: Glorot-uniform kernels, zero biases;
+  ``methods/shared/architectures.py`` passes none) and, for FactorVAE, the same for its
+  ``fc_discriminator`` (``factorvae.disc_init='tensorflow'``). ``model.architecture=cascade``,
+  ``model.init=reference``, ``factorvae.disc_init=flax`` give the shared networks of the
+  CascadeVAE tables instead (``disentangle/nn/networks.py``)."""
+  c.model.architecture = "dlib"
+  c.model.init = "tensorflow"
+  if c.method == "factorvae":
+    c.factorvae.disc_init = "tensorflow"
 
 
 def study_variant(names: list[str], rows: dict) -> bool:
@@ -127,11 +149,13 @@ def study_config(module_name: str, method: str, names: list[str], rows: dict, fi
                  default_row: str):
   """The study's settings for ``method`` (disentanglement_lib ``unsupervised_study_v1``: 3e5
   steps at batch 64, Adam 1e-4, 10 latents, MIG evaluated) with ``<method>.<field>`` from the
-  row named among the variants (default ``default_row``) and the study's data set."""
+  row named among the variants (default ``default_row``), the study's data set
+  (:func:`study_dataset`) and its networks (:func:`study_networks`)."""
   c = long_run_config(method, "dsprites", latent_dim=10, learning_rate=1e-4)
   c.eval.mig = True
   c[method][field] = select_row(module_name, names, rows, default_row)
   study_dataset(c, names)
+  study_networks(c)
   return c
 
 

@@ -5,9 +5,10 @@ gamma = 1000, the capacity C rising from 0 to c_max over 100,000 of the 300,000 
 c_max in {5, 10, 25, 50, 75, 100}; batch 64, Adam 1e-4 (0.9, 0.999, 1e-8), 10 latents, Bernoulli
 decoder. The study reports its scores as distributions over 50 seeds per setting (figures), no
 table cell, so ``PUBLISHED`` is empty; evaluation computes the factor score and MIG, and
-``experiments.evaluate`` the whole disentanglement_lib suite. The networks are the shared ones of
-CascadeVAE supplement Table 5, where disentanglement_lib's encoder has 2x2 kernels in its third and
-fourth convolutions.
+``experiments.evaluate`` the whole disentanglement_lib suite. The networks and initialisers are
+disentanglement_lib's (``common.study_networks``: ``model.architecture='dlib'``,
+``model.init='tensorflow'``); ``model.architecture=cascade,model.init=reference`` gives the shared
+ones of CascadeVAE supplement Table 5.
 
 Variants: ``c5``, ``c10``, ``c25`` (default), ``c50``, ``c75``, ``c100``: one value of c_max;
 ``grid``: the six values as one program (``config.sweep``, a run directory each); ``cpu``: the
@@ -36,4 +37,5 @@ def get_config(arg=None):
   c.annealedvae.c_max = common.select_row(__name__, names, ROWS, "c25")
   common.grid_sweep(c, __name__, names, ROWS, "annealedvae.c_max")
   common.study_dataset(c, names)
+  common.study_networks(c)
   return common.finish(c, names, overrides)

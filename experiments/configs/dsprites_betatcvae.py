@@ -17,7 +17,8 @@ the study by name (``common.STUDY_DATASETS``, default dSprites), ``dataset_size`
 images. disentanglement_lib's ``beta_tc_vae`` adds (beta - 1) TC to the analytic KL, with the
 minibatch-weighted TC estimate without its log(N M) constants (the same gradient as ``mws``);
 here the three terms are estimated at the ELBO's sample z, so the KL part is its single-sample
-estimate (the same expectation). No table value: the study plots its scores
+estimate (the same expectation). disentanglement_lib's networks and initialisers
+(``common.study_networks``). No table value: the study plots its scores
 (``locatello2019_<data set>`` in ``experiments/tables.py``).
 A grid row, or a data set of the study other than dSprites, implies ``study``.
 
@@ -31,10 +32,11 @@ DSPRITES_SIZE = 737_280
 STUDY_BETAS = (1.0, 2.0, 4.0, 6.0, 8.0, 10.0)  # beta_tc_vae.beta of the study
 STUDY_ROWS = {f"beta{int(v)}": v for v in STUDY_BETAS}
 # N of each study set's training images (the dSprites variants keep dSprites' rows; smallNORB:
-# the training split read here; Cars3D: 183 cars x 24 azimuths x 4 elevations).
+# both chunks, as the study trains (``common.study_dataset``; with dataset.train_split=train,
+# set betatcvae.dataset_size=24300 too); Cars3D: 183 cars x 24 azimuths x 4 elevations).
 STUDY_SIZES = {"dsprites": DSPRITES_SIZE, "color_dsprites": DSPRITES_SIZE,
                "noisy_dsprites": DSPRITES_SIZE, "scream_dsprites": DSPRITES_SIZE,
-               "smallnorb": 24_300, "cars3d": 17_568, "shapes3d": 480_000}
+               "smallnorb": 48_600, "cars3d": 17_568, "shapes3d": 480_000}
 VARIANTS = ("m10", "mss", "batch64", "smoke", "study", *STUDY_ROWS, *common.STUDY_DATASETS)
 
 
@@ -60,6 +62,7 @@ def get_config(arg=None):
     c.betatcvae.beta = common.select_row(__name__, names, STUDY_ROWS, "beta1")
     c.eval.mig = True
     common.study_dataset(c, names)
+    common.study_networks(c)
   if "batch64" in names or study:
     c.batch_size = 64
     c.optimizer.learning_rate = 1e-4

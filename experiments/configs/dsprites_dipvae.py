@@ -6,8 +6,10 @@ lambda_d = lambda_od for DIP-VAE-II (``dipvae.lambda_d_factor``); batch 64, Adam
 1e-8), 300,000 iterations, 10 latents, Bernoulli decoder. The study reports its scores as
 distributions over 50 seeds per setting (figures), no table cell, so ``PUBLISHED`` is empty;
 evaluation computes the factor score and MIG, and ``experiments.evaluate`` the whole
-disentanglement_lib suite. The networks are the shared ones of CascadeVAE supplement Table 5,
-where disentanglement_lib's encoder has 2x2 kernels in its third and fourth convolutions.
+disentanglement_lib suite. The networks and initialisers are disentanglement_lib's
+(``common.study_networks``: ``model.architecture='dlib'``, ``model.init='tensorflow'``);
+``model.architecture=cascade,model.init=reference`` gives the shared ones of CascadeVAE supplement
+Table 5.
 
 Variants: ``i`` (default) or ``ii``: the DIP type; ``lod1``, ``lod2``, ``lod5``, ``lod10``
 (default), ``lod20``, ``lod50``: one value of lambda_od; ``grid``: the six values as one program
@@ -37,4 +39,5 @@ def get_config(arg=None):
   c.dipvae.lambda_od = common.select_row(__name__, names, ROWS, "lod10")
   common.grid_sweep(c, __name__, names, ROWS, "dipvae.lambda_od")
   common.study_dataset(c, names)
+  common.study_networks(c)
   return common.finish(c, names, overrides)

@@ -61,7 +61,9 @@ LAYOUTS: dict[str, Layout] = {
                                 ("label_object_hue", "object_hue", 10),
                                 ("label_scale", "scale", 8), ("label_shape", "shape", 4),
                                 ("label_orientation", "orientation", 15))),
-    "smallnorb": Layout("smallnorb", {"train": "train", "test": "test"}, (64, 64, 1), "lanczos",
+    # 'all': both chunks, as disentanglement_lib reads them (data/ground_truth/norb.py, 34-37)
+    "smallnorb": Layout("smallnorb", {"train": "train", "test": "test", "all": "train+test"},
+                        (64, 64, 1), "lanczos",
                         factors=(("label_category", "category", 5),
                                  ("label_elevation", "elevation", 9),
                                  ("label_azimuth", "azimuth", 18),

@@ -23,7 +23,10 @@ shapes3d      shapes3d        64x64x3; factors floor_hue 10, wall_hue 10, object
                               shape 4, orientation 15 (Burgess & Kim 2018), a full grid of 480000
 smallnorb     smallnorb       96x96 -> 64x64 Lanczos (as disentanglement_lib); factors category 5,
                               elevation 9, azimuth 18, lighting 6; the instance (5 per split) is
-                              a nuisance, so each factor row is carried by 5 examples: NOT a grid
+                              a nuisance, so each factor row is carried by 5 examples: NOT a grid;
+                              'all' = TFDS train+test, the training rows then the testing rows
+                              (48600; 10 examples per factor row), as disentanglement_lib reads
+                              both chunks (``data/ground_truth/norb.py``, lines 34-37, 89-94)
 ============= =============== ==================================================================
 
 ``dataset.tfds_name`` reads another builder with the same layout, e.g. the project's own
