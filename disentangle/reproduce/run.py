@@ -27,7 +27,7 @@ import json
 import os
 import pathlib
 import time
-from typing import Callable, Mapping, Optional
+from typing import Callable, Collection, Mapping, Optional
 
 from disentangle import atomic
 from disentangle.reproduce import plan as plan_lib
@@ -177,7 +177,8 @@ def _figure_subtitle(data: dict) -> str:
 def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callable,
               seeds: Optional[int] = None, fraction=1, command: str = "", dataset=None,
               evaluate_kwargs: Optional[dict] = None, log: Callable = print,
-              deadline: Optional[float] = None, eval_points: int = 0) -> dict:
+              deadline: Optional[float] = None, eval_points: int = 0,
+              rows: Optional[Collection[int]] = None) -> dict:
   """Every program of ``table`` trained, evaluated and tabulated in ``workdir``; the table data.
 
   Args:
@@ -193,6 +194,9 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
     deadline: a `time.time()` at which the work stops (module docstring); None: none.
     eval_points: 0, or at most that many points per metric (`plan.shrink_evaluation`; its
       `evaluate_run` arguments under ``evaluate_kwargs``); recorded.
+    rows: indices of ``table.rows``: only the programs holding one of them are trained and
+      evaluated (a program trains its rows together); the table written still has every row,
+      so the same workdir later completes the others. None: every program.
 
   Raises:
     plan.BadInput: a bad seed count, fraction or workdir (nothing created), or a workdir in use.
@@ -211,12 +215,13 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
   with holding(workdir):
     return _run_programs(table, workdir, modules, programs, seeds=seeds, fraction=fraction,
                          command=command, dataset=dataset, evaluate_kwargs=evaluate_kwargs,
-                         log=log, deadline=deadline, eval_points=eval_points)
+                         log=log, deadline=deadline, eval_points=eval_points, rows=rows)
 
 
 def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int, fraction,
                   command: str, dataset, evaluate_kwargs, log: Callable,
-                  deadline: Optional[float], eval_points: int) -> dict:
+                  deadline: Optional[float], eval_points: int,
+                  rows: Optional[Collection[int]] = None) -> dict:
   """`run_table`'s work, under the workdir's lock."""
   from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
@@ -250,11 +255,12 @@ def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int
         "command resumes", step)
 
   save()
+  todo = [p for p in programs if rows is None or set(p.rows) & set(rows)]
   eval_seconds = 0.0  # the last evaluation's, the estimate of the next one
-  for k, p in enumerate(programs, 1):
+  for k, p in enumerate(todo, 1):
     directory = workdir / p.directory
-    head = f"[{k}/{len(programs)}] {', '.join(p.args)} ({len(p.runs)} runs, {p.num_steps} steps)"
-    which = f"program {k}/{len(programs)} ({p.name})"
+    head = f"[{k}/{len(todo)}] {', '.join(p.args)} ({len(p.runs)} runs, {p.num_steps} steps)"
+    which = f"program {k}/{len(todo)} ({p.name})"
     if finished(directory, p) and not (directory / trainer.PENDING_EVAL).exists():
       log(f"{head}: trained")
     else:
