@@ -13,8 +13,10 @@ One command at a time per workdir: `run_table` holds an exclusive lock (``fcntl.
 ``<workdir>/reproduce.lock`` while it works; a second one is refused in one line (`plan.BadInput`).
 The system releases the lock when the process ends, however it ends, so a killed command never
 blocks the next. With a ``deadline`` the program in training stops at it with a checkpoint
-(`preemption.DeadlineReached`), no evaluation that would end past it is started (as long as the
-last one of this command took) and no program is started past it; the table of what is done is
+(`preemption.DeadlineReached`), no evaluation that would end past it is started (its encoding
+estimated from one timed batch and the set's size, plus the metrics' time of the command's last
+evaluation: `evaluate_run.estimate_seconds`; not started either when the last evaluation's
+whole time would not fit) and no program is started past it; the table of what is done is
 written before the stop is raised.
 """
 from __future__ import annotations
@@ -218,6 +220,16 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
                          log=log, deadline=deadline, eval_points=eval_points, rows=rows)
 
 
+def metric_seconds(result: dict) -> float:
+  """The seconds of an `evaluate_run` result (one run or ``seeds``) spent outside encoding."""
+  total = 0.0
+  for r in result.get("seeds", [result]):
+    timings = r.get("timings_s", {})
+    encoding = timings.get("encode_total_s", 0.0) + timings.get("encode_labelled_s", 0.0)
+    total += max(0.0, timings.get("total_s", 0.0) - encoding)
+  return total
+
+
 def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int, fraction,
                   command: str, dataset, evaluate_kwargs, log: Callable,
                   deadline: Optional[float], eval_points: int,
@@ -256,7 +268,7 @@ def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int
 
   save()
   todo = [p for p in programs if rows is None or set(p.rows) & set(rows)]
-  eval_seconds = 0.0  # the last evaluation's, the estimate of the next one
+  eval_seconds = metric_s = 0.0  # the last evaluation's total and metric seconds
   for k, p in enumerate(todo, 1):
     directory = workdir / p.directory
     head = f"[{k}/{len(todo)}] {', '.join(p.args)} ({len(p.runs)} runs, {p.num_steps} steps)"
@@ -283,7 +295,13 @@ def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int
         stop(f"before the evaluation of {which}")
       log(f"{head}: evaluating")
       began = time.perf_counter()
-      evaluate_run.evaluate_run(directory, dataset=dataset, **(evaluate_kwargs or {}))
+      try:
+        result = evaluate_run.evaluate_run(directory, dataset=dataset, deadline=deadline,
+                                           metric_s=metric_s, **(evaluate_kwargs or {}))
+      except preemption.DeadlineReached as e:
+        log(f"{head}: {e}")
+        stop(f"before the evaluation of {which} ({e})")
       eval_seconds = time.perf_counter() - began
+      metric_s = metric_seconds(result)
     save()
   return save()
