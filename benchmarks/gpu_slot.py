@@ -1,7 +1,8 @@
 """Spend a short GPU slot: throughput figures first, then paper tables up to the slot's end.
 
   python -m benchmarks.gpu_slot --minutes=25 --out=DIR [--slot_workdir=W]
-      [--queue=TABLE[:SEEDS[:FRACTION]],...] [--smoke] [--redo_throughput] [--runs=1,10,20,40]
+      [--queue=TABLE[/ROWS][:SEEDS[:FRACTION]],...] [--smoke] [--redo_throughput]
+      [--runs=1,10,20,40]
 
 1. Throughput (`benchmarks.throughput`; skipped when ``DIR/throughput.json`` exists, unless
    ``--redo_throughput``): for dSprites CascadeVAE ``m6`` and MNIST ``m10`` (``--smoke``: their
@@ -9,10 +10,16 @@
    t_d, with the host solver and with ``cascade.solver='hungarian'`` after t_d: run-steps/s and
    the device's busy share (nvidia-smi, sampled in a background thread; null without it). Budget:
    15% of the slot, at most 5 minutes; what would start past it is listed as skipped.
-2. The queue (default: ``cascadevae_table3`` with 10 seeds, then ``cascadevae_table1``), each
-   table through `disentangle.reproduce.run.run_table` in ``W/tables/<table>-s<seeds>-f<fraction>``
-   with the deadline at the slot's end minus a margin (10% of the slot, at most 3 minutes): the
-   program in training stops there with a checkpoint and no evaluation that cannot finish starts.
+2. The queue (``DEFAULT_QUEUE``: the papers' claims first, CascadeVAE's rows, Table 1's ``m6``
+   then Table 3's and Table 1's ``m4``, then the rest of Tables 1 and 3, the baselines), each
+   entry through `disentangle.reproduce.run.run_table` in
+   ``W/tables/<table>-s<seeds>-f<fraction>`` with the deadline at the slot's end minus a margin
+   (10% of the slot, at most 3 minutes): the program in training stops there with a checkpoint
+   and no evaluation that cannot finish starts. ``TABLE/ROWS`` queues only some rows of a table
+   (``ROWS``: ``CONFIG`` or ``CONFIG.VARIANT`` joined by ``+``, e.g.
+   ``cascadevae_table1/dsprites_cascade.m6``, the row of config ``dsprites_cascade`` whose
+   variant starts with ``m6``); they share the table's folder, so a later entry of the whole
+   table trains only the other rows.
 3. ``DIR`` holds a compact summary, rewritten atomically after the throughput, after each table
    and at the end: ``throughput.json``, ``utilisation.csv`` (the nvidia-smi samples, where they
    exist), ``table.json`` / ``table.md`` (every queued table), ``log_tail.txt`` and ``slot.json``
@@ -50,7 +57,9 @@ from benchmarks import throughput
 from disentangle import atomic
 from disentangle import command_line
 
-DEFAULT_QUEUE = "cascadevae_table3:10,cascadevae_table1"
+# CascadeVAE's rows (the papers' claims) before the baselines and ablations of the same tables.
+DEFAULT_QUEUE = ("cascadevae_table1/dsprites_cascade.m6,cascadevae_table3/mnist_cascade,"
+                 "cascadevae_table1/dsprites_cascade.m4,cascadevae_table1,cascadevae_table3")
 THROUGHPUT_SHARE, THROUGHPUT_MAX_S = 0.15, 300.0
 MARGIN_SHARE, MARGIN_MAX_S = 0.10, 180.0
 LOG_TAIL_LINES = 300
@@ -62,7 +71,8 @@ _OUT = flags.DEFINE_string("out", None, "Folder of the compact summary (six file
 _WORKDIR = flags.DEFINE_string("slot_workdir", None, "Folder of the tables' runs and the "
                                "compilation cache (default: <out>_workdir beside --out).")
 _QUEUE = flags.DEFINE_string("queue", DEFAULT_QUEUE, "Tables to run in order, "
-                             "table[:seeds[:fraction]] separated by commas ('' : none).")
+                             "table[/rows][:seeds[:fraction]] separated by commas ('' : none); "
+                             "rows: config[.variant] joined by '+'.")
 _SMOKE = flags.DEFINE_bool("smoke", False, "Throughput of the smoke variants, 1-2 runs, 2 steps.")
 _REDO = flags.DEFINE_bool("redo_throughput", False, "Measure again when throughput.json exists.")
 _RUNS = flags.DEFINE_list("runs", None, "Runs per program of the throughput figures (default "
@@ -74,14 +84,18 @@ _RUNS = flags.DEFINE_list("runs", None, "Runs per program of the throughput figu
 # ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Entry:
-  """A queued table with its seeds and budget fraction."""
+  """A queued table with its seeds and budget fraction, or some of its rows (``select``, the
+  queue's words for them; ``rows``: their indices in ``table.rows``)."""
   table: Any  # plan.Table
   seeds: int
   fraction: fractions.Fraction
+  select: str = ""
+  rows: Optional[tuple[int, ...]] = None
 
   @property
   def spec(self) -> str:
-    return f"{self.table.name}:{self.seeds}:{self.fraction}"
+    select = f"/{self.select}" if self.select else ""
+    return f"{self.table.name}{select}:{self.seeds}:{self.fraction}"
 
   @property
   def directory(self) -> str:
@@ -105,26 +119,49 @@ class Slot:
     return self.workdir / "tables" / entry.directory
 
 
+def row_key(row) -> str:
+  """``config.variant`` of a table row (the first word of its variant), as ``--queue`` names it."""
+  variant = row.variant.split(",")[0]
+  return f"{row.config}.{variant}" if variant else str(row.config)
+
+
+def select_rows(table, select: str) -> tuple[int, ...]:
+  """Indices of ``table.rows`` named by ``select`` (``config[.variant]`` joined by ``+``), in the
+  table's order; `plan.BadInput` for a word that names no row."""
+  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  chosen = set()
+  for word in select.split("+"):
+    found = {i for i, r in enumerate(table.rows) if r.config is not None and
+             (word == r.config or word == row_key(r))}
+    if not found:
+      keys = ", ".join(row_key(r) for r in table.rows if r.config is not None)
+      raise plan.BadInput(f"--queue: {table.name} has no row {word!r}; its rows: {keys}")
+    chosen |= found
+  return tuple(sorted(chosen))
+
+
 def parse_queue(text: str, tables: Mapping) -> tuple[Entry, ...]:
-  """``table[:seeds[:fraction]],...`` (seeds default: the table's); `plan.BadInput` naming
-  ``--queue`` otherwise."""
+  """``table[/rows][:seeds[:fraction]],...`` (seeds default: the table's); `plan.BadInput`
+  naming ``--queue`` otherwise."""
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   entries = []
   for part in filter(None, (p.strip() for p in str(text).split(","))):
     fields = part.split(":")
-    if len(fields) > 3 or not fields[0]:
-      raise plan.BadInput(f"--queue: {part!r} is not table[:seeds[:fraction]]")
-    if fields[0] not in tables:
-      raise plan.BadInput(f"--queue: unknown table {fields[0]!r}; known tables: "
+    name, _, select = fields[0].partition("/")
+    if len(fields) > 3 or not name or (fields[0].endswith("/") and not select):
+      raise plan.BadInput(f"--queue: {part!r} is not table[/rows][:seeds[:fraction]]")
+    if name not in tables:
+      raise plan.BadInput(f"--queue: unknown table {name!r}; known tables: "
                           f"{', '.join(tables)}")
-    table = tables[fields[0]]
+    table = tables[name]
     try:
       seeds = plan.parse_seeds(fields[1]) if len(fields) > 1 and fields[1] else table.seeds
       fraction = plan.parse_fraction(fields[2] if len(fields) > 2 and fields[2] else 1)
     except plan.BadInput as e:
       raise plan.BadInput(f"--queue: {part!r}: {str(e).removeprefix('--')}") from None
-    entry = Entry(table, seeds, fraction)
-    if any(e.directory == entry.directory for e in entries):
+    entry = Entry(table, seeds, fraction, select,
+                  select_rows(table, select) if select else None)
+    if any(e.directory == entry.directory and e.rows == entry.rows for e in entries):
       raise plan.BadInput(f"--queue: {entry.spec} is queued twice")
     entries.append(entry)
   return tuple(entries)
@@ -231,6 +268,7 @@ def write_summary(slot: Slot, call: dict, status: Mapping[str, dict],
                   sampler: throughput.GpuSampler, log: Log) -> None:
   """The files of ``DIR`` (module docstring), each written atomically."""
   tables, text = [], [f"# Tables of `{slot.command or 'benchmarks.gpu_slot'}`\n"]
+  shown = set()  # entries of some rows share their table's folder: its table.md once
   for entry in slot.queue:
     folder = slot.table_dir(entry)
     data = None
@@ -239,13 +277,15 @@ def write_summary(slot: Slot, call: dict, status: Mapping[str, dict],
     state = status.get(entry.spec, {"status": "not started in this call"})
     tables.append(dict(queue=entry.spec, workdir=str(folder), **state, table=data))
     text.append(f"## {entry.spec}: {state['status']}\n")
-    if (folder / "table.md").is_file():
+    if (folder / "table.md").is_file() and folder not in shown:
       text.append((folder / "table.md").read_text())
+    shown.add(folder)
   atomic.write_text(slot.out / "table.json", json.dumps({"tables": tables}, indent=1, default=str))
   atomic.write_text(slot.out / "table.md", "\n".join(text))
   call["end"] = _iso(time.time())
-  call["queue"] = [dict(table=e.table.name, seeds=e.seeds, fraction=str(e.fraction),
-                        **status.get(e.spec, {})) for e in slot.queue]
+  call["queue"] = [dict(table=e.table.name, rows=e.select, seeds=e.seeds,
+                        fraction=str(e.fraction), **status.get(e.spec, {}))
+                   for e in slot.queue]
   cache = slot.workdir / CACHE
   call["compilation_cache"]["entries_at_end"] = \
       sum(1 for _ in cache.iterdir()) if cache.is_dir() else 0
@@ -358,7 +398,7 @@ def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started
         try:
           run.run_table(entry.table, folder, modules, scale=scale, seeds=entry.seeds,
                         fraction=entry.fraction, command=slot.command, dataset=dataset,
-                        evaluate_kwargs=evaluate_kwargs, deadline=deadline,
+                        evaluate_kwargs=evaluate_kwargs, deadline=deadline, rows=entry.rows,
                         log=lambda line, name=entry.table.name: log(f"{name}: {line}"))
           state["status"] = "done"
         except preemption.Preempted as e:

@@ -35,6 +35,17 @@ penalty * m extra, m = 0, 1, ...), the problem is exactly the linear assignment 
   rounding of the input dtype.
 
 No gradient flows through the labels (the costs are wrapped in ``jax.lax.stop_gradient``).
+
+On the step's path. The host solve sits between the step's first part (the costs u, from the
+parameters of this step) and its rest (the update with the chosen codes), so a run's solve
+cannot overlap its own step, nor run ahead (u of the next step needs this step's update). The
+runs of a program could overlap one another's solve only if their steps were dispatched as
+separate programs (u of group A, then the rest of A while the host solves B): one program's
+independent parts do not help, since on a GPU the callback occupies the program's stream
+(arguments copied out, the stream synchronised, results copied back). Splitting the step in two
+programs changes XLA's fusions, so today's numbers (the golden records) would no longer be
+guaranteed bit for bit, and every program compiles twice; it is not done. What the solve costs
+the step, for 10 and 40 runs: ``benchmarks/assignment_wait.py``.
 """
 from __future__ import annotations
 

@@ -196,3 +196,73 @@ def test_unreadable_subset_file_raises_naming_it(tmp_path):
   path.write_bytes(b"PK\x03\x04 definitely not a zip")
   with pytest.raises(files.DataFileError, match="broken.npz"):
     dsprites.DSprites(path=path)
+
+
+def _rendered_set(monkeypatch, num: int = 300):
+  """The grid's first ``num`` rows as the whole set, and a list that counts the renderer's calls."""
+  monkeypatch.setattr(dsprites, "NUM_EXAMPLES", num)
+  monkeypatch.setattr(files, "_VERIFIED", {})  # each load hashes the file again
+  calls, real = [], dsprites.render_packed
+  monkeypatch.setattr(dsprites, "render_packed", lambda idx: calls.append(len(idx)) or real(idx))
+  return calls
+
+
+def _load_rendered(data_dir) -> np.ndarray:
+  with pytest.warns(dsprites.ProceduralDataWarning, match="NOT comparable"):
+    ds = dsprites.DSprites(data_dir, source="render")
+  return ds.packed_images()
+
+
+def test_rendered_set_is_cached_in_the_data_folder_and_not_rendered_again(monkeypatch, tmp_path):
+  calls = _rendered_set(monkeypatch)
+  first = _load_rendered(tmp_path)
+  expected = np.packbits(dsprites.render_factors(dsprites.index_to_factors(np.arange(300))), -1)
+  np.testing.assert_array_equal(first, expected)
+  (cache,) = (tmp_path / "dsprites").iterdir()
+  digest = files.file_digest(cache, "sha256")  # the name carries the file's own sha256
+  assert cache.name == f"dsprites_rendered_v{dsprites_render.VERSION}_sha256-{digest}.npy"
+  assert calls == [300]
+  # A later program: a fresh object reads the file and never calls the renderer.
+  monkeypatch.setattr(dsprites, "render_packed", lambda idx: pytest.fail("rendered again"))
+  second = _load_rendered(tmp_path)
+  assert isinstance(second, np.memmap)
+  np.testing.assert_array_equal(second, expected)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "shape"])
+def test_damaged_rendered_cache_is_detected_and_rendered_again(monkeypatch, tmp_path, caplog,
+                                                               damage):
+  calls = _rendered_set(monkeypatch)
+  expected = np.array(_load_rendered(tmp_path))  # a copy: the file is damaged below
+  (cache,) = (tmp_path / "dsprites").iterdir()
+  data = bytearray(cache.read_bytes())
+  if damage == "flip":
+    data[-5] ^= 0x10
+    cache.write_bytes(bytes(data))
+  elif damage == "truncate":
+    cache.write_bytes(bytes(data[:len(data) // 2]))
+  else:  # an intact file (right checksum) of another number of rows
+    monkeypatch.setattr(dsprites, "NUM_EXAMPLES", 200)
+    expected = expected[:200]
+  with caplog.at_level("WARNING", logger=dsprites.__name__):
+    again = _load_rendered(tmp_path)
+  assert f"removing the rendered dSprites cache {cache}" in caplog.text
+  np.testing.assert_array_equal(again, expected)
+  assert calls == [300, len(expected)]
+  (fresh,) = (tmp_path / "dsprites").iterdir()
+  assert files.file_digest(fresh, "sha256") in fresh.name
+  assert damage == "shape" or fresh == cache  # same content, same name
+
+
+def test_rendered_set_without_a_writable_folder_stays_in_memory(monkeypatch, tmp_path, caplog):
+  calls = _rendered_set(monkeypatch)
+  (tmp_path / "dsprites").write_text("a file where the folder should be")
+  with caplog.at_level("WARNING", logger=dsprites.__name__):
+    first = _load_rendered(tmp_path)
+    second = _load_rendered(tmp_path)
+  assert caplog.text.count("cannot cache the rendered dSprites images") == 2
+  assert calls == [300, 300] and not isinstance(first, np.memmap)
+  np.testing.assert_array_equal(first, second)
+  # No data folder at all (``data_dir=None``): rendered each time, nothing written.
+  np.testing.assert_array_equal(_load_rendered(None), first)
+  assert calls == [300, 300, 300]

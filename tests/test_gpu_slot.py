@@ -63,8 +63,13 @@ def test_bad_queue_runs_and_workdir_name_the_flag(tmp_path):
       ({"queue": "table9"}, "--queue: unknown table 'table9'; known tables: tiny"),
       ({"queue": "tiny:0"}, "--queue: 'tiny:0': seeds: "),
       ({"queue": "tiny:2:1.5"}, "--queue: 'tiny:2:1.5': fraction: "),
-      ({"queue": "tiny:2:1:x"}, "--queue: 'tiny:2:1:x' is not table[:seeds[:fraction]]"),
+      ({"queue": "tiny:2:1:x"}, "--queue: 'tiny:2:1:x' is not table[/rows][:seeds[:fraction]]"),
       ({"queue": "tiny:2,tiny:2:1"}, "--queue: tiny:2:1 is queued twice"),
+      ({"queue": "tiny/nope"}, "--queue: tiny has no row 'nope'; its rows: fake.tiny"),
+      ({"queue": "tiny/fake.tiny+fake.m6"}, "--queue: tiny has no row 'fake.m6'; its rows: "),
+      ({"queue": "tiny/:2"}, "--queue: 'tiny/:2' is not table[/rows][:seeds[:fraction]]"),
+      ({"queue": "tiny/fake.tiny:2,tiny/fake.tiny"},
+       "--queue: tiny/fake.tiny:2:1 is queued twice"),
       ({"queue": "tiny", "runs": ["1", "0"]}, "--runs: "),
       ({"queue": "tiny", "workdir": tmp_path / "out" / "w"}, "--slot_workdir: "),
       ({"queue": "tiny", "minutes": "nan"}, "--minutes: "),
@@ -73,10 +78,41 @@ def test_bad_queue_runs_and_workdir_name_the_flag(tmp_path):
       parse(**kwargs)
     assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
   assert list(tmp_path.iterdir()) == []
-  slot = parse(queue="tiny, tiny:1:1/2")
-  assert [e.spec for e in slot.queue] == ["tiny:2:1", "tiny:1:1/2"]
+  slot = parse(queue="tiny, tiny:1:1/2, tiny/fake.tiny")
+  assert [e.spec for e in slot.queue] == ["tiny:2:1", "tiny:1:1/2", "tiny/fake.tiny:2:1"]
+  assert [e.rows for e in slot.queue] == [None, None, (0,)]
+  assert slot.table_dir(slot.queue[2]) == slot.table_dir(slot.queue[0])  # rows share the folder
   assert slot.workdir == tmp_path / "out_workdir"
   assert slot.table_dir(slot.queue[1]) == tmp_path / "out_workdir" / "tables" / "tiny-s1-f1_2"
+
+
+def _is_cascadevae(row) -> bool:
+  """CascadeVAE itself, not its ablations (CascadeVAE-C, -D) nor a baseline."""
+  return row.label == "CascadeVAE" or row.label.startswith("CascadeVAE (")
+
+
+def test_default_queue_starts_with_cascadevae_rows(tmp_path):
+  """The rows in the order the default queue trains them (an entry skips what an earlier one
+  did): Table 1's m6 CascadeVAE, Table 3's CascadeVAE rows, every other CascadeVAE row, then the
+  baselines; every row of Tables 1 and 3 is queued once."""
+  from experiments import tables  # pylint: disable=g-import-not-at-top
+  slot = gpu_slot.parse_slot(minutes=5, out=tmp_path / "out")
+  order = []
+  for entry in slot.queue:
+    rows = range(len(entry.table.rows)) if entry.rows is None else entry.rows
+    order += [(entry.table.name, r) for r in rows if (entry.table.name, r) not in order]
+  row = lambda key: tables.TABLES[key[0]].rows[key[1]]
+  assert (order[0][0], row(order[0]).label, row(order[0]).m) == (
+      "cascadevae_table1", "CascadeVAE (beta_l = 1.0)", "6")
+  table3 = tables.TABLES["cascadevae_table3"]
+  assert order[1:3] == [("cascadevae_table3", i) for i, r in enumerate(table3.rows)
+                        if _is_cascadevae(r)] and len(order[1:3]) == 2
+  claims = [_is_cascadevae(row(k)) for k in order]
+  assert claims == sorted(claims, reverse=True) and sum(claims) == 4  # 2 in each table
+  assert sorted(order) == sorted((t, i) for t in ("cascadevae_table1", "cascadevae_table3")
+                                 for i in range(len(tables.TABLES[t].rows)))
+  assert {e.directory for e in slot.queue} == {"cascadevae_table1-s10-f1",
+                                               "cascadevae_table3-s10-f1"}
 
 
 def test_nvidia_smi_lines_parse_per_gpu():
@@ -194,3 +230,37 @@ def test_a_failed_table_is_reported_and_the_queue_goes_on(tmp_path):
   assert (out / "throughput.json").read_text() == "{}"
   assert "## broken:1:1: failed: " in (out / "table.md").read_text()
   _check_summary(out)
+
+
+@pytest.mark.slow
+def test_queued_rows_train_first_and_the_whole_table_later_only_the_others(tmp_path):
+  """``two/fake.other`` trains that row's program only, in the table's folder; the whole table
+  queued next trains the other row and leaves the first program's files as they were."""
+  table, modules, kwargs = _tiny_table()
+  two = plan.Table("two", "two rows", "test", ("accuracy",),
+                   (plan.Row("tiny", "4", "fake", "tiny"), plan.Row("other", "4", "fake", "other")),
+                   "final", seeds=1)
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "throughput.json").write_text("{}")
+  first = gpu_slot.parse_slot(minutes=30, out=out, queue="two/fake.other", tables={"two": two})
+  assert gpu_slot.run_slot(first, modules=modules, **kwargs) == 0
+  folder = first.table_dir(first.queue[0])
+  assert sorted(p.name for p in (folder / "runs").iterdir()) == ["fake_other"]
+  lines = json.loads((folder / "table.json").read_text())["lines"]
+  assert [(l["label"], l["status"] == "evaluated") for l in lines] == [("tiny", False),
+                                                                      ("other", True)]
+  files = {p: p.stat().st_mtime_ns for p in (folder / "runs" / "fake_other").rglob("*")
+           if p.is_file()}
+  both = gpu_slot.parse_slot(minutes=30, out=out, queue="two/fake.other,two",
+                             tables={"two": two})
+  assert gpu_slot.run_slot(both, modules=modules, **kwargs) == 0
+  assert {p: p.stat().st_mtime_ns for p in (folder / "runs" / "fake_other").rglob("*")
+          if p.is_file()} == files
+  lines = json.loads((folder / "table.json").read_text())["lines"]
+  assert [l["status"] for l in lines] == ["evaluated", "evaluated"]
+  log = (out.parent / "out_workdir" / "slot.log").read_text()
+  assert log.count("training in") == 2 and "two: [1/1] fake:other (1 runs" in log
+  assert "two: [1/2] fake:tiny (1 runs, 4 steps): training in" in log
+  text = (out / "table.md").read_text()
+  assert text.count("## two") == 2 and text.count("| tiny") == 1, text

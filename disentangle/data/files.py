@@ -141,7 +141,9 @@ def resolve_data_dir(configured: str | os.PathLike | None) -> pathlib.Path:
 
 def resolve_cache_dir() -> pathlib.Path:
   """Folder for derived files (decoded caches): ``$DISENTANGLE_CACHE_DIR`` or
-  ``~/.cache/disentangle``. Nothing derived is written into the data folder, which may be shared."""
+  ``~/.cache/disentangle``. Nothing derived from a file is written into the data folder, which may
+  be shared; only the rendered dSprites set, a stand-in for the missing file, is cached there
+  (``datasets/dsprites.py``)."""
   return pathlib.Path(os.path.expanduser(os.environ.get(CACHE_DIR_ENV) or DEFAULT_CACHE_DIR))
 
 

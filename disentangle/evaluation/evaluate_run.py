@@ -62,12 +62,14 @@ from disentangle import errors
 from disentangle import methods
 from disentangle import metrics
 from disentangle import viz
+from disentangle.evaluation import duration
 from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.evaluation import report
 from disentangle.metrics import registry
 from disentangle.train import checkpoint
 from disentangle.train import host
+from disentangle.train import preemption
 from disentangle.train import seeds
 from disentangle.train import selection
 
@@ -274,6 +276,38 @@ class _Jitted(NamedTuple):
   reconstruct: Callable
 
 
+def images_of_run(config, method, dataset, ground_truth, settings: RunSettings) -> int:
+  """The images `evaluate_params` encodes for one checkpoint of one run: the ground truth whole
+  (or the points its score and MIG sample), the labelled split whole, else the eval points."""
+  images, rep_eval = 0, False
+  if ground_truth is not None:
+    rows, are_indices = encodings.enumerate_rows(ground_truth)
+    if rows is not None and len(rows) <= settings.whole_dataset_max:
+      images += len(rows)
+      rep_eval = are_indices and ground_truth is dataset
+    else:
+      images += settings.num_votes * settings.vote_batch + settings.mig_points
+  labelled = getattr(dataset, "labels", None) is not None or \
+      evaluator_lib.target_names_of(method, dataset)
+  if labelled and method.num_discrete:
+    images += int(dataset.num_examples)
+    rep_eval = True
+  if not rep_eval:
+    images += len(evaluator_lib.eval_indices(config, dataset.num_examples))
+  return images
+
+
+def estimate_seconds(config, method, params, dataset, ground_truth, settings: RunSettings,
+                     jitted, num_runs: int, metric_s: float = 0.0) -> duration.Estimate:
+  """`evaluate_run`'s duration for ``num_runs`` runs, before it starts: `images_of_run` each,
+  at the time of one batch encoded with ``params`` (`duration.time_batch`), plus ``metric_s``."""
+  size = min(settings.encode_batch_size, int(dataset.num_examples))
+  batch_s = duration.time_batch(encodings.host_fn(jitted.represent, params),
+                                dataset.get_images(np.arange(size)))
+  images = num_runs * images_of_run(config, method, dataset, ground_truth, settings)
+  return duration.Estimate(images, size, batch_s, metric_s)
+
+
 def evaluate_params(config, method, params, step: int, *, dataset, ground_truth, run_dir,
                     settings: RunSettings, jitted: _Jitted) -> dict:
   """Every registered metric of one seed's ``params`` (see the module doc) and its pictures."""
@@ -353,7 +387,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                  whole_dataset_max: int = encodings.WHOLE_DATASET_MAX,
                  variance_points: Optional[int] = None,
                  conv_impl: Optional[str] = None, eval_overrides: Optional[dict] = None,
-                 write: bool = True, selected_too: bool = True) -> dict:
+                 write: bool = True, selected_too: bool = True,
+                 deadline: Optional[float] = None, metric_s: float = 0.0) -> dict:
   """Evaluates the checkpoint of ``workdir`` at ``step`` (default latest), read-only.
 
   Args:
@@ -381,6 +416,12 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
     write: write ``results.json`` and ``report.md`` (per seed, plus a summary for several seeds).
     selected_too: also evaluate the checkpoint kept by ``eval.select`` (``checkpoints_best``) and
       write the labelled ``final`` / ``selected`` blocks.
+    deadline: a `time.time()`: the evaluation is not started when its estimate
+      (`estimate_seconds`, made once the parameters are restored) would end past it.
+    metric_s: the metrics' seconds in that estimate (e.g. the previous evaluation's).
+
+  Raises:
+    preemption.DeadlineReached: the evaluation would end past ``deadline``; nothing written.
 
   Returns:
     The results of a single run, or ``{"workdir", "checkpoint", "seeds": [per-seed results]}``.
@@ -408,6 +449,14 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                          whole_dataset_max=int(whole_dataset_max), variance_points=variance_points)
   jitted = _Jitted(encodings.jit_represent(method, config), host.jit(method.decode, config),
                    host.jit(method.reconstruct, config))
+  if deadline is not None:
+    estimate = estimate_seconds(config, method, params[0], dataset, ground_truth, settings,
+                                jitted, len(run_dirs), metric_s)
+    left = deadline - time.time()
+    if estimate.seconds > left:
+      raise preemption.DeadlineReached(
+          f"its evaluation would take {estimate.words()}, {max(left, 0.0):.0f} s are left "
+          "before the deadline: not started")
   recorded = dict(dataclasses.asdict(settings), score_protocol="cascadevae",
                   information_points=int(config.eval.num_points),
                   mig_estimator=config.eval.get("mig_estimator", "histogram"),

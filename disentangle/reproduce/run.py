@@ -13,8 +13,10 @@ One command at a time per workdir: `run_table` holds an exclusive lock (``fcntl.
 ``<workdir>/reproduce.lock`` while it works; a second one is refused in one line (`plan.BadInput`).
 The system releases the lock when the process ends, however it ends, so a killed command never
 blocks the next. With a ``deadline`` the program in training stops at it with a checkpoint
-(`preemption.DeadlineReached`), no evaluation that would end past it is started (as long as the
-last one of this command took) and no program is started past it; the table of what is done is
+(`preemption.DeadlineReached`), no evaluation that would end past it is started (its encoding
+estimated from one timed batch and the set's size, plus the metrics' time of the command's last
+evaluation: `evaluate_run.estimate_seconds`; not started either when the last evaluation's
+whole time would not fit) and no program is started past it; the table of what is done is
 written before the stop is raised.
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ import json
 import os
 import pathlib
 import time
-from typing import Callable, Mapping, Optional
+from typing import Callable, Collection, Mapping, Optional
 
 from disentangle import atomic
 from disentangle.reproduce import plan as plan_lib
@@ -178,7 +180,8 @@ def _figure_subtitle(data: dict) -> str:
 def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callable,
               seeds: Optional[int] = None, fraction=1, command: str = "", dataset=None,
               evaluate_kwargs: Optional[dict] = None, log: Callable = print,
-              deadline: Optional[float] = None, eval_points: int = 0) -> dict:
+              deadline: Optional[float] = None, eval_points: int = 0,
+              rows: Optional[Collection[int]] = None) -> dict:
   """Every program of ``table`` trained, evaluated and tabulated in ``workdir``; the table data.
 
   Args:
@@ -194,6 +197,9 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
     deadline: a `time.time()` at which the work stops (module docstring); None: none.
     eval_points: 0, or at most that many points per metric (`plan.shrink_evaluation`; its
       `evaluate_run` arguments under ``evaluate_kwargs``); recorded.
+    rows: indices of ``table.rows``: only the programs holding one of them are trained and
+      evaluated (a program trains its rows together); the table written still has every row,
+      so the same workdir later completes the others. None: every program.
 
   Raises:
     plan.BadInput: a bad seed count, fraction or workdir (nothing created), or a workdir in use.
@@ -212,12 +218,23 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
   with holding(workdir):
     return _run_programs(table, workdir, modules, programs, seeds=seeds, fraction=fraction,
                          command=command, dataset=dataset, evaluate_kwargs=evaluate_kwargs,
-                         log=log, deadline=deadline, eval_points=eval_points)
+                         log=log, deadline=deadline, eval_points=eval_points, rows=rows)
+
+
+def metric_seconds(result: dict) -> float:
+  """The seconds of an `evaluate_run` result (one run or ``seeds``) spent outside encoding."""
+  total = 0.0
+  for r in result.get("seeds", [result]):
+    timings = r.get("timings_s", {})
+    encoding = timings.get("encode_total_s", 0.0) + timings.get("encode_labelled_s", 0.0)
+    total += max(0.0, timings.get("total_s", 0.0) - encoding)
+  return total
 
 
 def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int, fraction,
                   command: str, dataset, evaluate_kwargs, log: Callable,
-                  deadline: Optional[float], eval_points: int) -> dict:
+                  deadline: Optional[float], eval_points: int,
+                  rows: Optional[Collection[int]] = None) -> dict:
   """`run_table`'s work, under the workdir's lock."""
   from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
@@ -251,11 +268,12 @@ def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int
         "command resumes", step)
 
   save()
-  eval_seconds = 0.0  # the last evaluation's, the estimate of the next one
-  for k, p in enumerate(programs, 1):
+  todo = [p for p in programs if rows is None or set(p.rows) & set(rows)]
+  eval_seconds = metric_s = 0.0  # the last evaluation's total and metric seconds
+  for k, p in enumerate(todo, 1):
     directory = workdir / p.directory
-    head = f"[{k}/{len(programs)}] {', '.join(p.args)} ({len(p.runs)} runs, {p.num_steps} steps)"
-    which = f"program {k}/{len(programs)} ({p.name})"
+    head = f"[{k}/{len(todo)}] {', '.join(p.args)} ({len(p.runs)} runs, {p.num_steps} steps)"
+    which = f"program {k}/{len(todo)} ({p.name})"
     if finished(directory, p) and not (directory / trainer.PENDING_EVAL).exists():
       log(f"{head}: trained")
     else:
@@ -278,7 +296,13 @@ def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int
         stop(f"before the evaluation of {which}")
       log(f"{head}: evaluating")
       began = time.perf_counter()
-      evaluate_run.evaluate_run(directory, dataset=dataset, **(evaluate_kwargs or {}))
+      try:
+        result = evaluate_run.evaluate_run(directory, dataset=dataset, deadline=deadline,
+                                           metric_s=metric_s, **(evaluate_kwargs or {}))
+      except preemption.DeadlineReached as e:
+        log(f"{head}: {e}")
+        stop(f"before the evaluation of {which} ({e})")
       eval_seconds = time.perf_counter() - began
+      metric_s = metric_seconds(result)
     save()
   return save()

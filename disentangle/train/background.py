@@ -45,6 +45,8 @@ class Evaluations:
     self.background = background
     self.pending = pending
     self.seconds = 0.0  # how long the last finished evaluation took
+    self.finished = 0  # evaluations finished in this process
+    self._estimate: Optional[float] = None
     self._pool: Optional[futures.ThreadPoolExecutor] = None
     self._future: Optional[futures.Future] = None
     self._step: Optional[int] = None
@@ -71,8 +73,18 @@ class Evaluations:
     began = time.perf_counter()
     job()
     self.seconds = time.perf_counter() - began
+    self.finished += 1
     if self.pending is not None:
       self.pending.unlink(missing_ok=True)
+
+  def expected_seconds(self, estimate: Callable[[], float]) -> float:
+    """How long the next evaluation should take: the last one's duration, or before the first
+    of this process ``estimate()`` (`evaluation.duration`; called once, then kept)."""
+    if self.finished:
+      return self.seconds
+    if self._estimate is None:
+      self._estimate = float(estimate())
+    return self._estimate
 
   def poll(self) -> None:
     """Finishes the evaluation in flight if it has ended (raising its exception)."""

@@ -14,8 +14,9 @@ atomically every ``checkpoint_every`` steps and at the end. A non-finite loss st
 (every process stopping at the same step), the writers are closed and
 `preemption.Preempted` is raised; training again in the same workdir resumes bitwise. A
 ``deadline`` stops the run the same way (`preemption.DeadlineReached`) at the first step that
-ends past it; an evaluation that would end past it (as long as the last one took) is not
-started: the run stops at that step and the resumed run evaluates it first (``eval_pending.json``
+ends past it; an evaluation that would end past it (as long as the last one took; the first of
+the process: its encoding estimated from one timed batch, `evaluation.duration`) is not
+started: the run stops at that step with a line saying so and the resumed run evaluates it first (``eval_pending.json``
 in the workdir says which step; it also names the evaluation in flight, so that a run killed
 during it evaluates that step again). A stop waits for the evaluation in flight. Any exception
 out of the loop (an evaluation's too, at the next step) closes the writers, the selectors and
@@ -299,8 +300,13 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       evals.poll()  # an evaluation's error stops the loop here
       if evaluator_factory is not None and (done % config.eval_every == 0 or is_last):
         evals.wait()
-        deferred = stop.too_late(evals.seconds)  # it would end past the deadline: stop here
+        expected = evals.expected_seconds(lambda: _first_evaluation(evaluators, state, multi)) \
+            if stop.deadline is not None and evaluators else evals.seconds
+        deferred = stop.too_late(expected)  # it would end past the deadline: stop here
         if deferred and is_main:
+          print(f"the evaluation of step {done} would take {expected:.0f} s"
+                f"{'' if evals.finished else ' (estimated)'}, past the deadline: not started; "
+                "the resumed run evaluates it first", flush=True)
           atomic.write_text(pending, json.dumps({"step": done}))
         elif evaluators:
           evaluate(done, state)
@@ -328,6 +334,16 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
         f"stopped by {stop.name} at step {stopped} of {config.num_steps}, checkpoint {stopped} "
         f"in {ckpt.directory}; the same command resumes", stopped, stop.received)
   return state
+
+
+def _first_evaluation(evaluators, state, multi: bool) -> float:
+  """Seconds the first evaluation should take (`duration.of_evaluators`, its encoding; 0 when
+  unknown), from one batch encoded with the parameters of ``state``."""
+  from disentangle.evaluation import duration  # pylint: disable=g-import-not-at-top
+  params = _local_copy(_on_first_device(state.params))
+  estimate = duration.of_evaluators(
+      evaluators, params, lambda p, i: seeds.take(p, i) if multi else p)
+  return 0.0 if estimate is None else estimate.seconds
 
 
 def background(config) -> bool:

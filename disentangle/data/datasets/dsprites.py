@@ -22,9 +22,19 @@ decompressed once into a bit-packed ``.npy`` in ``files.resolve_cache_dir()``, m
 afterwards), or by the
 procedural renderer of ``dsprites_render`` (``source='render'``, or ``'auto'`` when the file is
 missing), which warns that scores are then not comparable with published numbers.
+
+The whole rendered set (``packed_images``, what the device placement of ``train.device_data``
+reads) is drawn once per data folder: the first program renders it (about a minute of one core)
+and writes it atomically to ``<data folder>/dsprites/`` as a ``.npy`` named by the renderer's
+``VERSION`` and the file's sha256 (``rendered_cache_name``); later programs check the sha256 and
+memory-map it in seconds. A file whose checksum or shape differs is removed and the set rendered
+again, with a warning. When the data folder is not writable the set stays in memory and every
+program renders it again (one warning says so). The images stay marked as rendered (``source``
+'render'), so scores remain flagged as not comparable with published numbers.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import pathlib
@@ -164,6 +174,78 @@ def _cached_packed(npz_path: pathlib.Path) -> np.ndarray:
     return packed
 
 
+def rendered_cache_name(digest: str) -> str:
+  """File name of the rendered set whose ``.npy`` file has sha256 ``digest`` (this renderer)."""
+  return f"dsprites_rendered_v{dsprites_render.VERSION}_sha256-{digest}.npy"
+
+
+class _Hashing:
+  """A write-only file that hashes what it is given (``np.save`` into it: the ``.npy``'s sha256)."""
+
+  def __init__(self):
+    self.hash = hashlib.sha256()
+
+  def write(self, data) -> int:
+    self.hash.update(data)
+    return len(data)
+
+
+def npy_sha256(array: np.ndarray) -> str:
+  """sha256 of the ``.npy`` file ``np.save`` writes for ``array``, without writing it."""
+  out = _Hashing()
+  np.save(out, array, allow_pickle=False)
+  return out.hash.hexdigest()
+
+
+def _read_rendered(folder: pathlib.Path) -> np.ndarray | None:
+  """The memory-mapped rendered set of a verified cache file in ``folder``, else None (a cache
+  file that fails its checksum or holds another shape is removed, with a warning)."""
+  head = rendered_cache_name("")[:-len(".npy")]
+  for path in sorted(folder.glob(f"{head}*.npy")):
+    digest = path.name[len(head):-len(".npy")]
+    try:
+      files.verify(path, files.DataFile(path.name, "sha256", digest))
+      packed = np.load(path, mmap_mode="r")
+      if packed.shape == (NUM_EXAMPLES, 64, 8) and packed.dtype == np.uint8:
+        _LOG.info("read the rendered dSprites images from %s (not comparable with published "
+                  "numbers)", path)
+        return packed
+      cause = f"holds {packed.dtype} {packed.shape}, not uint8 {(NUM_EXAMPLES, 64, 8)}"
+    except (OSError, ValueError) as e:
+      cause = str(e).split(". ")[0]
+    _LOG.warning("removing the rendered dSprites cache %s and rendering again: %s", path, cause)
+    try:
+      path.unlink()
+    except OSError:
+      pass
+  return None
+
+
+def rendered_packed(data_dir: str | os.PathLike | None) -> np.ndarray:
+  """Bit-packed rendered images [N, 64, 8] of the whole grid, read from the cache in
+  ``data_dir/dsprites`` or rendered and cached there (module docstring); ``data_dir`` None:
+  rendered, not cached."""
+  folder = None if data_dir is None else pathlib.Path(data_dir) / "dsprites"
+  if folder is not None and folder.is_dir():
+    packed = _read_rendered(folder)
+    if packed is not None:
+      return packed
+  _LOG.info("rendering the %d dSprites images%s", NUM_EXAMPLES,
+            "" if folder is None else f" (once; cached in {folder})")
+  packed = render_packed(np.arange(NUM_EXAMPLES))
+  if folder is None:
+    return packed
+  path = folder / rendered_cache_name(npy_sha256(packed))
+  try:
+    with atomic.replacing(path) as tmp, open(tmp, "wb") as f:
+      np.save(f, packed, allow_pickle=False)
+    return np.load(path, mmap_mode="r")
+  except OSError as e:
+    _LOG.warning("cannot cache the rendered dSprites images in %s (%s): they stay in memory and "
+                 "the next program renders them again", folder, str(e).split("; ")[0])
+    return packed
+
+
 class IndexedRows:
   """The row interface of an unlabelled training set of ``num_examples`` rows (``DSprites``,
   ``DSpritesUnfair``): no ``labels``, ``len``, and ``_check`` of row indices."""
@@ -221,7 +303,8 @@ class DSprites(FactorTargets, IndexedRows):
   """dSprites as a ground-truth dataset (``GroundTruthData``) and a training set.
 
   Args:
-    data_dir: the data folder (holding ``dsprites/<official npz>``); may be None for 'render'.
+    data_dir: the data folder (holding ``dsprites/<official npz>``, and the rendered set's cache);
+      may be None for 'render' (then the whole rendered set is drawn by each program).
     source: 'file' (official npz, error if missing), 'render' (procedural renderer), or 'auto'
       (the file when present or downloadable, else the renderer with a warning).
     allow_download: download the official file when missing (see ``files.fetch``).
@@ -237,6 +320,7 @@ class DSprites(FactorTargets, IndexedRows):
     self._canonical = False
     self._classes = None  # factor classes [N, 5] of the file's rows (None: the full grid)
     self.path = None
+    self._data_dir = data_dir
     if path is not None:
       if source == "render":
         raise ValueError("path= reads a file; it cannot be combined with source='render'")
@@ -316,12 +400,13 @@ class DSprites(FactorTargets, IndexedRows):
     return imgs.astype(np.float32)[..., None]
 
   def packed_images(self) -> np.ndarray:
-    """Bit-packed images [N, 64, 8] of every row; the renderer draws the whole set once (a few
-    minutes of CPU for the 737280 images) and keeps it (377 MB)."""
+    """Bit-packed images [N, 64, 8] of every row; the renderer draws the whole set once per data
+    folder (about a minute of one core for the 737280 images, 377 MB; see ``rendered_packed``)
+    and the object keeps it."""
     if self.source == "file":
       return self._images_packed()
     if self._packed is None:
-      self._packed = render_packed(np.arange(NUM_EXAMPLES))
+      self._packed = rendered_packed(self._data_dir)
     return self._packed
 
   def compact_images(self) -> arrays.CompactImages:

@@ -43,6 +43,10 @@ _HEART_HALF = 0.16  # half-side of the canonical heart mask, in canvas units (> 
 
 SQUARE, ELLIPSE, HEART = 1, 2, 3  # shape values as in the official ``latents_values``
 
+# The renderer's version, part of the name of the rendered set's cache (``dsprites.py``): raise it
+# with any change that can move a pixel, so that no program reads images of an older renderer.
+VERSION = 1
+
 
 def heart_polygon(num_points: int = 4096) -> np.ndarray:
   """Vertices [num_points, 2] (u, v) of the canonical heart at scale 1, in canvas units."""
