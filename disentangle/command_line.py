@@ -1,18 +1,12 @@
 """What the command lines share: bad input in one line, the exit mapping and ``--deadline``.
 
 The training entry points (`disentangle.launch`), ``experiments.reproduce`` and
-``experiments.evaluate`` end the same way (`exits`):
-
-- bad input or a failure the user can fix (`errors.UserError`: a config field, a data file, NaN, no restorable
-  checkpoint, a folder that is not a run, a failed write such as a full disk, a workdir of another command or in use): one
-  line ``error: ...`` on stderr, exit status 2 (`BAD_INPUT_STATUS`), no traceback;
-- SIGTERM / SIGINT: the run's checkpointed stop in one line with the command that resumes, exit
-  status 128 + the signal's number (143, 130), as a shell reports a process ended by it;
-- ``--deadline``: the same, reading ``stopped at the deadline``, exit status 124
-  (`preemption.DEADLINE_STATUS`, GNU ``timeout``'s).
-
-``--deadline`` is the command's wall-clock budget from its start: seconds (``5400``) or a number
-with a unit (``90s``, ``25m``, ``1.5h``), parsed here once (`parse_deadline`).
+``experiments.evaluate`` run their work inside `exits`: an `errors.UserError` is one line
+``error: ...`` on stderr and exit status 2 (`BAD_INPUT_STATUS`); `preemption.Preempted` (SIGTERM,
+SIGINT, the deadline) prints its line with the command that resumes and exits with its status
+(143, 130; 124 for the deadline). ``--deadline`` (seconds or a number with s / m / h, from the
+command's start) is parsed here once (`parse_deadline`). The behaviour, for users:
+docs/reliability.md.
 """
 from __future__ import annotations
 

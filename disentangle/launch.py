@@ -1,22 +1,15 @@
 """The command line shared by every entry point in ``experiments/``.
 
 ``python -m experiments.<name> --config=experiments/configs/<name>.py[:variant[,field=value]]
-[--config.field=value ...] [--workdir=DIR]``. Without ``--workdir`` the run goes to
-``runs/<config name>[_<variant>]``; the run resumes automatically if that folder has a checkpoint.
+[--config.field=value ...] [--workdir=DIR] [--deadline=25m]``. Without ``--workdir`` the run goes
+to ``runs/<config name>[_<variant>]``; the run resumes automatically if that folder has a
+checkpoint.
 
-Bad input is one line on stderr and exit status 2, never a traceback: an unknown variant, an
-unknown field or an unparsable value (in the ``:variant,field=value`` argument or as
-``--config.field=value``) is reported here, while flags are parsed; an impossible value is
-reported by ``trainer.train``, which validates the config before it creates anything.
-
-SIGTERM (a preemption notice) or SIGINT (Ctrl-C) during training: the step in flight ends, a
-checkpoint of that step is written, one line says where the run stopped and the command that
-resumes it (the same command), and the process exits with status 128 + the signal's number
-(143 for SIGTERM, 130 for SIGINT), as a shell reports a process ended by that signal.
-``--deadline=25m`` (seconds, or a number with s / m / h) stops the same way once that much wall
-time has passed since the start, with exit status 124; an evaluation that would end past it is
-not started (it runs first when the run resumes). The exit mapping and the deadline's parsing
-are `disentangle.command_line`'s, shared with ``experiments.reproduce``.
+An unknown variant, an unknown field or an unparsable value (in the ``:variant,field=value``
+argument or as ``--config.field=value``) is one line here, while flags are parsed; an impossible
+value is reported by the config's validation before the run is announced. The exit statuses and
+``--deadline`` are `disentangle.command_line`'s (`exits`); the behaviour they give a run is
+described once in docs/reliability.md.
 """
 from __future__ import annotations
 

@@ -8,19 +8,14 @@ host only at log steps; the evaluators run every ``eval_every`` steps, beside th
 (``eval.background``, `disentangle.train.background`: one evaluation in flight on a worker
 thread, reading copies of that step's parameters; the eval points of every run encoded in one
 call on the device when the factory offers ``runs_encoder``); checkpoints are written
-atomically every ``checkpoint_every`` steps and at the end. A non-finite loss stops the run with
-:class:`NonFiniteError` before anything bad is saved. SIGTERM or SIGINT during the loop
-(`disentangle.train.preemption`): the step in flight ends, a checkpoint of that step is written
-(every process stopping at the same step), the writers are closed and
-`preemption.Preempted` is raised; training again in the same workdir resumes bitwise. A
-``deadline`` stops the run the same way (`preemption.DeadlineReached`) at the first step that
-ends past it; an evaluation that would end past it (as long as the last one took; the first of
-the process: its encoding estimated from one timed batch, `evaluation.duration`) is not
-started: the run stops at that step with a line saying so and the resumed run evaluates it first (``eval_pending.json``
-in the workdir says which step; it also names the evaluation in flight, so that a run killed
-during it evaluates that step again). A stop waits for the evaluation in flight. Any exception
-out of the loop (an evaluation's too, at the next step) closes the writers, the selectors and
-the checkpointer too, as a normal end and a stop do.
+atomically every ``checkpoint_every`` steps and at the end. A non-finite loss raises
+:class:`NonFiniteError` before anything bad is saved. A signal (`disentangle.train.preemption`) or
+``deadline`` ends the loop at a step with a checkpoint, closed writers and `preemption.Preempted`
+(`preemption.DeadlineReached`); an evaluation that would end past the deadline (as long as the
+last one took; the first: its encoding estimated from one timed batch, `evaluation.duration`) is
+not started and is owed to the resumed run (``eval_pending.json``). Any exception out of the loop closes the writers, the
+selectors and the checkpointer too. What a user sees of this (stops, resumes, kills):
+docs/reliability.md.
 
 ``config.num_seeds = N > 1`` and ``config.sweep`` train R runs (sweep points x seeds,
 `disentangle.train.runs`) in one program over stacked parameters, optimiser states, rng and
