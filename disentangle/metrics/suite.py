@@ -127,7 +127,7 @@ def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
     del with_codes
     r, train_acc, test_acc = dci.importance_matrix(x_tr, y_tr, x_te, y_te, groups, seed,
-                                                   trees=s["trees"])
+                                                   trees=s["trees"], estimators=s["estimators"])
     return {"disentanglement": dci.disentanglement(r), "completeness": dci.completeness(r),
             "informativeness_train": train_acc, "informativeness_test": test_acc,
             "importance_matrix": r}
