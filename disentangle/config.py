@@ -110,6 +110,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.estimators = "current"       # the suite's scikit-learn classifiers: 'current' (the pinned
                                       # version's defaults) / 'study2019' (0.20's, as Locatello et
                                       # al.'s study ran them: metrics/estimators.py)
+  c.eval.representation = "mean"      # what disentanglement_lib's suite scores: 'mean' / 'sampled'
+                                      # (mean + sigma eps) / 'both', as its mean.gin and
+                                      # sampled.gin postprocessing (metrics/postprocess.py)
   c.eval.udr_correlation = "lasso"    # UDR's R across a row's seeds (aggregate, metrics/udr.py):
                                       # 'lasso' (disentanglement_lib's default) / 'spearman'
   # Which checkpoint the results report beside the final one (train/selection.py):
@@ -329,6 +332,7 @@ RULES: dict[str, Rule] = {
     "eval.suite_points": NONNEG,
     "eval.dci_trees": one_of("together", "sklearn"),
     "eval.estimators": one_of("current", "study2019"),
+    "eval.representation": one_of("mean", "sampled", "both"),
     "eval.udr_correlation": one_of("lasso", "spearman"),
     "eval.select": one_of("final", "best_validation", "best_metric"),
     "mesh.num_devices": NONNEG,

@@ -205,9 +205,12 @@ def _under(h, node):
   return h == node
 
 
-def _reference_tree(x32, g, h, factor, rank, depth):
+def _reference_tree(x32, g, h, factor, rank, depth, min_impurity=bt.EPSILON,
+                    feature_threshold=0.0):
   """One tree, node by node, as scikit-learn's depth-first builder: features visited in the order
-  of ``rank`` [depth, F, 2^(depth - 1)], positions in increasing order, strict improvement."""
+  of ``rank`` [depth, F, 2^(depth - 1)], positions in increasing order, strict improvement; a
+  node at impurity <= ``min_impurity`` a leaf, no split between values within
+  ``feature_threshold`` (the sum in float32)."""
   n, nf = x32.shape
   feature = np.full(2**depth - 1, -1)
   threshold = np.zeros(2**depth - 1)
@@ -220,7 +223,7 @@ def _reference_tree(x32, g, h, factor, rank, depth):
 
   def build(idx, node, d):
     imp = impurity(idx)
-    if d == depth or len(idx) < 2 or imp <= bt.EPSILON:
+    if d == depth or len(idx) < 2 or imp <= min_impurity:
       leaf[idx] = node
       return
     j = node - (2**d - 1)
@@ -229,7 +232,7 @@ def _reference_tree(x32, g, h, factor, rank, depth):
       o = idx[np.argsort(x32[idx, f], kind="stable")]
       xs, gs = x32[o, f], g[o]
       for p in range(1, len(o)):
-        if xs[p] <= xs[p - 1]:
+        if xs[p] <= xs[p - 1] + np.float32(feature_threshold):
           continue
         s_l, s_r, n_l, n_r = gs[:p].sum(), gs[p:].sum(), p, len(o) - p
         proxy = (s_r * n_l - s_l * n_r)**2 / (n_l * n_r)
@@ -349,8 +352,116 @@ def test_columns_fitted_together_equal_each_alone():
     np.testing.assert_allclose(bt.decision_function(model, x), bt.decision_function(alone, x))
 
 
+def _study2019_reference(x32, y, stages, depth=3, rate=0.1):
+  """scikit-learn 0.20's GradientBoostingClassifier().fit written out (gradient_boosting.py of
+  0.20.4): raw scores from ``init_`` (K > 2: PriorProbabilityEstimator, the priors themselves;
+  K = 2: LogOddsEstimator, log(pos / neg)); `_fit_stage` loops over the classes k, each
+  residual y_k - softmax(raw)_k taken from the raw scores the earlier classes of the stage
+  already moved (`update_terminal_regions` adds rate x leaf value in place); leaves by one
+  Newton step, sum(residual) (K - 1) / K / sum((y - residual) (1 - y + residual)); trees with
+  min_impurity_split 1e-7 and FEATURE_THRESHOLD 1e-7 (tree.py:286, _splitter.pyx).
+  Returns (raw [n, trees], [(stage, class, feature, threshold, value, importance)]), the 0.20
+  importances (sum over stages of the stage's mean over its trees, normalised)."""
+  classes = np.unique(y)
+  k = len(classes)
+  counts = np.array([(y == c).sum() for c in classes], np.float64)
+  if k == 2:
+    raw = np.full((len(y), 1), np.log(counts[1] / counts[0]))
+    targets = (y == classes[1]).astype(np.float64)[:, None]
+  else:
+    raw = np.tile(counts / counts.sum(), (len(y), 1))
+    targets = (y[:, None] == classes[None, :]).astype(np.float64)
+  rank = np.zeros((depth, x32.shape[1], 2**(depth - 1)))
+  trees, total = [], np.zeros(x32.shape[1])
+  for i in range(stages):
+    stage = np.zeros(x32.shape[1])
+    for c in range(raw.shape[1]):
+      if k == 2:
+        p = 1.0 / (1.0 + np.exp(-raw[:, 0]))
+      else:
+        e = np.exp(raw - raw.max(axis=1, keepdims=True))
+        p = (e / e.sum(axis=1, keepdims=True))[:, c]
+      residual = targets[:, c] - p
+      h = (targets[:, c] - residual) * (1.0 - targets[:, c] + residual)
+      f, thr, val, imp, leaf = _reference_tree(x32, residual, h, (k - 1) / k if k > 2 else 1.0,
+                                               rank, depth, min_impurity=1e-7,
+                                               feature_threshold=1e-7)
+      raw[:, c] += rate * val[leaf]
+      trees.append((i, c, f, thr, val, imp))
+      stage += imp / raw.shape[1]
+    total += stage
+  return raw, trees, total / total.sum()
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_study2019_equals_sklearn_020_written_out(k):
+  # One feature (no ties between features); values on a 0.01 grid with float32 neighbours, some
+  # within 1e-7 of each other (0.20 never splits between those).
+  rng = np.random.default_rng(10 + k)
+  x, y = _one_feature(240, k, rng)
+  x[:12, 0] = np.float32(0.5) + np.float32(3e-8) * np.arange(12, dtype=np.float32)
+  stages = 3
+  ours = bt.fit(x, y, num_stages=stages, random_state=0, estimators="study2019")
+  raw, trees, importances = _study2019_reference(x, y, stages)
+  counts = np.bincount(y)
+  np.testing.assert_allclose(ours.init, counts / counts.sum() if k > 2 else
+                             [np.log(counts[1] / counts[0])], rtol=1e-15)
+  for i, c, f, thr, val, _ in trees:
+    np.testing.assert_array_equal(ours.feature[i, c], f)
+    np.testing.assert_array_equal(ours.threshold[i, c], thr)
+    np.testing.assert_allclose(ours.value[i, c], val, rtol=1e-12, atol=1e-15)
+  np.testing.assert_allclose(bt.decision_function(ours, x), raw, rtol=1e-12, atol=1e-13)
+  np.testing.assert_allclose(ours.feature_importances, importances, rtol=1e-12)
+  # The reference can tell the two fits apart: today's differs (log-odds start, one gradient
+  # per stage).
+  if k > 2:
+    today = bt.fit(x, y, num_stages=stages, random_state=0)
+    assert np.abs(bt.decision_function(today, x) - raw).max() > 1e-3
+
+
+@pytest.mark.parametrize("value", [1e-3, 0.33, 1000.0])
+def test_study2019_does_not_split_float32_neighbours_within_1e_7(value):
+  # 0.20's splitter skips x_{p+1} <= x_p + FEATURE_THRESHOLD, both float32 (1e-7): the sum
+  # rounds to x_p where the float32 step exceeds 2e-7 (|x| >= 2).
+  a = np.float32(value)
+  b = np.nextafter(a, np.float32(np.inf))
+  x = np.array([a, a, b] * 2, np.float32)[:, None]
+  y = np.array([0, 0, 1] * 2)
+  ours = bt.fit(x, y, num_stages=1, random_state=0, estimators="study2019")
+  assert (ours.feature[0, 0, 0] >= 0) == bool(b > a + np.float32(1e-7))
+  assert bt.fit(x, y, num_stages=1, random_state=0).feature[0, 0, 0] == 0
+
+
+def test_study2019_keeps_nodes_at_impurity_up_to_1e_7_leaves():
+  # Targets of variance 1e-8: a node today's trees split (impurity > eps), 0.20's keep a leaf
+  # (min_impurity_split 1e-7).
+  x = np.arange(8, dtype=np.float32)[:, None]
+  g = 0.5 + 1e-4 * np.array([1, 1, 1, 1, -1, -1, -1, -1], np.float64)
+  h = np.full(8, 0.25)
+  rank = np.zeros((3, 1, 4))
+  for min_impurity, splits in ((bt.EPSILON, True), (bt.MIN_IMPURITY_SPLIT_020, False)):
+    ref = _reference_tree(x, g, h, 1.0, rank, 3, min_impurity=min_impurity)
+    assert (ref[0][0] >= 0) == splits
+    with jax.enable_x64(True):
+      out = bt._grow(np.tile(g[:, None], (1, 2)), np.tile(h[:, None], (1, 2)), np.ones(2), x,
+                     *bt._presort(x), np.zeros((3, 1, 2, 4)), depth=3, min_impurity=min_impurity)
+    np.testing.assert_array_equal(np.asarray(out[0])[0], ref[0])
+
+
+def test_study2019_columns_fitted_together_equal_each_alone():
+  rng = np.random.default_rng(4)
+  x = rng.normal(size=(200, 1))
+  ys = np.stack([rng.integers(0, 2, 200), rng.integers(0, 3, 200), rng.integers(0, 5, 200)], 1)
+  together = bt.fit_columns(x, ys, num_stages=3, random_state=0, estimators="study2019")
+  for col, model in enumerate(together):
+    alone = bt.fit(x, ys[:, col], num_stages=3, random_state=0, estimators="study2019")
+    np.testing.assert_allclose(bt.decision_function(model, x), bt.decision_function(alone, x))
+
+
 def test_bad_input():
   with pytest.raises(ValueError, match="at least 2 classes"):
     bt.fit(np.zeros((5, 2)), np.ones(5))
   with pytest.raises(ValueError, match="finite"):
     bt.fit(np.full((5, 2), np.nan), np.arange(5) % 2)
+  with pytest.raises(ValueError, match="estimators"):
+    bt.fit(np.zeros((5, 2)), np.arange(5) % 2, estimators="2018")

@@ -271,6 +271,32 @@ def test_records_of_a_tabulated_study_come_back_per_run_in_fractions():
   assert np.allclose([g[3] for g in got], [e[3] for e in expected])
 
 
+def test_the_study_scores_both_representations_and_each_cell_names_its_one():
+  table = tables.TABLES["locatello2019_dsprites"]
+  programs = plan.plan_table(table, MODULES, seeds=1, fraction="1/1000", scale=SCALE)
+  assert all(p.config.eval.representation == "both" and p.config.eval.estimators == "study2019"
+             for p in programs)
+  assert "eval.representation='both'" in plan.describe(table, programs, seeds=1,
+                                                       fraction="1/1000")
+  records = {}
+  for p in programs:
+    for k, spec in enumerate(p.runs):
+      mig = {"value": 0.01 * k, "representation": "mean",
+             "sampled": {"value": 0.5 + 0.01 * k, "representation": "sampled"}}
+      results = {"dataset": {"comparable_with_published": False, "source": "render"},
+                 "checkpoint": {"step": p.num_steps, "final": True}, "metrics": {"mig": mig}}
+      records[spec.run_dir] = {"run_dir": spec.run_dir, "config": {}, "results": results}
+  data = render.tabulate(table, programs, records, {}, {"fraction": "1/1000", "seeds": 1})
+  assert data["titles"]["mig"] == "MIG [mean]" and data["titles"]["mig:sampled"] == "MIG [sampled]"
+  first = data["lines"][0]["per_seed"][0]["final"]
+  assert first["mig"] == 0.0 and first["mig:sampled"] == 50.0
+  text = render.markdown(data)
+  assert "| MIG [mean] |" in text and "| MIG [sampled] |" in text
+  assert "MIG [mean] 0.00, MIG [sampled] 50.00" in text
+  got = study_figures.records_of_table(data, table.rows)
+  assert {"mig", "mig:sampled"} == set(got[0][3])
+
+
 def test_eval_points_shrink_every_metric_and_are_recorded_and_checked(tmp_path):
   table = tables.TABLES["locatello2019_dsprites"]
   full = plan.plan_table(table, MODULES, seeds=1, fraction="1/1000", scale=SCALE)

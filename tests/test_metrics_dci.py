@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
+from disentangle.metrics import boosted_trees
 from disentangle.metrics import dci
+from disentangle.metrics import downstream
 from disentangle.metrics import registry
 from tests import synthetic_factors as syn
 
@@ -92,3 +94,24 @@ def test_unknown_trees_is_one_line():
   with pytest.raises(ValueError, match="trees must be"):
     dci.importance_matrix(np.zeros((4, 1)), np.zeros((4, 1)), np.zeros((4, 1)),
                           np.zeros((4, 1)), trees="xgboost")
+
+
+def test_study2019_trees_are_scikit_learn_020s_fit():
+  # eval.estimators='study2019' reaches the trees of DCI, the downstream task and the reduced
+  # task: each equals `boosted_trees` fitted the 0.20 way, and differs from today's fit.
+  rng = np.random.default_rng(3)
+  y = np.stack([rng.integers(0, 3, 200), rng.integers(0, 4, 200)], 1)
+  x = y + 0.8 * rng.normal(size=(200, 2))
+  r, train_acc, _ = dci.importance_matrix(x, y, x, y, random_state=1, estimators="study2019")
+  models = boosted_trees.fit_columns(x, y, random_state=1, estimators="study2019")
+  np.testing.assert_allclose(r, np.stack([m.feature_importances for m in models], 1))
+  assert train_acc == np.mean([np.mean(boosted_trees.predict(m, x) == y[:, k])
+                               for k, m in enumerate(models)])
+  today = dci.importance_matrix(x, y, x, y, random_state=1)[0]
+  assert np.abs(today - r).max() > 1e-6
+  predict = downstream.fit("gradient_boosting_classifier", x, y[:, 1], 1,
+                           estimators="study2019")
+  alone = boosted_trees.fit(x, y[:, 1], random_state=1, estimators="study2019")
+  np.testing.assert_array_equal(predict(x), boosted_trees.predict(alone, x))
+  assert downstream.predictor_settings("gradient_boosting_classifier",
+                                       "study2019")["fit"].startswith("scikit-learn 0.20")

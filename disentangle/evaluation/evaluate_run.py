@@ -463,6 +463,7 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                   mig_factors=config.eval.get("mig_factors", "protocol"),
                   partedvae_score_points="all" if variance_points is None else int(variance_points),
                   use_discrete=config.eval.get("use_discrete", "protocol"),
+                  representation=config.eval.get("representation", "mean"),
                   eval_overrides=dict(eval_overrides or {}),
                   conv_impl=config.model.conv_impl, metric_rng="default_rng([seed, step])")
   runs = []

@@ -47,6 +47,36 @@ Where two differ, the numbers differ as scikit-learn's own do between two seeds:
 `tests/test_boosted_trees.py` checks every tree against scikit-learn's on one feature (no ties
 between features), the trees of a stage against a node-by-node reference with the same order of
 features, and the importances against scikit-learn's spread over seeds.
+
+``estimators='study2019'``: scikit-learn 0.20's fit, as disentanglement_lib's study ran it
+(``sklearn/ensemble/gradient_boosting.py`` and ``sklearn/tree/tree.py`` of 0.20.4, where it
+departs from the above):
+
+- the start (``init_``, `fit` line 1421-1424): K > 2 classes, ``PriorProbabilityEstimator``
+  (lines 214-253): the class priors themselves as raw scores, p_k = count_k / n (not their
+  logarithms; fixed in 0.21); two classes, ``LogOddsEstimator`` (lines 159-206): log(pos / neg),
+  today's start without the clipping;
+- the stage (``_fit_stage``, lines 1158-1204): ``for k in range(K)`` the residual of class k,
+  y_k - softmax(raw)_k (``MultinomialDeviance.negative_gradient``, line 916), is taken from the
+  raw scores that the trees of classes 0..k-1 of the same stage already moved
+  (``update_terminal_regions``, lines 400-402, adds 0.1 x leaf value to ``y_pred[:, k]`` in
+  place; 0.21 took every gradient from a copy made at the stage's start), so the trees of one
+  model's stage are grown class after class (the k-th class of every model at once, in blocks
+  of `SEQUENTIAL_BLOCK`); the leaves, the same Newton step (lines 919-937);
+- the trees (``DecisionTreeRegressor`` with ``min_impurity_split=None`` -> 1e-7, tree.py line
+  286): a node at MSE impurity <= 1e-7 stays a leaf (today: <= float64 eps); the splitter
+  (``_splitter.pyx``, ``cdef DTYPE_t FEATURE_THRESHOLD = 1e-7``, float32) never splits between
+  sorted values x_p, x_(p+1) with x_(p+1) <= x_p + 1e-7 in float32 arithmetic (this takes effect
+  where |x| < 2; the pinned version's does not);
+- the importances (``feature_importances_``, lines 1619-1637): the sum over the stages of the
+  mean over a stage's K trees of the unnormalised importances, normalised; the mean over the
+  trees that split, normalised, is the same vector (a scalar apart).
+
+Checked against 0.20.4 itself (Python 3.7, outside this project): on one feature (no ties
+between features) the raw predictions agree to 1e-15 after 20 stages with 2, 3 and 5 classes
+and float32 neighbours 3e-8 apart; with several features they differ as 0.20.4's own do
+between two ``random_state`` values. `tests/test_boosted_trees.py` checks the first stages
+against 0.20's fit written out in numpy.
 """
 from __future__ import annotations
 
@@ -79,19 +109,27 @@ class Model(NamedTuple):
   feature_importances: np.ndarray
 
 
-def _presort(x32: np.ndarray):
+def _presort(x32: np.ndarray, feature_threshold: float = 0.0):
   """The features by kind: those with more than two values, scanned in sorted order (their
   indices, sample order [F', n], sorted values, and for each sorted position the first position
   with a larger value), and those with two (their indices and lower values: one split each).
-  A constant feature is neither: it never splits a node."""
+  A constant feature is neither: it never splits a node.
+
+  ``feature_threshold`` > 0 (scikit-learn 0.20's ``FEATURE_THRESHOLD``, module doc): a value
+  counts as larger only above v + threshold, the sum taken in float32, so no split falls
+  between two values that close; a two-valued feature that close counts as constant."""
   distinct = [np.unique(col) for col in x32.T]
+  if feature_threshold:
+    step = np.float32(feature_threshold)
+    distinct = [u if len(u) != 2 or u[1] > u[0] + step else u[:1] for u in distinct]
   scan = np.array([f for f, u in enumerate(distinct) if len(u) > 2], np.int32)
   two = np.array([f for f, u in enumerate(distinct) if len(u) == 2], np.int32)
   order = np.argsort(x32[:, scan], axis=0, kind="stable").T.copy().astype(np.int32)
   values = np.take_along_axis(x32[:, scan], order.T, axis=0).T.copy()
   past = np.zeros(values.shape, np.int32)
   for i, v in enumerate(values):
-    past[i] = np.searchsorted(v, v, side="right")
+    above = v + np.float32(feature_threshold) if feature_threshold else v
+    past[i] = np.searchsorted(v, above, side="right")
   low = np.array([distinct[f][0] for f in two], np.float32)
   return scan, order, values, past, two, low
 
@@ -209,12 +247,13 @@ def _two_valued(best_state, g, nd, open_, count, total, x32, two, low, rank, *, 
   return best, best_rank, best_f, best_xa
 
 
-@functools.partial(jax.jit, static_argnames=("depth",))
-def _grow(g, h, factor, x32, scan, order, values, past, two, low, rank, *, depth):
+@functools.partial(jax.jit, static_argnames=("depth", "min_impurity"))
+def _grow(g, h, factor, x32, scan, order, values, past, two, low, rank, *, depth,
+          min_impurity=EPSILON):
   """Trees of depth ``depth`` fitted to the columns of ``g`` [n, T], grown together, level by
   level; leaf values sum(g) / sum(h) x ``factor`` [T]; the features as `_presort` sorts them;
   features that tie for a node's best split are taken in the order ``rank`` [depth, F, T,
-  2^(depth - 1)].
+  2^(depth - 1)]; a node at MSE impurity <= ``min_impurity`` stays a leaf.
 
   Returns (feature [T, 2^depth - 1], threshold, leaf values [T, 2^(depth + 1) - 1], importance
   [T, F], leaf of each sample [n, T])."""
@@ -240,7 +279,7 @@ def _grow(g, h, factor, x32, scan, order, values, past, two, low, rank, *, depth
     if d == depth:
       split = jnp.zeros((t, width), bool)
     else:
-      open_ = (count >= 2) & (impurity > EPSILON)
+      open_ = (count >= 2) & (impurity > min_impurity)
       state, parents = _level_search(
           g, nd, open_, parents, scan, order, values, past, rank[d, :, :, :width], width=width,
           keep=d + 1 < depth)
@@ -279,21 +318,43 @@ def _grow(g, h, factor, x32, scan, order, values, past, two, low, rank, *, depth
   return feature, threshold, value, importance, leaf
 
 
+FITS = ("current", "study2019")  # `fit_columns`' ``estimators`` (module doc)
+MIN_IMPURITY_SPLIT_020 = 1e-7   # scikit-learn 0.20 tree.py:286, min_impurity_split=None -> 1e-7
+FEATURE_THRESHOLD_020 = 1e-7    # scikit-learn 0.20 _splitter.pyx, cdef DTYPE_t (float32)
+SEQUENTIAL_BLOCK = 8            # trees per compiled call where a stage's classes come in turn
+FIT_WORDS = {
+    "current": "scikit-learn >= 0.21 (log-prior start, a stage's gradients from the previous "
+               "stage)",
+    "study2019": "scikit-learn 0.20 (prior start, each class's gradient after the earlier "
+                 "classes of the stage; min_impurity_split and FEATURE_THRESHOLD 1e-7)",
+}
+
+
 def fit(x: np.ndarray, y: np.ndarray, *, num_stages: int = NUM_STAGES,
-        learning_rate: float = LEARNING_RATE, depth: int = MAX_DEPTH, random_state=None) -> Model:
+        learning_rate: float = LEARNING_RATE, depth: int = MAX_DEPTH, random_state=None,
+        estimators: str = "current") -> Model:
   """``GradientBoostingClassifier(n_estimators=num_stages, learning_rate=learning_rate,
   max_depth=depth, random_state=random_state).fit(x, y)`` (module doc), as a `Model`;
-  ``random_state`` (an int, a numpy Generator or None) orders the features that tie."""
+  ``random_state`` (an int, a numpy Generator or None) orders the features that tie;
+  ``estimators``: today's fit ('current') or scikit-learn 0.20's ('study2019')."""
   y = np.asarray(y)
   return fit_columns(x, y[:, None], num_stages=num_stages, learning_rate=learning_rate,
-                     depth=depth, random_state=random_state)[0]
+                     depth=depth, random_state=random_state, estimators=estimators)[0]
 
 
 def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
                 learning_rate: float = LEARNING_RATE, depth: int = MAX_DEPTH,
-                random_state=None) -> list[Model]:
+                random_state=None, estimators: str = "current") -> list[Model]:
   """`fit` of ``x`` to each column of ``ys`` [n, m] (one model per column: the trees of every
-  model's stage are grown together)."""
+  model's stage are grown together; under 'study2019' the trees of every model's k-th class).
+
+  ``estimators='study2019'``: scikit-learn 0.20's multi-class fit (module doc): raw scores
+  start at the class priors and, within a stage, class k's gradient is taken after the trees of
+  classes 0..k-1 of the same stage have updated the raw scores; nodes at impurity <= 1e-7 stay
+  leaves and no split falls between float32 values within 1e-7."""
+  if estimators not in FITS:
+    raise ValueError(f"estimators must be one of {list(FITS)}, got {estimators!r}")
+  study = estimators == "study2019"
   rng = np.random.default_rng(random_state)
   x32 = np.ascontiguousarray(x, dtype=np.float32)
   ys = np.asarray(ys)
@@ -308,13 +369,17 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
     k = len(classes)
     if k < 2:
       raise ValueError(f"fit needs at least 2 classes, got {k}")
-    prior = np.clip(np.bincount(labels, minlength=k) / n, eps, 1 - eps)
+    counts = np.bincount(labels, minlength=k)
+    prior = np.clip(counts / n, eps, 1 - eps)
     if k == 2:  # one tree a stage, the logistic link
-      inits.append(np.log(prior[1:] / (1.0 - prior[1:])))
+      # 0.20's LogOddsEstimator (gradient_boosting.py:159-206): log(pos / neg), unclipped.
+      inits.append(np.log(counts[1:] / counts[:1]) if study else
+                   np.log(prior[1:] / (1.0 - prior[1:])))
       onehots.append((labels == 1).astype(np.float64)[:, None])
       factors.append(np.ones(1))
     else:
-      inits.append(np.log(prior) - np.mean(np.log(prior)))
+      # 0.20's PriorProbabilityEstimator (gradient_boosting.py:214-253): the priors themselves.
+      inits.append(counts / counts.sum() if study else np.log(prior) - np.mean(np.log(prior)))
       onehots.append(np.eye(k)[labels])
       factors.append(np.full(k, (k - 1) / k))
     models.append(classes)
@@ -323,7 +388,8 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
   t = onehot.shape[1]
   padded = -(-t // BLOCK) * BLOCK
   bounds = np.cumsum([0] + groups)
-  sorted_features = _presort(x32)
+  sorted_features = _presort(x32, FEATURE_THRESHOLD_020 if study else 0.0)
+  min_impurity = MIN_IMPURITY_SPLIT_020 if study else EPSILON
   raw = np.repeat(init[None, :], n, axis=0)
   feature = np.full((num_stages, padded, 2**depth - 1), -1, np.int64)
   threshold = np.zeros((num_stages, padded, 2**depth - 1))
@@ -336,30 +402,56 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
   # Blocks of a stage are independent: on threads (the compiled stage releases the GIL).
   with jax.enable_x64(True), futures.ThreadPoolExecutor(NUM_THREADS) as pool:
     consts = [jnp.asarray(a) for a in (x32, *sorted_features)]
-    for i in range(num_stages):
-      g = np.zeros((n, padded))
-      for a, b in zip(bounds[:-1], bounds[1:]):
-        g[:, a:b] = onehot[:, a:b] - _probability(raw[:, a:b])
-      prob = np.zeros((n, padded))
-      prob[:, :t] = onehot - g[:, :t]
-      h = prob * (1.0 - prob)
-      rank = rng.random((depth, nf, padded, 2**max(depth - 1, 0)))
-      leaves = np.zeros((n, padded), np.int64)
+
+    def grow_blocks(i, columns, g, h, block):
+      """Grows the trees of ``columns`` (targets g, h [n, len(columns)]) at stage ``i``, in
+      blocks of ``block``; records them; returns each sample's leaf [n, len(columns)]."""
+      width = -(-len(columns) // block) * block
+      gp, hp = np.zeros((n, width)), np.zeros((n, width))
+      gp[:, :len(columns)], hp[:, :len(columns)] = g, h
+      fp = np.zeros(width)
+      fp[:len(columns)] = fac[columns]
+      rank = rng.random((depth, nf, width, 2**max(depth - 1, 0)))
+      leaves = np.zeros((n, width), np.int64)
 
       def grow(a):
-        blk = slice(a, a + BLOCK)
+        blk = slice(a, a + block)
         with jax.enable_x64(True):  # the setting is per thread
           return a, jax.device_get(_grow(
-              jnp.asarray(g[:, blk]), jnp.asarray(h[:, blk]), jnp.asarray(fac[blk]), *consts,
-              jnp.asarray(rank[:, :, blk]), depth=depth))
+              jnp.asarray(gp[:, blk]), jnp.asarray(hp[:, blk]), jnp.asarray(fp[blk]), *consts,
+              jnp.asarray(rank[:, :, blk]), depth=depth, min_impurity=min_impurity))
 
-      for a, out in pool.map(grow, range(0, padded, BLOCK)):
-        blk = slice(a, a + BLOCK)
-        feature[i, blk], threshold[i, blk], value[i, blk], imp, leaves[:, blk] = out
-        root = feature[i, blk, 0] >= 0  # scikit-learn averages over the trees that split
-        importance[blk] += np.where(root[:, None], imp, 0.0)
-        relevant[blk] += root
-      raw += learning_rate * value[i, :t][cols, leaves[:, :t]]
+      for a, out in pool.map(grow, range(0, width, block)):
+        blk = slice(a, a + block)
+        tree_cols = np.arange(width)[blk]
+        keep = tree_cols < len(columns)
+        dest = np.asarray(columns)[tree_cols[keep]]
+        f, thr, val, imp, leaf = (np.asarray(o) for o in out)
+        feature[i, dest], threshold[i, dest], value[i, dest] = f[keep], thr[keep], val[keep]
+        leaves[:, blk] = leaf
+        root = f[keep, 0] >= 0  # scikit-learn averages over the trees that split
+        importance[dest] += np.where(root[:, None], imp[keep], 0.0)
+        relevant[dest] += root
+      return leaves[:, :len(columns)]
+
+    for i in range(num_stages):
+      if not study:  # every class's gradient at the stage's start: one pass
+        g = np.zeros((n, t))
+        for a, b in zip(bounds[:-1], bounds[1:]):
+          g[:, a:b] = onehot[:, a:b] - _probability(raw[:, a:b])
+        prob = onehot - g
+        leaves = grow_blocks(i, np.arange(t), g, prob * (1.0 - prob), BLOCK)
+        raw += learning_rate * value[i, :t][cols, leaves]
+        continue
+      # 0.20's _fit_stage (gradient_boosting.py:1158-1204): class k after classes < k.
+      for k in range(max(groups)):
+        columns = np.array([a + k for a, size in zip(bounds[:-1], groups) if size > k])
+        prob = np.stack([_probability(raw[:, a:b])[:, k]
+                         for a, b in zip(bounds[:-1], bounds[1:]) if b - a > k], axis=1)
+        g = onehot[:, columns] - prob
+        prob = onehot[:, columns] - g  # 0.20's (y - residual) (1 - y + residual)
+        leaves = grow_blocks(i, columns, g, prob * (1.0 - prob), SEQUENTIAL_BLOCK)
+        raw[:, columns] += learning_rate * value[i, columns[None, :], leaves]
   out = []
   for m, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
     count = relevant[lo:hi].sum()

@@ -5,8 +5,10 @@ As disentanglement_lib computes it (`evaluation/metrics/dci.py`, study settings
 5,000): one scikit-learn ``GradientBoostingClassifier()`` (default: 100 stages, depth 3, learning
 rate 0.1) per factor on the posterior means; R_ik = |feature importance| of latent i for factor k.
 The classifiers are fitted by `boosted_trees` (``trees='together'``: the same trees, every
-factor's trees of a stage grown at once; 100 stages x 113 trees on dSprites) or by scikit-learn
-itself (``trees='sklearn'``, one tree after the other, its factors on `NUM_JOBS` threads).
+factor's trees of a stage grown at once; 100 stages x 113 trees on dSprites; under
+``eval.estimators='study2019'`` scikit-learn 0.20's multi-class fit, as the study ran it) or by
+scikit-learn itself (``trees='sklearn'``, one tree after the other, its factors on `NUM_JOBS`
+threads; today's fit only).
 
   disentanglement = sum_i rho_i (1 - H_K(P_i.)),  P_ik = R_ik / sum_k R_ik,  rho_i = sum_k R_ik /
                     sum R  (Eq. 1-2; the entropy in base K, 1e-11 added as disentanglement_lib);
@@ -37,13 +39,17 @@ NUM_JOBS = min(2, os.cpu_count() or 1)  # factors fitted at once
 def importance_matrix(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
                       y_test: np.ndarray, groups: Optional[Sequence[np.ndarray]] = None,
                       random_state: int = 0, n_jobs: Optional[int] = None,
-                      trees: str = "together") -> tuple[np.ndarray, float, float]:
+                      trees: str = "together",
+                      estimators: str = "current") -> tuple[np.ndarray, float, float]:
   """(R [latents, factors], mean train accuracy, mean test accuracy); ``trees``: 'together'
-  (`boosted_trees.fit_columns`) or 'sklearn' (on ``n_jobs`` threads, default `NUM_JOBS`)."""
+  (`boosted_trees.fit_columns`, today's fit or, with ``estimators='study2019'``, scikit-learn
+  0.20's) or 'sklearn' (the installed scikit-learn, today's fit whatever ``estimators`` says;
+  on ``n_jobs`` threads, default `NUM_JOBS`)."""
   n_jobs = n_jobs or NUM_JOBS
   groups = groups if groups is not None else [np.array([j]) for j in range(x_train.shape[1])]
   if trees == "together":
-    models = boosted_trees.fit_columns(x_train, y_train, random_state=random_state)
+    models = boosted_trees.fit_columns(x_train, y_train, random_state=random_state,
+                                       estimators=estimators)
     r = np.array([[np.abs(m.feature_importances)[cols].sum() for cols in groups]
                   for m in models]).T
     acc = lambda x, y: float(np.mean([np.mean(boosted_trees.predict(m, x) == y[:, k])

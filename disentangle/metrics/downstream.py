@@ -28,7 +28,8 @@ The classifiers (`utils.make_predictor_fn`, chosen by the gin configs):
   (10 or 100 training points of 40 orientations): such a training size is recorded as not
   computed, with the reason, and the other sizes still run.
 - ``'gradient_boosting_classifier'``: scikit-learn's ``GradientBoostingClassifier()``, fitted
-  by `boosted_trees` (the same model; every factor's trees of a stage grown together).
+  by `boosted_trees` (the same model; every factor's trees of a stage grown together; under
+  'study2019' scikit-learn 0.20's multi-class fit, as the study ran it).
 
 Settings without a study config: disentanglement_lib's experiments set neither the reduced nor
 the strong task; its only bindings are its evaluation tests
@@ -76,7 +77,9 @@ def predictor_settings(predictor: str, estimators: str = estimators_lib.DEFAULT)
                 predictor=predictor)
   if predictor == "gradient_boosting_classifier":
     return {"predictor": predictor, "estimator": "GradientBoostingClassifier",
-            "implementation": "boosted_trees", "n_estimators": boosted_trees.NUM_STAGES,
+            "implementation": "boosted_trees", "estimators": estimators_lib.check(estimators),
+            "fit": boosted_trees.FIT_WORDS[estimators],
+            "n_estimators": boosted_trees.NUM_STAGES,
             "learning_rate": boosted_trees.LEARNING_RATE, "max_depth": boosted_trees.MAX_DEPTH}
   raise ValueError(f"unknown predictor {predictor!r}; choose from {list(PREDICTORS)}")
 
@@ -91,7 +94,7 @@ def fit(predictor: str, x_train: np.ndarray, y_train: np.ndarray, random_state: 
   if len(np.unique(y)) < 2:
     return lambda x: np.full(len(x), y[0])
   if predictor == "gradient_boosting_classifier":
-    model = boosted_trees.fit(x_train, y, random_state=random_state)
+    model = boosted_trees.fit(x_train, y, random_state=random_state, estimators=estimators)
     return lambda x: boosted_trees.predict(model, x)
   model = estimators_lib.logistic_regression_cv(estimators, LOGISTIC_CS, LOGISTIC_FOLDS)
   return estimators_lib.fit(model, x_train, y, log).predict
@@ -107,7 +110,9 @@ def fit_columns(predictor: str, x_train: np.ndarray, y_train: np.ndarray,
   predictors = {}
   fitted = [k for k in range(y_train.shape[1]) if k not in single]
   if predictor == "gradient_boosting_classifier" and fitted:
-    models = boosted_trees.fit_columns(x_train, y_train[:, fitted], random_state=random_state)
+    models = boosted_trees.fit_columns(
+        x_train, y_train[:, fitted], random_state=random_state,
+        estimators=kwargs.get("estimators", estimators_lib.DEFAULT))
     predictors = {k: (lambda x, m=m: boosted_trees.predict(m, x)) for k, m in zip(fitted, models)}
   return [predictors.get(k) or fit(predictor, x_train, y_train[:, k], random_state, **kwargs)
           for k in range(y_train.shape[1])], single
@@ -163,8 +168,9 @@ def reduced_accuracies(predictor: str, x_train: np.ndarray, y_train: np.ndarray,
     for _ in range(num_factors_to_remove):
       key = tuple(left)
       if key not in importance:
-        importance[key] = dci.importance_matrix(x_train[:, left], y_train, x_test[:, left], y_test,
-                                                random_state=random_state, trees=trees)[0]
+        importance[key] = dci.importance_matrix(
+            x_train[:, left], y_train, x_test[:, left], y_test, random_state=random_state,
+            trees=trees, estimators=kwargs.get("estimators", estimators_lib.DEFAULT))[0]
       removed.append(left.pop(int(np.argmax(importance[key][:, f]))))
     acc = accuracies(predictor, x_train[:, left], y_train, x_test[:, left], y_test, random_state,
                      **kwargs)

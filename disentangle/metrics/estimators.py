@@ -23,14 +23,17 @@ is deprecated). ``LinearSVC(dual=True)`` draws its coordinate order from ``rando
 and disentanglement_lib left it at None (numpy's global stream), here it is 0, so a number is a
 function of its inputs.
 
-``GradientBoostingClassifier`` (DCI): 0.20 computed ``feature_importances_`` as the sum over the
-stages of the mean over a stage's trees of the unnormalised impurity importances, normalised to
-sum 1; today's version averages over the trees that split and normalises: the same vector up to
-summation order. Its multi-class fit did differ: 0.20 started from the class priors as raw scores
-(not their logarithms) and computed the gradient of each class's tree after the trees of the
-earlier classes of the same stage had updated the predictions (both fixed in 0.21, scikit-learn
-PRs 12983 and 12715). Neither is reproduced: DCI's trees are today's under both settings, and the
-result says so.
+``GradientBoostingClassifier`` (DCI, the downstream boosted trees, the reduced task, fairness,
+the unified scores' importance matrix): fitted by `boosted_trees`, today's multi-class fit under
+'current' and 0.20's under 'study2019': 0.20 started from the class priors as raw scores (not
+their logarithms) and computed the gradient of each class's tree after the trees of the earlier
+classes of the same stage had updated the predictions (both fixed in 0.21, scikit-learn PRs
+12983 and 12715), and its trees kept nodes at impurity <= 1e-7 as leaves
+(`boosted_trees` module doc, with the lines of 0.20's source). 0.20 computed
+``feature_importances_`` as the sum over the stages of the mean over a stage's trees of the
+unnormalised impurity importances, normalised to sum 1; today's version averages over the trees
+that split and normalises: the same vector up to summation order. With ``eval.dci_trees=
+'sklearn'`` DCI's trees are the installed scikit-learn's (today's fit), and the result says so.
 
 Every fit goes through `fit`, which silences scikit-learn's ``ConvergenceWarning`` and counts a
 fit whose iterations reached ``max_iter`` in a `FitLog`; the metric's result carries the log's

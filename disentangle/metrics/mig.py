@@ -126,7 +126,7 @@ def mutual_information_matrix_sampled(rep: Representation, factors: np.ndarray,
                                       num_samples: Optional[int]) -> np.ndarray:
   """Chen et al.'s I(z_j; v_k) = H(z_j) - H(z_j | v_k) [dims, K] (+ the discrete codes' rows)."""
   if rep.logvar is None:
-    raise ValueError("the sampled MIG estimator needs posterior log-variances")
+    raise MetricInputError("the sampled MIG estimator needs posterior log-variances")
   n = rep.num_examples
   z_all = sample_posterior(rep.mean, rep.logvar, rng, None)  # one sample per point
   def entropy_over(index):

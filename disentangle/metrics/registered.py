@@ -280,7 +280,7 @@ registry.register(registry.Metric("factor_score", "score", _factor_score, _facto
                 training_flag="factor_score", ground_truth=True, sampled=True,
                 describe=_describe_score))
 registry.register(registry.Metric("mig", "MIG", _mig, _mig_settings, training_flag="mig", ground_truth=True,
-                sampled=True, logged=_mig_logged, describe=_describe_mig))
+                sampled=True, postprocessed=True, logged=_mig_logged, describe=_describe_mig))
 registry.register(registry.Metric("shape_accuracy", "shape acc.", _shape_accuracy,
                 lambda cfg, stage: {"num_points": registry.MIG_NUM_POINTS}, ground_truth=True,
                 sampled=True, describe=_describe_accuracy))

@@ -23,6 +23,12 @@ metrics never moves another metric's number. ``eval.repeats`` = R > 1 runs every
 samples (``Metric.sampled``) R times from R such streams; its result is the first repeat's with
 ``value`` the mean, ``value_std`` the standard deviation (ddof 1) and ``values`` the R values.
 
+Representations (``eval.representation``, `postprocess`): in the run stage the metrics of
+disentanglement_lib's suite (``Metric.postprocessed``) score the posterior mean ('mean', the
+default), a sample of the posterior ('sampled') or both, as disentanglement_lib's ``mean.gin``
+and ``sampled.gin`` postprocessing; the sample's noise has a stream of its own per metric and
+repeat, the points are the mean's.
+
 Order: metrics run in registration order, except that the ground-truth metrics (which read the
 whole dataset's encodings in the run stage) run first in ``"run"`` and last in ``"training"``.
 
@@ -39,6 +45,7 @@ import zlib
 
 import numpy as np
 
+from disentangle.metrics import postprocess
 from disentangle.metrics.representation import Representation
 from disentangle.metrics.sampling import MetricInputError
 
@@ -144,6 +151,9 @@ class Metric:
       the unified scores); None: always on there.
     ground_truth: reads ``Inputs.ground_truth`` (ordering, see the module doc).
     sampled: its number depends on its random stream (``eval.repeats`` repeats it).
+    postprocessed: one of disentanglement_lib's metrics, which score its postprocessed
+      representations: in the run stage scored on each of ``eval.representation``
+      (`postprocess`: the mean, a sample of the posterior, or both).
     tabulated: its ``value`` is a fraction for the tables over seeds (aggregate: in percent).
     logged: result -> the flat ``eval/...`` scalars logged at eval steps (default {name: value}).
     describe: result -> one line of settings for the report.
@@ -156,6 +166,7 @@ class Metric:
   run_flag: Optional[str] = None
   ground_truth: bool = False
   sampled: bool = False
+  postprocessed: bool = False
   tabulated: bool = True
   logged: Optional[Callable[[dict], dict]] = None
   describe: Callable[[dict], str] = lambda result: ""
@@ -222,13 +233,20 @@ def run(inputs: Inputs, eval_config, *, names=None, overrides: Optional[dict] = 
   repeats = int(setting(eval_config, "repeats", 1))
   if repeats < 1:
     raise ValueError(f"eval.repeats must be at least 1, got {repeats}")
+  choice = postprocess.check(setting(eval_config, "representation", postprocess.DEFAULT))
   results, timings = {}, {}
   for m in ordered(inputs.stage):
     if (names is not None and m.name not in names) or not m.enabled(eval_config, inputs.stage):
       continue
     t0 = clock()
+    n = repeats if m.sampled else 1
     try:
-      result = _repeated(m, inputs, settings[m.name], repeats if m.sampled else 1)
+      if m.postprocessed and inputs.stage == "run" and choice != "mean":
+        on = {r: _repeated(m, inputs, settings[m.name], n, representation=r)
+              for r in postprocess.scored(choice)}
+        result = postprocess.label(on.get("mean"), on.get("sampled"), choice)
+      else:
+        result = _repeated(m, inputs, settings[m.name], n)
     except MetricInputError as e:
       line = f"{m.name}: {e}"
       logging.warning("metric not computed: %s", line)
@@ -241,11 +259,17 @@ def run(inputs: Inputs, eval_config, *, names=None, overrides: Optional[dict] = 
   return results, timings
 
 
-def _repeated(m: Metric, inputs: Inputs, settings: dict, repeats: int) -> Optional[dict]:
-  """``m`` on ``repeats`` streams of its own; the mean and std across them when more than one."""
+def _repeated(m: Metric, inputs: Inputs, settings: dict, repeats: int,
+              representation: str = "mean") -> Optional[dict]:
+  """``m`` on ``repeats`` streams of its own; the mean and std across them when more than one;
+  ``representation='sampled'``: on a sample of the posterior (`postprocess.sampled_inputs`,
+  eps from the stream of ``"sampled:" + name``), the points drawn as for the mean."""
   outs = []
   for r in range(repeats):
     own = dataclasses.replace(inputs, rng=metric_rng(inputs.rng, m.name, r))
+    if representation == "sampled":
+      own = postprocess.sampled_inputs(
+          own, metric_rng(inputs.rng, postprocess.STREAM_PREFIX + m.name, r))
     out = m.compute(own, settings)
     if out is None:
       return None

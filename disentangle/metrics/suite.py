@@ -74,7 +74,7 @@ def _beta_vae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
 registry.register(registry.Metric(
     "factor_score_dlib", "FactorVAE score (dlib)", _factor_score_dlib,
     lambda cfg, stage: dict(_votes(cfg), use_discrete=common.use_discrete(cfg)),
-    training_flag="", ground_truth=True, sampled=True,
+    training_flag="", ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: (f"{common.describe_protocols(m, 'eval_accuracy')}: {m['num_votes']} "
                         f"train / {m['num_eval_votes']} eval votes x {m['batch_size']}, "
                         f"variances over {m['num_variance_points']} points, std pruning "
@@ -86,7 +86,7 @@ registry.register(registry.Metric(
                         "num_eval": common.points(cfg, beta_vae.NUM_EVAL, half=True),
                         "use_discrete": common.use_discrete(cfg),
                         "estimators": common.estimators_of(cfg)},
-    training_flag="", ground_truth=True, sampled=True,
+    training_flag="", ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: (f"{common.describe_protocols(m, 'eval_accuracy')}: {m['num_train']} "
                         f"train / {m['num_eval']} eval points, pairs of {m['batch_size']}, "
                         f"{m['classifier']}, train accuracy {m['train_accuracy']:.4f}")))
@@ -127,7 +127,7 @@ def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
     del with_codes
     r, train_acc, test_acc = dci.importance_matrix(x_tr, y_tr, x_te, y_te, groups, seed,
-                                                   trees=s["trees"])
+                                                   trees=s["trees"], estimators=s["estimators"])
     return {"disentanglement": dci.disentanglement(r), "completeness": dci.completeness(r),
             "informativeness_train": train_acc, "informativeness_test": test_acc,
             "importance_matrix": r}
@@ -212,7 +212,7 @@ _KEYS = ("gaussian_total_correlation", "gaussian_wasserstein_correlation",
 
 registry.register(registry.Metric(
     "sap", "SAP", _sap, common.split_settings(sap, continuous_factors=False), training_flag="",
-    ground_truth=True, sampled=True,
+    ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: (f"{common.describe_protocols(m, 'score')}: {m['num_train']} train / "
                         f"{m['num_test']} test points, {m['classifier']}")))
 
@@ -224,7 +224,7 @@ def _dci_settings(cfg, stage):
 
 registry.register(registry.Metric(
     "dci", "DCI disentanglement", _dci, _dci_settings, training_flag="",
-    ground_truth=True, sampled=True,
+    ground_truth=True, sampled=True, postprocessed=True,
     logged=lambda m: {f"dci_{k}": m[k] for k in ("disentanglement", "completeness",
                                                  "informativeness_train",
                                                  "informativeness_test")},
@@ -235,7 +235,7 @@ registry.register(registry.Metric(
 registry.register(registry.Metric(
     "modularity", "modularity", _modularity,
     common.split_settings(modularity, num_bins=modularity.NUM_BINS), training_flag="",
-    ground_truth=True, sampled=True, logged=_explicitness_logged,
+    ground_truth=True, sampled=True, postprocessed=True, logged=_explicitness_logged,
     describe=lambda m: (f"{common.describe_protocols(m, 'modularity')}: explicitness "
                         f"{m['explicitness_train']:.4f} / {m['explicitness_test']:.4f} (train / "
                         f"test ROC-AUC), {m['num_bins']} bins, {m['num_train']} / "
@@ -244,7 +244,7 @@ registry.register(registry.Metric(
     "irs", "IRS", _irs,
     lambda cfg, stage: {"num_train": common.points(cfg, irs.NUM_TRAIN), "num_bins": irs.NUM_BINS,
                         "diff_quantile": irs.DIFF_QUANTILE},
-    training_flag="", ground_truth=True, sampled=True,
+    training_flag="", ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: (f"{m['protocol']}: {m['num_train']} points, factors in {m['num_bins']} "
                         f"bins, quantile {m['diff_quantile']}, {m['num_active_dims']} active "
                         f"dims")))
@@ -253,7 +253,7 @@ registry.register(registry.Metric(
     lambda cfg, stage: {"num_train": common.points(cfg, unsupervised.NUM_TRAIN),
                         "num_bins": unsupervised.NUM_BINS,
                         "use_discrete": common.use_discrete(cfg)},
-    training_flag="", sampled=True, tabulated=False,
+    training_flag="", sampled=True, postprocessed=True, tabulated=False,
     logged=lambda m: {k: m[k] for k in _KEYS},
     describe=lambda m: (f"{common.describe_protocols(m, 'gaussian_total_correlation')}: "
                         + ", ".join(f"{k} {m[k]:.4f}" for k in _KEYS[1:])

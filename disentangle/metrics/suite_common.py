@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from disentangle.metrics import boosted_trees
 from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
@@ -115,10 +116,10 @@ DCI_TREES = {
 
 
 def dci_estimator(s: dict) -> dict:
-  """DCI's trees as recorded: today's fit under either ``eval.estimators`` (`estimators`)."""
+  """DCI's trees as recorded: ``eval.estimators``' fit (`boosted_trees.FIT_WORDS`); the
+  installed scikit-learn's (today's) with ``eval.dci_trees='sklearn'``."""
+  together = s["trees"] == "together"
   return {"estimator": "GradientBoostingClassifier", "estimators": s["estimators"],
-          "implementation": ("disentangle.metrics.boosted_trees" if s["trees"] == "together"
-                             else "sklearn"),
-          "fit": "scikit-learn >= 0.21 (log-prior start, a stage's gradients from the previous "
-                 "stage); 0.20's multi-class fit is not reproduced",
+          "implementation": "disentangle.metrics.boosted_trees" if together else "sklearn",
+          "fit": boosted_trees.FIT_WORDS[s["estimators"] if together else "current"],
           "n_estimators": 100, "max_depth": 3, "learning_rate": 0.1, "converged": True}

@@ -203,18 +203,18 @@ _GBT = "gradient_boosting_classifier"
 registry.register(registry.Metric(
     "downstream_logistic", "downstream acc. (logistic)", _downstream,
     _task_settings("logistic_regression_cv", downstream.NUM_TRAIN, downstream.NUM_TEST),
-    training_flag="", run_flag="downstream", ground_truth=True, sampled=True,
+    training_flag="", run_flag="downstream", ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: _describe_task(m, "mean_test_accuracy")))
 registry.register(registry.Metric(
     "downstream_trees", "downstream acc. (boosted trees)", _downstream,
     _task_settings(_GBT, downstream.NUM_TRAIN, downstream.NUM_TEST),
-    training_flag="", run_flag="downstream", ground_truth=True, sampled=True,
+    training_flag="", run_flag="downstream", ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: _describe_task(m, "mean_test_accuracy")))
 registry.register(registry.Metric(
     "reduced_downstream", "reduced downstream acc.", _reduced_downstream,
     _task_settings(_GBT, downstream.REDUCED_NUM_TRAIN, downstream.REDUCED_NUM_TEST, trees=True,
                    num_factors_to_remove=downstream.NUM_FACTORS_TO_REMOVE),
-    training_flag="", run_flag="downstream", ground_truth=True, sampled=True,
+    training_flag="", run_flag="downstream", ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: (_describe_task(m, "mean_test_accuracy_reduced_factor") + f", "
                         f"{m['num_factors_to_remove']} latent(s) removed per factor; other "
                         f"factors {m['mean_test_accuracy_other_factors']:.4f}")))
@@ -222,7 +222,7 @@ registry.register(registry.Metric(
     "strong_downstream", "strong downstream acc.", _strong_downstream,
     _task_settings(_GBT, downstream.STRONG_NUM_TRAIN, downstream.STRONG_NUM_TEST,
                    num_experiments=downstream.STRONG_NUM_EXPERIMENTS),
-    training_flag="", run_flag="downstream", ground_truth=True, sampled=True,
+    training_flag="", run_flag="downstream", ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: (_describe_task(m, "mean_strong_test_accuracy") + f", "
                         f"{m['num_experiments']} interventions per factor; in distribution "
                         f"{m['mean_test_accuracy']:.4f}, gap "
@@ -234,7 +234,7 @@ registry.register(registry.Metric(
         "num_test_points_per_class": min(fairness_study.NUM_TEST_POINTS_PER_CLASS, common.points(
             cfg, fairness_study.NUM_TEST_POINTS_PER_CLASS, half=True)),
         "predictor": fairness_study.PREDICTOR, "estimators": common.estimators_of(cfg)},
-    training_flag="", run_flag="fairness_dlib", ground_truth=True, sampled=True,
+    training_flag="", run_flag="fairness_dlib", ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: (f"{m['protocol']}: {m['value_is']}; max over pairs "
                         f"{m['scores']['mean_fairness']['max_pred:max_sens']:.4f}, "
                         f"{m['num_train']} training points, {m['num_test_points_per_class']} "
@@ -250,7 +250,7 @@ def _unified_settings(cfg, stage):
 registry.register(registry.Metric(
     "unified_scores", "unified scores", _unified_scores, _unified_settings, training_flag="",
     run_flag="unified_scores",
-    ground_truth=True, sampled=True, tabulated=False,
+    ground_truth=True, sampled=True, postprocessed=True, tabulated=False,
     logged=lambda m: {f"unified_{name}_{key}": r[key] for name, r in m["by_matrix"].items()
                       for key in ("dci_disentanglement", "mig", "sap", "modularity",
                                   "area_precision")},

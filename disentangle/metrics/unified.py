@@ -49,10 +49,11 @@ def matrix(name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarr
            trees: str = "together", estimators: str = estimators_lib.DEFAULT,
            log: Optional[estimators_lib.FitLog] = None) -> np.ndarray:
   """The matrix ``name`` (one of `MATRICES`) [latents, factors] of means x [n, d], factors y;
-  ``estimators`` / ``log``: the SVMs' (`sap.score_matrix`)."""
+  ``estimators``: the boosted trees' fit (`dci.importance_matrix`) and the SVMs' defaults
+  (`sap.score_matrix`); ``log``: the SVMs'."""
   if name == "importance_gbt_matrix":
     return dci.importance_matrix(x_train, y_train, x_test, y_test, random_state=random_state,
-                                 trees=trees)[0]
+                                 trees=trees, estimators=estimators)[0]
   if name == "mutual_information_matrix":
     return modularity.mutual_information(sampling.histogram_discretize(x_train, num_bins),
                                          y_train)

@@ -86,6 +86,9 @@ class Table:
     estimators: ``eval.estimators`` of its runs (`disentangle.metrics.estimators`): 'study2019'
       for a table set beside Locatello et al.'s numbers (scikit-learn's classifiers as their
       study ran them), 'current' otherwise.
+    representation: ``eval.representation`` of its runs (`disentangle.metrics.postprocess`):
+      'both' for Locatello et al.'s study (disentanglement_lib scores the mean and the sampled
+      representation); its cells then name the one each number is (`columns`).
     eval_fields: ``((field, value), ...)`` of ``config.eval`` its runs set, e.g.
       ``(("downstream", True),)`` for a table whose metrics are switched on by a ``run_flag``.
   """
@@ -98,7 +101,26 @@ class Table:
   seeds: int = 10
   selected: bool = False
   estimators: str = "current"
+  representation: str = "mean"
   eval_fields: tuple = ()
+
+  @property
+  def columns(self) -> tuple:
+    """The cells' keys: the metrics ('mean'), each as ``metric:sampled`` ('sampled'), or the
+    metrics then each as ``metric:sampled`` ('both'); see `column_of`."""
+    sampled = tuple(m + SAMPLED_SUFFIX for m in self.metrics)
+    return {"mean": tuple(self.metrics), "sampled": sampled,
+            "both": tuple(self.metrics) + sampled}[self.representation]
+
+
+SAMPLED_SUFFIX = ":sampled"  # a cell of the sampled representation: ``<metric>:sampled``
+
+
+def column_of(key: str) -> tuple[str, str]:
+  """(metric, representation) of a cell's key (`Table.columns`)."""
+  if key.endswith(SAMPLED_SUFFIX):
+    return key[:-len(SAMPLED_SUFFIX)], "sampled"
+  return key, "mean"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -315,6 +337,7 @@ def row_configs(table: Table, modules: Mapping, *, seeds: int, fraction,
     scaled = scale(c, fraction) if fraction != 1 else {}
     c.num_seeds = seeds
     c.eval.estimators = table.estimators
+    c.eval.representation = table.representation
     for field, value in table.eval_fields:
       if field not in c.eval:
         raise config_lib.ConfigError(f"table {table.name!r}: eval.{field} is not a config field")
@@ -399,7 +422,11 @@ def describe(table: Table, programs: Sequence[Program], *, seeds: int, fraction,
   lines = [f"{table.name}: {table.title} ({table.paper})",
            f"seeds: {seeds} per row; budget: "
            + ("the paper's whole schedule" if f == 1 else f"{f} of every schedule")
-           + f"; protocol: {table.protocol}", f"evaluation: {evaluation_words(eval_points)}"]
+           + f"; protocol: {table.protocol}", f"evaluation: {evaluation_words(eval_points)}",
+           "eval settings: " + ", ".join(
+               f"eval.{k}={v!r}" for k, v in (("estimators", table.estimators),
+                                               ("representation", table.representation),
+                                               *table.eval_fields))]
   for i, row in enumerate(table.rows):
     if row.config is None:
       lines.append(f"  row {row.label!r}: no config (published cell only)")

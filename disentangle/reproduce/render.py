@@ -14,6 +14,7 @@ import fractions
 from typing import Mapping, Optional, Sequence
 
 from disentangle.evaluation import aggregate
+from disentangle.metrics import postprocess
 from disentangle.reproduce import plan as plan_lib
 
 
@@ -30,9 +31,23 @@ def comparable_words(flags: Sequence, sources: Sequence) -> tuple[object, str]:
   return True, "yes"
 
 
-def _value(result: Optional[dict], metric: str) -> Optional[float]:
-  m = (result or {}).get(metric)
-  return m["value"] if isinstance(m, dict) and m.get("value") is not None else None
+def _value(result: Optional[dict], column: str) -> Optional[float]:
+  """The value of a cell's key (`plan.Table.columns`: a metric on the mean, or
+  ``metric:sampled``) in a run's ``metrics``."""
+  metric, representation = plan_lib.column_of(column)
+  return postprocess.value_of((result or {}).get(metric), representation)
+
+
+def column_titles(table: plan_lib.Table) -> dict:
+  """{cell key: title}; under ``eval.representation`` 'sampled' / 'both' each title names its
+  representation ('MIG [mean]', 'MIG [sampled]')."""
+  titles = aggregate.metric_titles()
+  out = {}
+  for key in table.columns:
+    metric, representation = plan_lib.column_of(key)
+    title = titles.get(metric, metric)
+    out[key] = title if table.representation == "mean" else f"{title} [{representation}]"
+  return out
 
 
 def _line_key(spec: plan_lib.RunSpec) -> tuple:
@@ -64,8 +79,8 @@ def tabulate(table: plan_lib.Table, programs: Sequence[plan_lib.Program],
                          published.get(i)))
   f = fractions.Fraction(meta.get("fraction", 1))
   return dict(meta, swept_means=swept_means(table, lines), table=table.name, title=table.title,
-              paper=table.paper, protocol=table.protocol, metrics=list(table.metrics),
-              titles={m: aggregate.metric_titles().get(m, m) for m in table.metrics},
+              paper=table.paper, protocol=table.protocol, metrics=list(table.columns),
+              titles=column_titles(table), representation=table.representation,
               selected=table.selected, fraction=str(f), fraction_value=float(f),
               units="percent", std_ddof=aggregate.STD_DDOF, best="max over seeds",
               programs=[{"name": p.name, "directory": p.directory, "configs": list(p.args),
@@ -110,7 +125,7 @@ def _line(table, row, key, specs, program, records, published) -> dict:
     sel = res.get("selected")
     seed = {"seed": spec.seed, "run_dir": spec.run_dir, "step": res["checkpoint"]["step"],
             "final_checkpoint": res["checkpoint"].get("final"), "final": {}, "selected": None}
-    for m in table.metrics:
+    for m in table.columns:
       v = _value(res.get("metrics"), m)
       if v is not None:
         finals.setdefault(m, []).append(v)
@@ -121,12 +136,12 @@ def _line(table, row, key, specs, program, records, published) -> dict:
                                                   if o.get("value") is not None}
     if table.selected and sel is not None:
       seed.update(selected={}, selected_step=sel.get("step"), selection=sel.get("label"))
-      for m in table.metrics:
+      for m in table.columns:
         v = _value(sel.get("metrics"), m)
         if v is not None:
           selecteds.setdefault(m, []).append(v)
           seed["selected"][m] = 100.0 * v
-    for m in table.metrics:  # the factors a metric averaged over (MIG: eval.mig_factors)
+    for m in table.columns:  # the factors a metric averaged over (MIG: eval.mig_factors)
       result = (res.get("metrics") or {}).get(m) or {}
       recorded = [o for o in [result, *(result.get("by_estimator") or {}).values()]
                   if isinstance(o, dict) and "factor_set" in o]
@@ -138,7 +153,7 @@ def _line(table, row, key, specs, program, records, published) -> dict:
     line["seeds"].append(spec.seed)
     line["per_seed"].append(seed)
   n = len(line["seeds"])
-  for m in table.metrics:
+  for m in table.columns:
     cell = {"final": aggregate.summarize(finals[m]) if finals.get(m) else None,
             "published": (published or {}).get(m) if isinstance(published, dict) else None}
     if table.selected:  # only when every seed has it

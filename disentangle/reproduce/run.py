@@ -159,7 +159,7 @@ def write_table(workdir: pathlib.Path, table, programs, published, meta) -> dict
   data = render.tabulate(table, programs, load_records(workdir, programs), published, meta)
   if any(r.model and r.hparam for r in table.rows):  # a study's rows: its pictures
     data["figures"] = [p.name for p in study_figures.write_figures(
-        study_figures.records_of_table(data, table.rows), workdir, table.metrics,
+        study_figures.records_of_table(data, table.rows), workdir, data["metrics"],
         hparams={r.model: r.hparam[0] for r in table.rows if r.model and r.hparam},
         titles=data["titles"], subtitle=_figure_subtitle(data))]
   atomic.write_text(workdir / "table.json", json.dumps(data, indent=1, default=str))
