@@ -65,12 +65,20 @@ def test_suite_points_leave_out_the_larger_sizes_and_a_larger_size_is_one_line()
 
 
 @pytest.mark.slow  # compiles the boosted trees
-def test_multinomial_folds_missing_a_class_fail_and_one_vs_rest_fits_them():
+def test_one_vs_rest_fits_folds_missing_a_class():
   # KFold without shuffling: the first fold's training rows hold no class 0.
   y = np.repeat(np.arange(5), 2)
   x = y[:, None] + np.random.default_rng(0).normal(size=(10, 1)) * 0.1
-  with pytest.raises(ValueError):
-    downstream.fit("logistic_regression_cv", x, y, estimators="current")(x)
+  # Today's multinomial fit: earlier scikit-learn releases (1.7) refuse a fold missing a class (a
+  # ValueError,
+  # which the suite reports as not computed), later ones (1.9) fit it.
+  try:
+    pred = downstream.fit("logistic_regression_cv", x, y, estimators="current")(x)
+  except ValueError:
+    pass
+  else:
+    assert pred.shape == (10,) and set(pred) <= set(y)
+  # The 2019 one-vs-rest fit has a binary problem per class and fits it on every release.
   pred = downstream.fit("logistic_regression_cv", x, y, estimators="study2019")(x)
   assert pred.shape == (10,) and set(pred) <= set(y)
   # A factor whose training points hold one value is predicted as that value.
