@@ -70,8 +70,7 @@ def test_one_vs_rest_fits_folds_missing_a_class():
   y = np.repeat(np.arange(5), 2)
   x = y[:, None] + np.random.default_rng(0).normal(size=(10, 1)) * 0.1
   # Today's multinomial fit: earlier scikit-learn releases (1.7) refuse a fold missing a class (a
-  # ValueError,
-  # which the suite reports as not computed), later ones (1.9) fit it.
+  # ValueError, which the suite reports as not computed), later ones (1.9) fit it.
   try:
     pred = downstream.fit("logistic_regression_cv", x, y, estimators="current")(x)
   except ValueError:
