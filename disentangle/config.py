@@ -46,6 +46,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.dataset.placement = "auto"            # 'device' (the set on the device, batches gathered in
                                           # the step), 'host' or 'auto' (train/device_data.py)
   c.dataset.eval_split = "test"           # split of the evaluated set (data.SPLITS)
+  c.dataset.variant_draw = "per_image"    # colour / noisy / scream dSprites: 'per_image' (one draw
+                                          # per row) or 'per_sample' (anew for every image, as
+                                          # disentanglement_lib; data/datasets/dsprites_variants.py)
   # dsprites_unfair (FFVAE App. B; data/dsprites_unfair.py): P(shape, x) ∝ (i_S/3)^q_shape +
   # (i_X/32)^q_x with indices counted from unfair_index_base; unfair_size rows drawn with unfair_seed.
   c.dataset.unfair_q_shape = 1.0
@@ -294,6 +297,7 @@ RULES: dict[str, Rule] = {
                            "smallnorb", "dsprites_unfair", *DLIB_DATASETS),
     "dataset.source": one_of("auto", "file", "render", "tfds"),
     "dataset.placement": one_of("auto", "device", "host"),
+    "dataset.variant_draw": one_of("per_image", "per_sample"),
     "dataset.train_split": one_of(*DATASET_SPLITS),
     "dataset.eval_split": one_of(*DATASET_SPLITS),
     "dataset.eval_name": one_of("", "dsprites", "mnist", "fashion_mnist", "chairs", "celeba",

@@ -12,9 +12,12 @@ from disentangle import data
 from disentangle.data import files
 from disentangle.data.datasets import cars3d
 from disentangle.data.datasets import dsprites
+from disentangle.data.datasets import dsprites_draws
 from disentangle.data.datasets import dsprites_variants as dv
 from disentangle.data.datasets import mpi3d
 from disentangle.data.datasets import synthetic
+from disentangle.data.labels.batch_spec import PairSpec
+from disentangle.train import input_pipeline
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +63,7 @@ def test_variant_shapes_dtypes_ranges(base):
     np.testing.assert_array_equal(v.targets_of(rows[:5], ["pos_x", "shape"]),
                                   base.factors_of(rows[:5])[:, [3, 0]])
     assert isinstance(v, data.GroundTruthData) and v.labels is None
-    assert not hasattr(v, "compact_images")  # coloured per row: the host pipeline paints them
+    assert v.compact_images() is None  # coloured per row: the host pipeline paints them
 
 
 def test_color_sprite_is_one_colour_background_zero(base):
@@ -168,6 +171,205 @@ def test_noshape_factors_and_observations(base, rendered):
                                 base.get_images([1, 2]))
   np.testing.assert_array_equal(dv.DSpritesNoShape(base).targets_of([4], ["scale"]),
                                 base.targets_of([4], ["scale"]))
+
+
+# --- per-sample draws ------------------------------------------------------------------------------
+_M32 = 0xFFFFFFFF
+
+
+def _threefry_reference(key, counter):
+  """Threefry-2x32-20 written out from Salmon et al. (SC 2011) in uint64 arithmetic masked to 32
+  bits: uint64 arrays key (2, ...), counter (2, ...) -> (2, ...)."""
+  k = [np.asarray(key[0], np.uint64), np.asarray(key[1], np.uint64)]
+  k.append(k[0] ^ k[1] ^ np.uint64(0x1BD11BDA))
+  x = [(np.asarray(counter[0], np.uint64) + k[0]) & _M32,
+       (np.asarray(counter[1], np.uint64) + k[1]) & _M32]
+  rotations = [13, 15, 26, 6, 17, 29, 16, 24]
+  for rnd in range(20):
+    r = np.uint64(rotations[rnd % 8])
+    x[0] = (x[0] + x[1]) & _M32
+    x[1] = (((x[1] << r) | (x[1] >> (np.uint64(32) - r))) & _M32) ^ x[0]
+    if rnd % 4 == 3:
+      s = rnd // 4 + 1
+      x[0] = (x[0] + k[s % 3]) & _M32
+      x[1] = (x[1] + k[(s + 1) % 3] + np.uint64(s)) & _M32
+  return np.stack(x)
+
+
+def _words_of_key(row_key, count):
+  """The first ``count`` words of a row's key: the counters (j, 0) under it."""
+  j = np.arange((count + 1) // 2, dtype=np.uint64)
+  out = _threefry_reference((np.full_like(j, row_key[0]), np.full_like(j, row_key[1])),
+                            (j, np.zeros_like(j)))
+  return out.T.reshape(-1)[:count]  # counter j gives words 2j, 2j + 1
+
+
+def _reference_words(seed, step, stream, position, count):
+  """The row's ``count`` words: its key from (seed, step) and (stream, position)."""
+  return _words_of_key(_threefry_reference((seed % 2**32, step), (stream, position)), count)
+
+
+def _reference_image(name, sprite, w, painting=None):
+  """The image of the binary ``sprite`` [64, 64, 1] drawn with the words ``w`` (uint64), in
+  float64 rounded to float32 once per float32 operation of the documented draw."""
+  if name == "color_dsprites":
+    colour = 0.5 + (w[:3] >> np.uint64(9)).astype(np.float64) / 2**24
+    return (sprite * colour).astype(np.float32)
+  if name == "noisy_dsprites":
+    noise = ((w >> np.uint64(8)).astype(np.float64) / 2**24).reshape(64, 64, 3)
+    return np.minimum(sprite + noise, 1.0).astype(np.float32)
+  h, wd = painting.shape[:2]
+  top, left = int(w[0]) % (h - 64), int(w[1]) % (wd - 64)
+  colour = (w[2:5] >> np.uint64(8)).astype(np.float64) / 2**24
+  patch = painting.astype(np.float32).astype(np.float64)[top:top + 64, left:left + 64]
+  background = ((patch + colour) / 2).astype(np.float32)
+  flipped = (1.0 - background.astype(np.float64)).astype(np.float32)
+  return np.where(sprite == 1, flipped, background)
+
+
+def _drawn(base, painting=None, seed=0):
+  return [dv.ColorDSprites(base, seed, "per_sample"), dv.NoisyDSprites(base, seed, "per_sample"),
+          dv.ScreamDSprites(base, _gradient_painting() if painting is None else painting, seed,
+                            "per_sample")]
+
+
+def test_threefry_is_salmon_et_als_and_jaxs():
+  """The known answers of Random123's kat_vectors (threefry2x32_20), the reference above and
+  ``jax.random``'s Threefry on random words."""
+  from jax.extend import random as jax_random  # pylint: disable=g-import-not-at-top
+  known = [((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
+           ((_M32, _M32), (_M32, _M32), (0x1CB996FC, 0xBB002BE7)),
+           ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0))]
+  for key, counter, want in known:
+    got = dsprites_draws.threefry2x32(np, *np.uint32(key), *np.uint32(counter))
+    assert [int(v) for v in got] == list(want)
+    assert [int(v) for v in _threefry_reference(key, counter)] == list(want)
+  rng = np.random.default_rng(0)
+  key, counter = rng.integers(0, 2**32, 2, np.uint32), rng.integers(0, 2**32, (2, 50), np.uint32)
+  got = np.stack(dsprites_draws.threefry2x32(np, key[0], key[1], counter[0], counter[1]))
+  np.testing.assert_array_equal(got, np.asarray(jax_random.threefry_2x32(key, counter)))
+
+
+def test_per_sample_batches_equal_the_numpy_reference_of_the_draw(base):
+  """Process 1 of 2, step 3, seed 5: each row drawn from the stream of (seed, step, its place in
+  the global batch), painted as disentanglement_lib paints (a colour, noise, a patch)."""
+  rng = np.random.default_rng(1)
+  painting = rng.random((80, 100, 3))
+  for v in _drawn(base, painting):
+    source = input_pipeline.BatchSource(v, global_batch=8, seed=5, process_index=1,
+                                        process_count=2)
+    rows, image = source.local_indices(3), source.local_batch(3)["image"]
+    sprites = base.get_images(rows)
+    for k, row in enumerate(rows):
+      w = _reference_words(5, 3, 0, 4 + k, dsprites_draws.NUM_WORDS[v.name])
+      want = _reference_image(v.name, sprites[k], w, painting)
+      np.testing.assert_array_equal(image[k], want, err_msg=f"{v.name} row {row}")
+    whole = input_pipeline.BatchSource(v, global_batch=8, seed=5).local_batch(3)["image"]
+    np.testing.assert_array_equal(whole[4:], image)  # the same rows however processes split
+
+
+def test_per_sample_streams_of_a_batch_with_side_information(base, rendered):
+  """The labelled stream (1) and the pairs' second observations (2) draw from their own keys;
+  pairs need every factor vector, hence the renderer."""
+  spec = data.BatchSpec(targets=("shape",), labelled=data.LabelledSpec("random", 32, 4, seed=1))
+  source = input_pipeline.make_source(dv.ColorDSprites(base, 0, "per_sample"), spec,
+                                      global_batch=8, seed=6)
+  batch, rows = source.local_batch(2), source.local_rows(2)
+  for k, row in enumerate(rows["labelled_index"]):
+    want = _reference_image("color_dsprites", base.get_images([row])[0],
+                            _reference_words(6, 2, 1, k, 3))
+    np.testing.assert_array_equal(batch["labelled_image"][k], want)
+  source = input_pipeline.make_source(dv.NoisyDSprites(rendered, 0, "per_sample"),
+                                      data.BatchSpec(pairs=PairSpec(k=1)), global_batch=4, seed=6)
+  batch, rows = source.local_batch(1), source.local_rows(1)
+  for k, row in enumerate(rows["pair_index"]):
+    want = _reference_image("noisy_dsprites", rendered.get_images([row])[0],
+                            _reference_words(6, 1, 2, k, 64 * 64 * 3))
+    np.testing.assert_array_equal(batch["image_pair"][k], want)
+
+
+def test_per_sample_draws_anew_for_every_image_and_keeps_runs_reproducible(base):
+  painting = _gradient_painting()
+  for v in _drawn(base, painting):
+    source = input_pipeline.BatchSource(v, global_batch=8, seed=2)
+    a, b = source.local_batch(0)["image"], source.local_batch(0)["image"]
+    np.testing.assert_array_equal(a, b)  # a function of (seed, step)
+    other = input_pipeline.BatchSource(v, global_batch=8, seed=3).local_batch(0)["image"]
+    assert not np.array_equal(a, other)
+    row = source.local_indices(0)[0]  # the same dSprites row in a later epoch
+    later = next(s for s in range(1, 40) if source.local_indices(s)[0] == row or
+                 row in source.local_indices(s))
+    k = list(source.local_indices(later)).index(row)
+    again = source.local_batch(later)["image"][k]
+    sprite = base.get_images([row])[0]
+    if v.name == "color_dsprites":
+      assert not np.array_equal(a[0], again)  # another colour
+      np.testing.assert_array_equal(again.max(-1) > 0, sprite[..., 0] == 1)
+    elif v.name == "noisy_dsprites":
+      assert not np.array_equal(a[0], again)
+      np.testing.assert_array_equal((again == 1).all(-1), sprite[..., 0] == 1)
+      assert abs(again[sprite[..., 0] == 0].mean() - 0.5) < 0.02
+    else:
+      assert _scream_explained(painting, again, sprite[..., 0] == 1)
+      assert not np.array_equal(a[0], again)
+  colours = dv.ColorDSprites(base, 0, "per_sample").drawn_images(
+      np.zeros(4000, int), dsprites_draws.batch_keys(0, 0, 0, np.arange(4000)))
+  sprite = base.get_images([0])[0, ..., 0] == 1
+  c = colours[:, sprite][:, 0]  # [4000, 3]: one colour per image
+  assert 0.5 <= c.min() and c.max() < 1 and np.all(np.abs(c.mean(0) - 0.75) < 0.01)
+  assert np.all(np.abs(np.corrcoef(c.T) - np.eye(3)) < 0.05)  # independent channels
+
+
+def test_per_sample_evaluation_draws_from_the_evaluations_stream(base):
+  """The metrics' observations: each drawn anew from ``rng`` (after the sprites); the evaluation
+  points (``get_images``): the ROWS stream; the set is not encoded whole."""
+  from disentangle.evaluation import encodings  # pylint: disable=g-import-not-at-top
+  painting = _gradient_painting()
+  f = np.repeat(base.factors_of([5, 9]), 2, axis=0)  # each factor row twice
+  for v in _drawn(base, painting, seed=4):
+    obs = v.sample_observations_from_factors(f, np.random.default_rng(11))
+    rng = np.random.default_rng(11)
+    sprites = base.sample_observations_from_factors(f, rng)
+    keys = rng.integers(0, 2**32, size=(len(f), 2), dtype=np.uint32)
+    for k in range(len(f)):
+      words = _words_of_key(keys[k].astype(np.uint64), dsprites_draws.NUM_WORDS[v.name])
+      np.testing.assert_array_equal(obs[k], _reference_image(v.name, sprites[k], words, painting))
+    assert not np.array_equal(obs[0], obs[1])  # the same factors, another draw
+    images = v.get_images([7, 3])
+    for k, row in enumerate((7, 3)):
+      w = _reference_words(4, 0, 3, row, dsprites_draws.NUM_WORDS[v.name])  # stream ROWS = 3
+      np.testing.assert_array_equal(images[k], _reference_image(v.name, base.get_images([row])[0],
+                                                                w, painting))
+    assert encodings.enumerate_rows(v) == (None, False)
+    rows, are_indices = encodings.enumerate_rows(type(v)(
+        base, *([painting] if v.name == "scream_dsprites" else [])))  # per image: encoded once
+    assert are_indices and len(rows) == base.num_examples
+
+
+def test_variant_draw_is_a_checked_config_field_and_reaches_the_sets(tmp_path):
+  ok, what = config_lib.RULES["dataset.variant_draw"]
+  assert ok("per_sample") and ok("per_image") and not ok("fresh") and "per_sample" in what
+  assert config_lib.base_config().dataset.variant_draw == "per_image"
+  c = config_lib.base_config()
+  c.dataset.variant_draw = "per_sample"
+  with pytest.raises(config_lib.ConfigError) as e:  # dSprites draws nothing
+    data.check_variant_draw(c.dataset)
+  assert "\n" not in str(e.value) and "'dataset.variant_draw'" in str(e.value)
+  c.dataset.name = "noisy_dsprites"
+  data.check_variant_draw(c.dataset)
+  c.dataset.source = "tfds"
+  with pytest.raises(config_lib.ConfigError, match="dataset.variant_draw"):
+    data.check_variant_draw(c.dataset)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", data.ProceduralDataWarning)
+    for draw in dv.DRAWS:
+      ds = data.load_dataset("color_dsprites", data_dir=tmp_path, source="render",
+                             variant_draw=draw)
+      assert ds.draw == draw and ds.draws_per_sample == (draw == "per_sample")
+    assert not hasattr(data.load_dataset("dsprites_noshape", data_dir=tmp_path, source="render",
+                                         variant_draw="per_sample"), "draw")
+  with pytest.raises(ValueError, match="variant_draw"):
+    data.load_dataset("color_dsprites", data_dir=tmp_path, variant_draw="fresh")
 
 
 # --- scream painting -----------------------------------------------------------------------------
@@ -331,3 +533,28 @@ def test_load_dataset_variants_over_the_dsprites_source(tmp_path):
   with pytest.raises(files.MissingDataError):
     data.load_dataset("color_dsprites", data_dir=tmp_path, source="file")
   assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_run_on_a_set_drawn_per_sample_is_scored_on_draws_of_the_evaluations_stream(tmp_path,
+                                                                                      base):
+  """Trained and evaluated on colour dSprites drawn per sample: the metrics sample fresh
+  observations (nothing encoded whole), the same numbers at every evaluation of the step."""
+  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  from tests import helpers  # pylint: disable=g-import-not-at-top
+  v = dv.ColorDSprites(base, 0, "per_sample")
+  config = helpers.tiny_config("betavae", **{
+      "num_steps": 2, "checkpoint_every": 2, "dataset.name": "color_dsprites",
+      "dataset.variant_draw": "per_sample", "eval.num_points": 32})
+  trainer.train(config, tmp_path / "run", dataset=v)
+  kw = dict(dataset=v, factor_score_votes=4, vote_batch=8, mig_points=64, variance_points=64,
+            write=False, selected_too=False)
+  calls = []
+  sample = v.sample_observations_from_factors
+  v.sample_observations_from_factors = lambda f, rng: calls.append(len(f)) or sample(f, rng)
+  first = evaluate_run.evaluate_run(tmp_path / "run", **kw)
+  assert first["metrics"]["encodings"] == "sampled" and sum(calls) >= 64 + 4 * 8
+  again = evaluate_run.evaluate_run(tmp_path / "run", **kw)
+  for name in ("mig", "factor_score", "information"):
+    np.testing.assert_equal(first["metrics"][name], again["metrics"][name])

@@ -15,6 +15,8 @@ from disentangle.data import BatchSpec
 from disentangle.data import LabelledSpec
 from disentangle.data.datasets import chairs
 from disentangle.data.datasets import dsprites
+from disentangle.data.datasets import dsprites_draws
+from disentangle.data.datasets import dsprites_variants
 from disentangle.data.datasets import mnist
 from disentangle.data.datasets import synthetic
 from disentangle.train import device_data
@@ -107,6 +109,27 @@ def test_gathered_batches_equal_the_host_batches(sets, name, seeds, num_devices)
   dataset = sets[name]
   steps = (0, 1, dataset.num_examples // 16, dataset.num_examples // 16 + 1)  # across an epoch
   _assert_gathered_equal_host(dataset, _spec(name), seeds, num_devices, steps)
+
+
+def _drawn(base, name):
+  painting = np.random.default_rng(7).random((90, 100, 3))
+  return dsprites_variants.make(name, base, painting=painting, seed=1, draw="per_sample")
+
+
+@pytest.mark.parametrize("name", dsprites_draws.NAMES)
+@pytest.mark.parametrize("spec", [data.IMAGES_ONLY,
+                                  BatchSpec(targets=("shape",),
+                                            labelled=LabelledSpec("random", 64, 8, seed=1))],
+                         ids=["images", "labelled"])
+@pytest.mark.parametrize("seeds, num_devices", [((0,), 1), ((4, 5, 4), 8)])
+def test_sets_drawn_per_sample_are_painted_on_the_device_as_on_the_host(sets, name, spec, seeds,
+                                                                         num_devices):
+  """The colour, noisy and scream dSprites drawn per sample: the device paints the placed
+  sprites with the rows' keys, bit for bit the host's numpy draw, in every stream."""
+  dataset = _drawn(sets["dsprites_file"], name)
+  assert dataset.compact_images().encoding == "bits"  # the sprites, not painted images
+  steps = (0, 1, dataset.num_examples // 16 + 1)
+  _assert_gathered_equal_host(dataset, spec, seeds, num_devices, steps)
 
 
 def test_rendered_dsprites_are_rendered_once_and_equal_the_renderer(monkeypatch):
@@ -255,6 +278,19 @@ def test_rendered_dsprites_run_on_device_equals_the_host_run(tmp_path, monkeypat
   config = helpers.tiny_config("betavae", **{"num_steps": 3, "mesh.num_devices": 2,
                                              "dataset.name": "dsprites"})
   _host_and_device(tmp_path, config, rendered)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["noisy_dsprites", "scream_dsprites"])
+def test_a_run_on_a_set_drawn_per_sample_on_device_equals_the_host_run(tmp_path, monkeypatch,
+                                                                      name):
+  monkeypatch.setattr(dsprites, "NUM_EXAMPLES", 640)
+  with pytest.warns(data.ProceduralDataWarning):
+    rendered = dsprites.DSprites(source="render")
+  config = helpers.tiny_config("betavae", **{"num_steps": 3, "mesh.num_devices": 2,
+                                             "dataset.name": name,
+                                             "dataset.variant_draw": "per_sample"})
+  _host_and_device(tmp_path, config, _drawn(rendered, name))
 
 
 @pytest.mark.slow

@@ -160,8 +160,21 @@ def test_the_study_trains_and_scores_smallnorb_on_both_chunks():
   assert MODULES["smallnorb_betavae"].get_config().dataset.train_split == "train"
 
 
+def test_the_study_draws_colour_noise_and_scream_anew_for_every_image():
+  drawn = ("color_dsprites", "noisy_dsprites", "scream_dsprites")
+  for dataset in DATASETS:
+    programs = plan.plan_table(tables.TABLES[f"locatello2019_{dataset}"], MODULES, seeds=1,
+                               fraction=1, scale=SCALE)
+    for p in programs:
+      want = "per_sample" if dataset in drawn else "per_image"
+      assert p.config.dataset.variant_draw == want, (dataset, p.config.method)
+  c = MODULES["dsprites_betavae"].get_config("noisy_dsprites,dataset.variant_draw=per_image")
+  assert (c.dataset.name, c.dataset.variant_draw) == ("noisy_dsprites", "per_image")  # an option
+  assert MODULES["dsprites_betavae"].get_config("beta4_m10").dataset.variant_draw == "per_image"
+
+
 def test_the_dry_run_lists_the_settings_the_study_variants_change():
-  for dataset in ("dsprites", "smallnorb"):
+  for dataset in ("dsprites", "smallnorb", "color_dsprites"):
     table = tables.TABLES[f"locatello2019_{dataset}"]
     programs = plan.plan_table(table, MODULES, seeds=1, fraction=1, scale=SCALE)
     lines = plan.describe(table, programs, seeds=1, fraction=1).splitlines()
@@ -177,6 +190,7 @@ def test_the_dry_run_lists_the_settings_the_study_variants_change():
       assert not any(w.startswith(swept + "=") for w in words)
       if dataset == "smallnorb":
         assert {"dataset.train_split=all", "dataset.eval_split=all", "dataset.source=tfds"} <= words
+      assert ("dataset.variant_draw=per_sample" in words) == (dataset == "color_dsprites")
   table = tables.TABLES["cascadevae_table1"]  # the shared networks are the defaults: not listed
   text = plan.describe(table, plan.plan_table(table, MODULES, seeds=1, fraction=1, scale=SCALE),
                        seeds=1, fraction=1)

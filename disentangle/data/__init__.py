@@ -30,6 +30,7 @@ from disentangle.data.arrays import to_float_images
 from disentangle.data.datasets import cars3d
 from disentangle.data.datasets import celeba
 from disentangle.data.datasets import chairs
+from disentangle.data.datasets import dsprites_draws
 from disentangle.data.datasets import dsprites_variants
 from disentangle.data.datasets import mnist
 from disentangle.data.datasets import mpi3d
@@ -61,7 +62,8 @@ TFDS_ONLY = ("shapes3d", "smallnorb")  # ground-truth sets read only with source
 __all__ = [
     # loading
     "DATASETS", "DLIB_SETS", "DSPRITES_BASED", "TFDS_ONLY", "SPLITS", "ALL_SPLITS",
-    "VALIDATION_SPLITS", "load_dataset", "check_split", "tfds_kwargs", "unfair_settings",
+    "VALIDATION_SPLITS", "load_dataset", "check_split", "check_variant_draw", "tfds_kwargs",
+    "unfair_settings",
     "data_dir_origin",
     # what a loaded set is
     "ImageDataset", "ArrayImages", "to_float_images", "GroundTruthData", "InMemoryGroundTruth",
@@ -119,12 +121,27 @@ def unfair_settings(dataset_config) -> dict:
           "seed": int(d.get("unfair_seed", 0))}
 
 
-def _load(name, data_dir, split, source, allow_download, verify, unfair=None, painting=None):
+def check_variant_draw(dataset_config) -> None:
+  """``ConfigError`` naming ``dataset.variant_draw`` when it asks for per-sample draws of a
+  training set without them: only the colour, noisy and scream dSprites built here
+  (``dsprites_draws.NAMES``, not read from TFDS) draw (``dsprites_variants``)."""
+  d = dataset_config
+  draw = d.get("variant_draw", "per_image")
+  if draw == "per_sample" and (d.name not in dsprites_draws.NAMES or d.source == "tfds"):
+    raise config_lib.ConfigError(
+        f"config field 'dataset.variant_draw' is 'per_sample', which only the sets "
+        f"{', '.join(dsprites_draws.NAMES)} have (read from their files, not TFDS); "
+        f"dataset.name is {d.name!r} with source {d.source!r}: use 'per_image'")
+
+
+def _load(name, data_dir, split, source, allow_download, verify, unfair=None, painting=None,
+          variant_draw="per_image"):
   if split not in SPLITS[name]:
     raise ValueError(f"{name} has no {split!r} split; valid splits: {list(SPLITS[name])}")
   if name in dsprites_variants.VARIANTS:  # disentanglement_lib's views of the dSprites rows
     base = _load("dsprites", data_dir, split, source, allow_download, verify)
-    return dsprites_variants.make(name, base, painting=painting)
+    draw = {"draw": variant_draw} if name in dsprites_draws.NAMES else {}
+    return dsprites_variants.make(name, base, painting=painting, **draw)
   if name == "cars3d":
     return cars3d.load_cars3d(data_dir)
   if name in mpi3d.NAMES:
@@ -157,7 +174,7 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
                  source: str = "auto", synthetic_if_missing: bool = False,
                  allow_download: bool = True, synthetic_dir: str | os.PathLike | None = None,
                  tfds_data_dir: str | os.PathLike | None = None, tfds_name: str = "",
-                 unfair: dict | None = None):
+                 unfair: dict | None = None, variant_draw: str = "per_image"):
   """Loads dataset ``name`` from the data folder.
 
   Args:
@@ -183,6 +200,9 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
       of ``config.dataset``) over the dSprites base loaded for ``source``.
     tfds_data_dir: source 'tfds': the TFDS data folder (``gs://`` too); '' / None: TFDS's default.
     tfds_name: source 'tfds': the builder to read ('' = the catalog set of ``name``).
+    variant_draw: the colour, noisy and scream dSprites (``dsprites_draws.NAMES``): 'per_image'
+      (one draw per row) or 'per_sample' (a new draw for every image, disentanglement_lib's;
+      ``dsprites_variants``); the other sets draw nothing and ignore it.
 
   Returns:
     An object with ``num_examples``, ``image_shape``, ``get_images(indices)`` and ``labels``.
@@ -191,6 +211,9 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
     raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS + TFDS_ONLY)}")
   if source not in ("auto", "file", "render", "tfds"):
     raise ValueError(f"source must be 'auto', 'file', 'render' or 'tfds', got {source!r}")
+  if variant_draw not in dsprites_variants.DRAWS:
+    raise ValueError(f"variant_draw must be one of {list(dsprites_variants.DRAWS)}, got "
+                     f"{variant_draw!r}")
   if source == "tfds" and split in {s for pair in VALIDATION_SPLITS.values() for s in pair}:
     raise config_lib.ConfigError(f"config field 'dataset.source': the held-out split {split!r} "
                                  f"is cut from the IDX files (source 'auto' or 'file'), not TFDS")
@@ -210,7 +233,7 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
   painting = dsprites_variants.read_scream(root) if name == "scream_dsprites" else None
   try:
     return _load(name, root, split, source, allow_download, verify=True, unfair=unfair,
-                 painting=painting)
+                 painting=painting, variant_draw=variant_draw)
   except MissingDataError as e:
     if not synthetic_if_missing or name == "cars3d" or name in mpi3d.NAMES:
       raise
@@ -219,4 +242,4 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
     _LOG.warning("%s is missing (%s); loading the SYNTHETIC stand-in from %s instead", name,
                  str(e).splitlines()[0], folder)
     return _load(name, folder, split, source, allow_download, verify=False, unfair=unfair,
-                 painting=painting)
+                 painting=painting, variant_draw=variant_draw)

@@ -99,8 +99,12 @@ def enumerate_rows(dataset) -> tuple[Optional[np.ndarray], bool]:
 
   A ``factors_of(indices)`` method (``DSprites``: row i is ``get_images(i)``), a ``factors``
   array (``InMemoryGroundTruth``), or every combination of a complete grid (C order);
-  (None, False) when none applies.
+  (None, False) when none applies, and for a set that draws every observation anew
+  (``draws_per_sample``: the colour, noisy and scream dSprites as disentanglement_lib draws them,
+  ``dsprites_variants``), which has no fixed image per row to encode once: the metrics sample.
   """
+  if getattr(dataset, "draws_per_sample", False):
+    return None, False
   n = rep_lib.dataset_size(dataset)
   factors_of = getattr(dataset, "factors_of", None)
   if factors_of is not None and n is not None:

@@ -73,7 +73,8 @@ def load_eval_data(config, stage: str = "run"):
   return data_lib.load_dataset(names["evaluated_on"], data_dir=d.data_dir, split=names["split"],
                                source=d.source, synthetic_if_missing=d.synthetic_if_missing,
                                allow_download=d.allow_download, **data_lib.tfds_kwargs(d),
-                               unfair=data_lib.unfair_settings(d))
+                               unfair=data_lib.unfair_settings(d),
+                               variant_draw=d.get("variant_draw", "per_image"))
 
 
 def eval_indices(config, num_examples: int) -> np.ndarray:

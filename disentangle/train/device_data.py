@@ -10,6 +10,11 @@
   "labelled_index" and, for pairs, "pair_index" with the small "changed" mask, ``[B]`` or
   ``[runs, B]``, sharded like the batches were) and the compiled
   step gathers and converts them (:func:`gather`), bit for bit the batch of the host pipeline.
+  A set drawn per sample (the colour, noisy and scream dSprites under
+  ``dataset.variant_draw='per_sample'``) places dSprites' packed sprites (and the scream
+  painting, float32) and the step paints them with the rows' keys ("image_key", ...,
+  `input_pipeline`), the draw of ``dsprites_draws.paint`` in ``jax.numpy``, bit for bit the host's
+  numpy one.
   A set without a compact form (TFDS, a dataset object without ``compact_images``) or one that
   does not fit in the device's free memory is a ``ConfigError`` naming the field and the sizes
   (one line and exit status 2 from the entry points), raised before anything is created.
@@ -37,6 +42,7 @@ from jax.sharding import PartitionSpec as P
 import numpy as np
 
 from disentangle import config as config_lib
+from disentangle.data.datasets import dsprites_draws
 from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.train import input_pipeline
 
@@ -49,11 +55,12 @@ _MB = 1 << 20
 class Layout:
   """What :func:`gather` needs to know besides the arrays (static in the compiled step)."""
   encoding: str                       # data.arrays.ENCODINGS
-  image_shape: tuple[int, int, int]
+  image_shape: tuple[int, int, int]   # of the decoded stored rows
   targets: bool                       # the batch has "targets" (the table holds spec.targets)
   attributes: bool
   labelled: bool
   pairs: bool = False                 # the batch has "image_pair" and "changed" (rows carry them)
+  paint: str = ""                     # a set drawn per sample: its name (dsprites_draws.NAMES)
 
 
 @dataclasses.dataclass
@@ -103,28 +110,31 @@ def gather(placed: dict, rows: dict, layout: Layout) -> dict:
   """The batch of ``rows`` (``input_pipeline`` sources' ``local_rows``) from the placed set:
   the keys and values of the host pipeline's batch."""
 
-  def images(index):
+  def images(index, keys):
     if "rows" in placed:
       index = placed["rows"].at[index].get(mode="promise_in_bounds")
     x = placed["images"].at[index].get(mode="promise_in_bounds")
-    return decode(x, layout.encoding, index.shape, layout.image_shape, placed.get("levels"))
+    x = decode(x, layout.encoding, index.shape, layout.image_shape, placed.get("levels"))
+    if layout.paint:
+      x = dsprites_draws.paint(jnp, layout.paint, x, keys, placed.get("painting"))
+    return x
 
   def table(name, index):
     return placed[name].at[index].get(mode="promise_in_bounds").astype(jnp.int32)
 
   index = rows["index"]
-  batch = {"image": images(index)}
+  batch = {"image": images(index, rows.get("image_key"))}
   if layout.targets:
     batch["targets"] = table("targets", index)
   if layout.attributes:
     batch["attributes"] = table("attributes", index)
   if layout.labelled:
     lidx = rows["labelled_index"]
-    batch["labelled_image"] = images(lidx)
+    batch["labelled_image"] = images(lidx, rows.get("labelled_key"))
     batch["labelled_targets"] = (table("targets", lidx) if layout.targets else
                                  jnp.zeros(lidx.shape + (0,), jnp.int32))
   if layout.pairs:
-    batch["image_pair"] = images(rows["pair_index"])
+    batch["image_pair"] = images(rows["pair_index"], rows.get("pair_key"))
     batch["changed"] = rows["changed"]
   return batch
 
@@ -189,7 +199,8 @@ def on_device(placement: str, dataset, compact, spec, devices) -> bool:
     if placement == "device":
       raise config_lib.ConfigError(
           f"config field 'dataset.placement' is 'device' but the training set {name} has no "
-          f"compact in-memory form (TFDS is read from the host): use 'auto' or 'host'")
+          f"compact in-memory form (TFDS is read from the host, a dSprites variant drawn per "
+          f"image painted there): use 'auto' or 'host'")
     return False
   size = compact.nbytes + _table_bytes(dataset, spec)
   limit, free = memory_per_device(devices)
@@ -212,6 +223,9 @@ def place(dataset, compact, spec, mesh) -> DeviceData:
     arrays["rows"] = np.asarray(compact.rows, np.int32)
   if compact.levels is not None:
     arrays["levels"] = np.asarray(compact.levels, np.float32)
+  drawn = input_pipeline.draws_per_sample(dataset)
+  if drawn and dataset.painting32 is not None:
+    arrays["painting"] = np.asarray(dataset.painting32, np.float32)
   arrays.update(_tables(dataset, spec))
   sharding = NamedSharding(mesh, P())
   mine = sorted(sharding.addressable_devices, key=lambda d: d.id)
@@ -221,8 +235,10 @@ def place(dataset, compact, spec, mesh) -> DeviceData:
         v.shape, sharding, [jax.device_put(v, d) for d in mine])
 
   placed = {k: replicated(v) for k, v in arrays.items()}
-  layout = Layout(compact.encoding, tuple(dataset.image_shape), bool(spec.targets),
-                  bool(spec.attributes), spec.labelled is not None, spec.pairs is not None)
+  layout = Layout(compact.encoding,
+                  tuple(dataset.sprite_shape if drawn else dataset.image_shape),
+                  bool(spec.targets), bool(spec.attributes), spec.labelled is not None,
+                  spec.pairs is not None, dataset.name if drawn else "")
   return DeviceData(jax.block_until_ready(placed), layout)
 
 

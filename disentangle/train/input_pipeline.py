@@ -22,6 +22,13 @@ Every source also gives the rows of its batch without loading them (``local_rows
 "labelled_index" for a labelled spec, "pair_index" and "changed" for pairs, int32);
 :class:`RowSource` yields those instead of the batch, for a training set held on the device
 (`disentangle.train.device_data`).
+
+A set that draws every image anew (``draws_per_sample``: the colour, noisy and scream dSprites
+under ``dataset.variant_draw='per_sample'``, `disentangle.data.datasets.dsprites_variants`) is
+painted with the keys of (run seed, step, stream, place in the global batch)
+(`dsprites_draws.batch_keys`; streams ``IMAGE``, ``LABELLED``, ``PAIR``): the rows then also
+carry them, uint32 [B, 2] ("image_key", "labelled_key", "pair_key"), so that the device paints
+the same images, and a process's share does not depend on how many processes split the batch.
 """
 from __future__ import annotations
 
@@ -32,12 +39,27 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from disentangle import config as config_lib
+from disentangle.data.datasets import dsprites_draws
 from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.data.labels import labelled as labelled_lib
 from disentangle.data.labels import pairs as pairs_lib
 
 LABELLED_STREAM = 0x1ABE1  # PCG64 key word of the labelled stream (the image stream has 2 words)
 PAIR_STREAM = 0x9A125      # PCG64 key word of the pairs' second observations
+
+
+def draws_per_sample(dataset) -> bool:
+  """Whether ``dataset`` paints each image with a draw of its own (module docstring)."""
+  return bool(getattr(dataset, "draws_per_sample", False))
+
+
+def images_of(dataset, index, keys=None) -> np.ndarray:
+  """The images of rows ``index``: ``get_images``, or painted with the draws of ``keys``."""
+  return dataset.get_images(index) if keys is None else dataset.drawn_images(index, keys)
+
+
+def _keys(seed: int, step: int, stream: int, start: int, count: int) -> np.ndarray:
+  return dsprites_draws.batch_keys(seed, step, stream, np.arange(start, start + count))
 
 
 class BatchSource:
@@ -56,6 +78,7 @@ class BatchSource:
     self.seed = seed
     self.local = global_batch // process_count
     self.offset = process_index * self.local
+    self.drawn = draws_per_sample(dataset)
     self._cache: dict[int, np.ndarray] = {}
 
   def _perm(self, epoch: int) -> np.ndarray:
@@ -82,10 +105,17 @@ class BatchSource:
     return self.global_indices(step)[self.offset:self.offset + self.local]
 
   def local_rows(self, step: int) -> dict:
-    """{"index": int32 rows of this process's share of the batch of ``step``}."""
-    return {"index": self.local_indices(step).astype(np.int32)}
+    """{"index": int32 rows of this process's share of the batch of ``step``} (and their
+    "image_key" for a set drawn per sample)."""
+    rows = {"index": self.local_indices(step).astype(np.int32)}
+    if self.drawn:
+      rows["image_key"] = _keys(self.seed, step, dsprites_draws.IMAGE, self.offset, self.local)
+    return rows
 
   def local_batch(self, step: int) -> dict:
+    if self.drawn:
+      rows = self.local_rows(step)
+      return {"image": images_of(self.dataset, rows["index"], rows["image_key"])}
     return {"image": self.dataset.get_images(self.local_indices(step))}
 
 
@@ -122,11 +152,14 @@ class SideInfoSource:
 
   def local_rows(self, step: int) -> dict:
     """This process's rows of the batch of ``step`` (int32): "index" (the image stream) and,
-    with a labelled spec, "labelled_index"."""
+    with a labelled spec, "labelled_index" (and their keys for a set drawn per sample)."""
     rows = self.images.local_rows(step)
     if self.subset is not None:
       rows["labelled_index"] = self.labelled_indices(step)[
           self.labelled_offset:self.labelled_offset + self.labelled_local].astype(np.int32)
+      if self.images.drawn:
+        rows["labelled_key"] = _keys(self.seed, step, dsprites_draws.LABELLED,
+                                     self.labelled_offset, self.labelled_local)
     return rows
 
   def local_batch(self, step: int) -> dict:
@@ -135,14 +168,14 @@ class SideInfoSource:
   def _side_batch(self, rows: dict) -> dict:
     """The images and side information of ``rows`` (``local_rows``)."""
     idx = rows["index"]
-    batch = {"image": self.dataset.get_images(idx)}
+    batch = {"image": images_of(self.dataset, idx, rows.get("image_key"))}
     if self.spec.targets:
       batch["targets"] = self.dataset.targets_of(idx, self.spec.targets)
     if self.spec.attributes:
       batch["attributes"] = self.dataset.attributes_of(idx, self.spec.attributes)
     if self.subset is not None:
       lidx = rows["labelled_index"]
-      batch["labelled_image"] = self.dataset.get_images(lidx)
+      batch["labelled_image"] = images_of(self.dataset, lidx, rows.get("labelled_key"))
       batch["labelled_targets"] = self.dataset.targets_of(lidx, self.spec.targets)
     return batch
 
@@ -170,18 +203,22 @@ class PairSource(SideInfoSource):
     return first, np.asarray(self.dataset.indices_of_factors(partner, rng)), changed
 
   def local_rows(self, step: int) -> dict:
-    """The rows of :meth:`SideInfoSource.local_rows` plus "pair_index" and "changed"."""
+    """The rows of :meth:`SideInfoSource.local_rows` plus "pair_index" and "changed" (and
+    "pair_key" for a set drawn per sample)."""
     rows = super().local_rows(step)
     _, second, changed = self.global_pairs(step)
     share = slice(self.images.offset, self.images.offset + self.images.local)
     rows["pair_index"] = second[share].astype(np.int32)
     rows["changed"] = changed[share].astype(np.int32)
+    if self.images.drawn:
+      rows["pair_key"] = _keys(self.seed, step, dsprites_draws.PAIR, self.images.offset,
+                               self.images.local)
     return rows
 
   def local_batch(self, step: int) -> dict:
     rows = self.local_rows(step)
     batch = self._side_batch(rows)
-    batch["image_pair"] = self.dataset.get_images(rows["pair_index"])
+    batch["image_pair"] = images_of(self.dataset, rows["pair_index"], rows.get("pair_key"))
     batch["changed"] = rows["changed"]
     return batch
 

@@ -126,6 +126,7 @@ def load_training_data(config):
   """The training set ``dataset.name`` / ``dataset.train_split``; says which folder it reads."""
   d = config.dataset
   data_lib.check_split(d.name, d.train_split, "dataset.train_split")
+  data_lib.check_variant_draw(d)
   root, origin = data_lib.data_dir_origin(d.data_dir)
   if jax.process_index() == 0:
     where = (f"TFDS {d.tfds_name or d.name} under {d.tfds_data_dir or '$TFDS_DATA_DIR'} "
@@ -134,7 +135,8 @@ def load_training_data(config):
   return data_lib.load_dataset(d.name, data_dir=root, split=d.train_split, source=d.source,
                                synthetic_if_missing=d.synthetic_if_missing,
                                allow_download=d.allow_download, **data_lib.tfds_kwargs(d),
-                               unfair=data_lib.unfair_settings(d))
+                               unfair=data_lib.unfair_settings(d),
+                               variant_draw=d.get("variant_draw", "per_image"))
 
 
 def _all_finite(tree) -> jax.Array:

@@ -9,6 +9,7 @@ import sys
 
 from disentangle import config as config_lib
 from disentangle import methods
+from disentangle.data.datasets import dsprites_draws
 
 NEVER = 2**31 - 1  # a t_d no run reaches: the CascadeVAE-C ablation (no discrete code)
 # The ``cpu`` variants: a fifth of the paper's schedule (MNIST CascadeVAE: 2.4e4 of 1.2e5
@@ -97,6 +98,14 @@ def study_dataset(c, names: list[str]) -> None:
   ``dataset.train_split = dataset.eval_split = 'all'`` (TFDS ``train+test``). The split of
   ``smallnorb_betavae`` (train on TFDS ``train``, 24,300 images, score on ``test``, the other
   five instances) stays an option: ``dataset.train_split=train,dataset.eval_split=test``.
+
+  The colour, noisy and scream dSprites as disentanglement_lib draws them
+  (``data/ground_truth/dsprites.py``: ``ColorDSprites`` / ``NoisyDSprites`` / ``ScreamDSprites``
+  ``sample_observations_from_factors``, lines 120-131, 153-158 and 185-198): a new colour /
+  noise / patch every time an image is sampled, in training (from the stream of run seed, step
+  and row of the batch) and in evaluation (from the evaluation's own stream):
+  ``dataset.variant_draw = 'per_sample'`` (``disentangle/data/datasets/dsprites_variants.py``).
+  ``dataset.variant_draw=per_image`` (one draw per row, fixed) stays an option.
   """
   chosen = [n for n in names if n in STUDY_DATASETS]
   if len(chosen) > 1:
@@ -109,6 +118,8 @@ def study_dataset(c, names: list[str]) -> None:
     c.dataset.train_split = "train"
     if chosen[0] == "smallnorb":
       c.dataset.train_split = c.dataset.eval_split = "all"
+  if chosen[0] in dsprites_draws.NAMES:
+    c.dataset.variant_draw = "per_sample"
 
 
 def study_networks(c) -> None:

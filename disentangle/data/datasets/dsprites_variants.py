@@ -16,15 +16,30 @@ factor grid; the definitions follow disentanglement_lib's ``data/ground_truth/ds
 
 Images are float32 in [0, 1].
 
-Randomness. ``sample_observations_from_factors(factors, rng)`` draws everything from ``rng``, as
-disentanglement_lib draws from its ``random_state`` (numpy ``Generator`` here, not
-``RandomState``: the same distributions, not the same numbers). The training interface
-``get_images(indices)`` is deterministic per row: row ``i`` draws from its own stream
-``Generator(PCG64(SeedSequence([seed, i])))``, so a row looks the same in every batch, epoch,
-process and resume. Where we depart: disentanglement_lib trains on fresh draws
-(``util.tf_data_set_from_ground_truth_data``), so one dSprites image gets a new colour / noise /
-patch each time it is drawn; here the colour of row ``i`` is a fixed property of the set (one per
-row and ``seed``). ``dsprites_noshape`` trains on every dSprites row, all three shapes.
+Randomness: ``draw`` (``dataset.variant_draw``) of the colour, noisy and scream sets.
+
+- ``'per_sample'``, disentanglement_lib's (``data/ground_truth/dsprites.py``:
+  ``ColorDSprites.sample_observations_from_factors``, lines 120-131, ``NoisyDSprites``'s, lines
+  153-158, ``ScreamDSprites``'s, lines 185-198, draw a new colour / noise / patch from
+  ``random_state`` for every observation, and training samples every example afresh,
+  ``util.tf_data_set_from_ground_truth_data``, lines 25-35): the default of the study's tables.
+  Each training image draws anew, from the stream of (run seed, step, row of the global batch)
+  (``dsprites_draws``: the same counter-based draw on the host and on the device, where the
+  sprites are placed and painted in the step, ``compact_images``); ``drawn_images(indices,
+  keys)`` paints rows with given keys. ``sample_observations_from_factors(factors, rng)`` (the
+  metrics) draws each observation's keys from ``rng``, the evaluation's own stream, and a set
+  drawn per sample has no fixed image per row to encode once (``evaluation.encodings``
+  samples). ``get_images(indices)`` (the evaluation's points, pictures) draws row ``i`` from the
+  key of (``seed``, ``dsprites_draws.ROWS``, ``i``): one draw per point, the same at every
+  evaluation.
+- ``'per_image'`` (the default elsewhere): ``get_images(indices)`` is deterministic per row:
+  row ``i`` draws from its own stream ``Generator(PCG64(SeedSequence([seed, i])))``, so a row
+  looks the same in every batch, epoch, process and resume, in training and in the evaluation
+  of the whole set; the colour of row ``i`` is a fixed property of the set (one per row and
+  ``seed``). ``sample_observations_from_factors(factors, rng)`` draws everything from ``rng``
+  (numpy ``Generator``, not ``RandomState``: the same distributions, not the same numbers).
+
+``dsprites_noshape`` trains on every dSprites row, all three shapes.
 
 The painting is read from ``scream/scream.jpg`` in the data folder (disentanglement_lib's path;
 any copy of Munch's "The Scream", e.g. the Wikimedia file of ``SCREAM_URL``); no checksum is
@@ -40,6 +55,7 @@ from PIL import Image
 
 from disentangle.data import files
 from disentangle.data.datasets import dsprites
+from disentangle.data.datasets import dsprites_draws
 from disentangle.data.datasets.dsprites import DSprites
 from disentangle.data.datasets.dsprites import FactorTargets
 from disentangle.data.datasets.dsprites import IndexedRows
@@ -49,6 +65,7 @@ SCREAM_URL = "https://upload.wikimedia.org/wikipedia/commons/f/f4/The_Scream.jpg
 VARIANTS = ("color_dsprites", "noisy_dsprites", "scream_dsprites", "dsprites_noshape")
 NOSHAPE_FACTOR_NAMES = dsprites.FACTOR_NAMES[1:]
 NOSHAPE_FACTOR_SIZES = dsprites.FACTOR_SIZES[1:]
+DRAWS = ("per_image", "per_sample")  # dataset.variant_draw
 
 
 def row_rng(seed: int, index: int) -> np.random.Generator:
@@ -79,7 +96,7 @@ def read_scream(data_dir: str | os.PathLike) -> np.ndarray:
 
 
 class _Variant(FactorTargets, IndexedRows):
-  """A view over the rows of a ``DSprites`` ``base``; subclasses say how an image is painted."""
+  """A view over the rows of a ``DSprites`` ``base``."""
 
   name = ""
   image_shape = (64, 64, 3)
@@ -99,19 +116,6 @@ class _Variant(FactorTargets, IndexedRows):
   def source(self) -> str:
     return self.base.source
 
-  def _paint(self, sprites: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """float32 [n, 64, 64, 3] of binary sprites [n, 64, 64, 1], drawing from ``rng``."""
-    raise NotImplementedError
-
-  def get_images(self, indices) -> np.ndarray:
-    """float32 [n, 64, 64, 3] of rows ``indices``; row ``i`` draws from ``row_rng(seed, i)``."""
-    indices = self._check(indices).reshape(-1)
-    sprites = self.base.get_images(indices)
-    out = np.empty((len(indices), 64, 64, 3), np.float32)
-    for k, i in enumerate(indices):
-      out[k] = self._paint(sprites[k:k + 1], row_rng(self.seed, i))[0]
-    return out
-
   def factors_of(self, indices) -> np.ndarray:
     return self.base.factors_of(indices)
 
@@ -127,12 +131,76 @@ class _Variant(FactorTargets, IndexedRows):
   def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
     return self.base.sample_factors(num, rng)
 
+
+class _Painted(_Variant):
+  """The colour, noisy and scream sets: the dSprites rows painted with a random draw, per image
+  or per sample (``draw``, the module docstring); subclasses say how."""
+
+  sprite_shape = dsprites.IMAGE_SHAPE  # of the rows of compact_images (the sprites)
+
+  def __init__(self, base: DSprites, seed: int = 0, draw: str = "per_image"):
+    if draw not in DRAWS:
+      raise ValueError(f"draw must be one of {list(DRAWS)}, got {draw!r}")
+    super().__init__(base, seed)
+    self.draw = draw
+
+  def __repr__(self) -> str:
+    return (f"{type(self).__name__}(n={self.num_examples}, source={self.base.source!r}, "
+            f"draw={self.draw!r})")
+
+  @property
+  def draws_per_sample(self) -> bool:
+    """Whether each image draws anew (``draw='per_sample'``; the module docstring)."""
+    return self.draw == "per_sample"
+
+  @property
+  def painting32(self) -> np.ndarray | None:
+    """The painting the per-sample draw reads (float32), None for sets without one."""
+    return None
+
+  def _paint(self, sprites: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """float32 [n, 64, 64, 3] of binary sprites [n, 64, 64, 1], drawing from ``rng``."""
+    raise NotImplementedError
+
+  def get_images(self, indices) -> np.ndarray:
+    """float32 [n, 64, 64, 3] of rows ``indices``; row ``i`` draws from ``row_rng(seed, i)``
+    (per sample: from the key of (``seed``, ``dsprites_draws.ROWS``, ``i``))."""
+    indices = self._check(indices).reshape(-1)
+    if self.draws_per_sample:
+      return self.drawn_images(indices, dsprites_draws.batch_keys(
+          self.seed, 0, dsprites_draws.ROWS, indices))
+    sprites = self.base.get_images(indices)
+    out = np.empty((len(indices), 64, 64, 3), np.float32)
+    for k, i in enumerate(indices):
+      out[k] = self._paint(sprites[k:k + 1], row_rng(self.seed, i))[0]
+    return out
+
+  def drawn_images(self, indices, keys) -> np.ndarray:
+    """float32 [n, 64, 64, 3]: rows ``indices`` painted with the per-sample draws of ``keys``
+    (uint32 [n, 2], ``dsprites_draws.batch_keys``)."""
+    sprites = self.base.get_images(self._check(indices).reshape(-1))
+    return dsprites_draws.paint(np, self.name, sprites, keys, self.painting32)
+
+  def compact_images(self):
+    """Per sample: dSprites' packed sprites, painted in the step on the device
+    (``train.device_data``); per image: None (the host pipeline paints each row's fixed draw)."""
+    return self.base.compact_images() if self.draws_per_sample else None
+
+  def indices_of_factors(self, factors, rng: np.random.Generator | None = None) -> np.ndarray:
+    """The rows showing ``factors`` (dSprites', e.g. for pairs)."""
+    return self.base.indices_of_factors(factors, rng)
+
   def sample_observations_from_factors(self, factors, rng: np.random.Generator) -> np.ndarray:
-    """float32 [n, 64, 64, 3] showing ``factors`` [n, 5]; the colouring draws from ``rng``."""
-    return self._paint(self.base.sample_observations_from_factors(factors, rng), rng)
+    """float32 [n, 64, 64, 3] showing ``factors`` [n, 5]; the colouring draws from ``rng`` (per
+    sample: each observation's key, two uint32 words, drawn from ``rng`` after the sprites)."""
+    sprites = self.base.sample_observations_from_factors(factors, rng)
+    if self.draws_per_sample:
+      keys = rng.integers(0, 2**32, size=(len(sprites), 2), dtype=np.uint32)
+      return dsprites_draws.paint(np, self.name, sprites, keys, self.painting32)
+    return self._paint(sprites, rng)
 
 
-class ColorDSprites(_Variant):
+class ColorDSprites(_Painted):
   """dSprites with the sprite coloured (disentanglement_lib ``dsprites.ColorDSprites``).
 
   Each observation's sprite takes one colour ~ U(0.5, 1)^3; the background stays 0.
@@ -145,7 +213,7 @@ class ColorDSprites(_Variant):
     return (sprites * color).astype(np.float32)
 
 
-class NoisyDSprites(_Variant):
+class NoisyDSprites(_Painted):
   """dSprites on uniform noise (disentanglement_lib ``dsprites.NoisyDSprites``).
 
   ``min(sprite + U, 1)`` with U ~ U(0, 1) per pixel and channel: a white sprite on noise.
@@ -158,7 +226,7 @@ class NoisyDSprites(_Variant):
     return np.minimum(sprites + noise, 1.0).astype(np.float32)
 
 
-class ScreamDSprites(_Variant):
+class ScreamDSprites(_Painted):
   """dSprites on a patch of "The Scream" (disentanglement_lib ``dsprites.ScreamDSprites``).
 
   Per observation: a 64x64 patch at a uniform corner (row in ``[0, H - 64)``, column in
@@ -169,16 +237,23 @@ class ScreamDSprites(_Variant):
     base: the dSprites rows.
     painting: float [H, W, 3] in [0, 1] (``read_scream``), H and W above 64.
     seed: of the per-row streams of ``get_images``.
+    draw: 'per_image' or 'per_sample' (module docstring).
   """
 
   name = "scream_dsprites"
 
-  def __init__(self, base: DSprites, painting: np.ndarray, seed: int = 0):
-    super().__init__(base, seed)
+  def __init__(self, base: DSprites, painting: np.ndarray, seed: int = 0,
+               draw: str = "per_image"):
+    super().__init__(base, seed, draw)
     painting = np.asarray(painting, np.float64)
     if painting.ndim != 3 or painting.shape[2] != 3 or min(painting.shape[:2]) <= 64:
       raise ValueError(f"painting must be [H, W, 3] with H, W > 64, got {painting.shape}")
     self.painting = painting
+    self._painting32 = painting.astype(np.float32)
+
+  @property
+  def painting32(self) -> np.ndarray:
+    return self._painting32
 
   def _paint(self, sprites, rng):
     h, w = self.painting.shape[:2]
@@ -259,16 +334,18 @@ class DSpritesNoShape(_Variant):
     return np.asarray(factors, np.int64) @ bases.astype(np.int64)
 
 
-def make(name: str, base: DSprites, *, painting: np.ndarray | None = None, seed: int = 0):
-  """The variant ``name`` (one of ``VARIANTS``) over ``base``."""
+def make(name: str, base: DSprites, *, painting: np.ndarray | None = None, seed: int = 0,
+         draw: str = "per_image"):
+  """The variant ``name`` (one of ``VARIANTS``) over ``base``; ``draw`` (``DRAWS``) for the
+  colour, noisy and scream sets (``dsprites_draws.NAMES``)."""
   if name == "color_dsprites":
-    return ColorDSprites(base, seed)
+    return ColorDSprites(base, seed, draw)
   if name == "noisy_dsprites":
-    return NoisyDSprites(base, seed)
+    return NoisyDSprites(base, seed, draw)
   if name == "scream_dsprites":
     if painting is None:
       raise ValueError("scream_dsprites needs the painting (read_scream)")
-    return ScreamDSprites(base, painting, seed)
+    return ScreamDSprites(base, painting, seed, draw)
   if name == "dsprites_noshape":
     return DSpritesNoShape(base)
   raise ValueError(f"unknown dSprites variant {name!r}; valid names: {', '.join(VARIANTS)}")
