@@ -1,4 +1,4 @@
-"""An evaluation's duration known before it starts (`disentangle.evaluation.duration`): the
+"""An evaluation's duration known before it starts (`disentangle.train.eval_duration`): the
 estimate's arithmetic, the timed batch, and the first evaluation of a trainer and of a table's
 program not started when it would end past the deadline (an injected batch time: no timing)."""
 import json
@@ -9,12 +9,12 @@ import ml_collections
 import numpy as np
 import pytest
 
-from disentangle.evaluation import duration
 from disentangle.evaluation import evaluate_run
 from disentangle.evaluation import evaluator
 from disentangle.reproduce import plan
 from disentangle.reproduce import run
 from disentangle.train import background
+from disentangle.train import eval_duration as duration
 from disentangle.train import preemption
 from tests import helpers
 

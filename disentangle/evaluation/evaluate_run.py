@@ -62,12 +62,12 @@ from disentangle import errors
 from disentangle import methods
 from disentangle import metrics
 from disentangle import viz
-from disentangle.evaluation import duration
 from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.evaluation import report
 from disentangle.metrics import registry
 from disentangle.train import checkpoint
+from disentangle.train import eval_duration as duration
 from disentangle.train import host
 from disentangle.train import preemption
 from disentangle.train import seeds

@@ -79,7 +79,7 @@ class Evaluations:
 
   def expected_seconds(self, estimate: Callable[[], float]) -> float:
     """How long the next evaluation should take: the last one's duration, or before the first
-    of this process ``estimate()`` (`evaluation.duration`; called once, then kept)."""
+    of this process ``estimate()`` (`train.eval_duration`; called once, then kept)."""
     if self.finished:
       return self.seconds
     if self._estimate is None:

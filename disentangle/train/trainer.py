@@ -12,7 +12,7 @@ atomically every ``checkpoint_every`` steps and at the end. A non-finite loss ra
 :class:`NonFiniteError` before anything bad is saved. A signal (`disentangle.train.preemption`) or
 ``deadline`` ends the loop at a step with a checkpoint, closed writers and `preemption.Preempted`
 (`preemption.DeadlineReached`); an evaluation that would end past the deadline (as long as the
-last one took; the first: its encoding estimated from one timed batch, `evaluation.duration`) is
+last one took; the first: its encoding estimated from one timed batch, `train.eval_duration`) is
 not started and is owed to the resumed run (``eval_pending.json``). Any exception out of the loop closes the writers, the
 selectors and the checkpointer too. What a user sees of this (stops, resumes, kills):
 docs/reliability.md.
@@ -336,7 +336,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
 def _first_evaluation(evaluators, state, multi: bool) -> float:
   """Seconds the first evaluation should take (`duration.of_evaluators`, its encoding; 0 when
   unknown), from one batch encoded with the parameters of ``state``."""
-  from disentangle.evaluation import duration  # pylint: disable=g-import-not-at-top
+  from disentangle.train import eval_duration as duration  # pylint: disable=g-import-not-at-top
   params = _local_copy(_on_first_device(state.params))
   estimate = duration.of_evaluators(
       evaluators, params, lambda p, i: seeds.take(p, i) if multi else p)

@@ -55,13 +55,16 @@ def time_batch(encode: Callable[[np.ndarray], Any], images: np.ndarray,
   return clock() - began
 
 
+_ENCODES = ("indices", "batch_size", "dataset", "represent_fn")
+
+
 def of_evaluators(evaluators: Sequence, params, take: Callable[[Any, int], Any],
                   timer: Callable | None = None) -> Estimate | None:
-  """The encoding of an in-training evaluation (`evaluation.evaluator.Evaluator`): each run's
-  eval points, one batch of the first run timed with its parameters ``take(params, 0)``
-  (the runs share a network shape). None when the evaluators are not ``Evaluator`` (unknown)."""
-  from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
-  if not evaluators or not all(isinstance(ev, evaluator.Evaluator) for ev in evaluators):
+  """The encoding of an in-training evaluation (`evaluation.evaluator.Evaluator`, or any with its
+  ``indices``, ``batch_size``, ``dataset`` and ``represent_fn``): each run's eval points, one
+  batch of the first run timed with its parameters ``take(params, 0)`` (the runs share a network
+  shape). None when an evaluator does not say what it encodes (its duration unknown)."""
+  if not evaluators or not all(all(hasattr(ev, a) for a in _ENCODES) for ev in evaluators):
     return None
   first = evaluators[0]
   n = len(first.indices)
