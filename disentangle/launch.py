@@ -3,6 +3,8 @@
 ``python -m experiments.<name> --config=experiments/configs/<name>.py[:variant[,field=value]]
 [--config.field=value ...] [--workdir=DIR]``. Without ``--workdir`` the run goes to
 ``runs/<config name>[_<variant>]``; the run resumes automatically if that folder has a checkpoint.
+``--workdir`` may be a bucket URL (``gs://bucket/run``; `disentangle.paths`); on a pod every
+host runs the same command with the same URL.
 
 Bad input is one line on stderr and exit status 2, never a traceback: an unknown variant, an
 unknown field or an unparsable value (in the ``:variant,field=value`` argument or as
@@ -33,6 +35,7 @@ from ml_collections import config_flags
 
 from disentangle import command_line
 from disentangle import config as config_lib
+from disentangle import paths
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, with :variant.",
                                           lock_config=True)
@@ -118,7 +121,7 @@ def _run(_):
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
   absl_logging.set_verbosity(absl_logging.WARNING)
   config = _CONFIG.value
-  workdir = pathlib.Path(_WORKDIR.value)
+  workdir = paths.as_path(_WORKDIR.value)  # a folder or a bucket URL (gs://bucket/run)
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
     methods.validate(config)  # a bad field: its one line alone, before the run is announced
     print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
