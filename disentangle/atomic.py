@@ -143,11 +143,12 @@ def _remove_stale(path: pathlib.Path) -> None:
   head = f".{path.name}."
   for tmp in path.parent.glob(glob.escape(head) + "*@" + glob.escape(_HOST) + ".*"):
     pid = tmp.name[len(head):].split("@", 1)[0]
-    if pid.isdigit() and not _running(int(pid)):
+    if pid.isdigit() and not running(int(pid)):
       tmp.unlink(missing_ok=True)
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+  """Whether process ``pid`` of this host runs."""
   try:
     os.kill(pid, 0)
   except ProcessLookupError:

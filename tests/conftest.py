@@ -71,6 +71,7 @@ def storage_emulator(tmp_path_factory):
   that points this process and its children at it; skipped only when the emulator or gcsfs is
   not installed (the test extras install both)."""
   import importlib.util  # pylint: disable=g-import-not-at-top
+
   from tests import storage_emulator as emulator  # pylint: disable=g-import-not-at-top
   missing = [m for m in ("gcp_storage_emulator", "gcsfs") if importlib.util.find_spec(m) is None]
   if missing:

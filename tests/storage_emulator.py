@@ -24,14 +24,64 @@ import urllib.request
 
 BUCKET = "disentangle-test"
 
-# The emulator's server answers one request at a time and, as Python's `http.server` does,
-# queues 5 connections; tensorstore opens up to 32 at once (its default concurrency), so the
-# queue is made longer in the emulator's process.
+# The emulator, run in its own process with two additions (`_SERVE`):
+# - its server (Python's `http.server`) takes one connection at a time and queues 5, while
+#   tensorstore opens up to 32 at once (its default concurrency) and gives up on requests left
+#   waiting: each connection gets a thread, and the requests are still handled one at a time;
+# - it ignores generation preconditions, on which the checkpoints' OCDBT manifests rely (every
+#   commit is a read-modify-write of the manifest with ``ifGenerationMatch``; Cloud Storage
+#   answers 412 to all but one of concurrent commits, which then retry): an upload named in its
+#   query (``uploadType=media``, tensorstore's) with ``ifGenerationMatch`` is refused with 412
+#   unless the object's generation matches (0: absent), as Cloud Storage documents. Uploads that
+#   name the object in their body (gcsfs's multipart uploads, the reproduce lock's exclusive
+#   create) are not checked;
+# - its downloads lack the ``x-goog-generation`` header from which tensorstore reads an object's
+#   generation (the precondition of the next manifest commit): it is added.
 _SERVE = """
-import http.server, sys
+import http.server, sys, threading
+http.server.HTTPServer = http.server.ThreadingHTTPServer
 http.server.HTTPServer.request_queue_size = 256
-from gcp_storage_emulator.server import create_server
-create_server("127.0.0.1", int(sys.argv[1]), in_memory=True, default_bucket=sys.argv[2]).run()
+from gcp_storage_emulator import exceptions
+from gcp_storage_emulator.handlers import objects
+insert = objects.insert
+
+def insert_if_generation_matches(request, response, storage, *args, **kwargs):
+  match, name = request.query.get("ifGenerationMatch"), request.query.get("name")
+  if match and name:
+    try:
+      current = str(storage.get_file_obj(request.params["bucket_name"], name[0])["generation"])
+    except exceptions.NotFound:
+      current = "0"
+    if current != match[0]:
+      response.status = 412
+      response.json({"error": {"code": 412, "message": "Precondition Failed"}})
+      return
+  return insert(request, response, storage, *args, **kwargs)
+
+objects.insert = insert_if_generation_matches
+download = objects.download
+
+def download_with_generation(request, response, storage, *args, **kwargs):
+  result = download(request, response, storage, *args, **kwargs)
+  try:
+    obj = storage.get_file_obj(request.params["bucket_name"], request.params["object_id"])
+    response["x-goog-generation"] = str(obj["generation"])
+    response["x-goog-metageneration"] = str(obj.get("metageneration", "1"))
+  except exceptions.NotFound:
+    pass
+  return result
+
+objects.download = download_with_generation
+from gcp_storage_emulator import server
+one_at_a_time, handle = threading.Lock(), server.Router.handle
+
+def handle_alone(self, method):
+  with one_at_a_time:
+    return handle(self, method)
+
+server.Router.handle = handle_alone
+server.create_server("127.0.0.1", int(sys.argv[1]), in_memory=True,
+                     default_bucket=sys.argv[2]).run()
 """
 
 
