@@ -49,8 +49,12 @@ setuptools.setup(
     extras_require={
         # setuptools, packaging: the install-ranges test resolves this project without build
         # isolation (setuptools builds wheels itself from 70.1) and reads version specifiers.
+        # The Cloud Storage emulator and client: the bucket tests (tests/test_bucket.py).
         "test": ["pytest>=8", "pytest-xdist==3.8.0", "ruff==0.17.6",
-                 "setuptools>=70.1", "packaging"],
+                 "setuptools>=70.1", "packaging", "gcp-storage-emulator==2026.7.19",
+                 "gcsfs==2026.10.1"],
+        # Runs and data on a bucket (gs://) without TensorFlow: fsspec's Cloud Storage client.
+        "gcs": ["gcsfs>=2026.10.1,<=2026.10.1"],
         # Benchmark-only: the PyTorch reference step (never imported by the library).
         "torch": ["torch==2.13.0"],
     },

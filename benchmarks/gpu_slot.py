@@ -29,7 +29,9 @@
 The same command again continues: the throughput is kept, every table resumes from ``W`` (default
 ``<DIR>_workdir`` beside ``DIR``, so that ``DIR`` stays small), and the persistent compilation
 cache in ``W/jax_cache`` spares most compilations of the first call. One command at a time per
-``W`` (the lock of `disentangle.reproduce.run.holding`). Exit status: 0 when the queue is done,
+``W`` (the lock of `disentangle.reproduce.run.holding`). ``--out`` and ``--slot_workdir`` may be
+bucket URLs (``gs://bucket/slot``; `disentangle.paths`): every file is then a whole-object write,
+``slot.log`` rewritten whole at each line. Exit status: 0 when the queue is done,
 124 when the deadline stopped it, 143 / 130 on SIGTERM / SIGINT, 2 on bad input (one line naming
 the flag, nothing created) or when a table failed (its line is in the log; the queue went on).
 """
@@ -56,6 +58,7 @@ from absl import flags
 from benchmarks import throughput
 from disentangle import atomic
 from disentangle import command_line
+from disentangle import paths
 
 # CascadeVAE's rows (the papers' claims) before the baselines and ablations of the same tables.
 DEFAULT_QUEUE = ("cascadevae_table1/dsprites_cascade.m6,cascadevae_table3/mnist_cascade,"
@@ -171,6 +174,8 @@ def check_writable(flag: str, path: pathlib.Path) -> None:
   """`plan.BadInput` naming ``flag`` unless ``path`` is a folder, or can be made one, that this
   process can write in; creates nothing (the probe is an unnamed temporary file)."""
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  if paths.is_remote(path):  # a bucket has no folders to probe: its first write says
+    return
   if path.exists() and not path.is_dir():
     raise plan.BadInput(f"{flag}: {path} exists and is not a folder")
   ancestor = path
@@ -183,6 +188,11 @@ def check_writable(flag: str, path: pathlib.Path) -> None:
       pass
   except OSError as e:
     raise plan.BadInput(f"{flag}: {path} is not writable: {e.strerror or e}") from None
+
+
+def _absolute(path):
+  """A local path made absolute; a URL as it is."""
+  return paths.as_path(path) if paths.is_remote(path) else pathlib.Path(os.path.abspath(path))
 
 
 def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=None,
@@ -204,10 +214,9 @@ def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=N
     raise plan.BadInput(f"--minutes: must be a positive number of minutes, got {minutes!r}")
   if not out:
     raise plan.BadInput("--out: required (the folder of the summary)")
-  out = pathlib.Path(os.path.abspath(out))
+  out = _absolute(out)
   check_writable("--out", out)
-  workdir = pathlib.Path(os.path.abspath(workdir)) if workdir else \
-      out.parent / f"{out.name}_workdir"
+  workdir = _absolute(workdir) if workdir else out.parent / f"{out.name}_workdir"
   if workdir == out or out in workdir.parents:
     raise plan.BadInput(f"--slot_workdir: {workdir} is inside --out; the summary folder stays "
                         "small")
@@ -235,12 +244,19 @@ def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=N
 class Log:
   """Progress lines: printed, and appended to ``W/slot.log`` (its tail goes to ``DIR``)."""
 
-  def __init__(self, path: pathlib.Path):
+  def __init__(self, path):
     self.path = path
+    self._text = None  # on a bucket: the object's text (appending = rewriting it whole)
 
   def __call__(self, line: str) -> None:
     stamped = f"[{datetime.datetime.now():%Y-%m-%d %H:%M:%S}] {line}"
     print(stamped, flush=True)
+    if paths.is_remote(self.path):
+      if self._text is None:
+        self._text = self.path.read_text() if self.path.exists() else ""
+      self._text += stamped.replace("\n", " ") + "\n"
+      atomic.write_text(self.path, self._text)
+      return
     self.path.parent.mkdir(parents=True, exist_ok=True)
     with open(self.path, "a", encoding="utf-8") as f:
       f.write(stamped.replace("\n", " ") + "\n")
@@ -248,7 +264,7 @@ class Log:
   def tail(self, lines: int = LOG_TAIL_LINES) -> str:
     if not self.path.is_file():
       return ""
-    with open(self.path, encoding="utf-8", errors="replace") as f:
+    with self.path.open(encoding="utf-8", errors="replace") as f:
       return "".join(line[:2000] for line in collections.deque(f, maxlen=lines))
 
 

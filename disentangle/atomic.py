@@ -17,6 +17,15 @@ A write that fails with an ``OSError`` (a full disk: ``ENOSPC``; a quota, a read
 file system) raises :class:`WriteError`, one line naming the path and the cause; the target keeps
 its old content and no temporary is left. The run's other writers (``train.writers``, the
 checkpoints) raise the same error, which the command line prints as one line.
+
+**On a bucket** (a ``gs://`` target, `disentangle.paths`) every write is one whole-object
+upload: the content is made in a local temporary (:func:`replacing`; :func:`write_text` and
+:func:`write_bytes` upload their bytes directly) and uploaded once it is complete. An object
+upload is atomic: a reader sees the old object or the new one, never a part, and a process
+killed before the upload ends leaves the old object and no temporary in the bucket (its local
+temporary goes with the machine's temporary folder). There is no ``fsync`` to do: the store
+acknowledges an upload once it is durable. A failed upload raises the same one-line
+:class:`WriteError`, naming the URL.
 """
 from __future__ import annotations
 
@@ -26,11 +35,13 @@ import glob
 import os
 import pathlib
 import re
+import shutil
 import socket
 import tempfile
 from typing import Iterator
 
 from disentangle import errors
+from disentangle import paths
 
 
 class WriteError(errors.UserError, OSError):
@@ -61,8 +72,13 @@ def replacing(path: str | os.PathLike, suffix: str | None = None, *,
   ``suffix`` (default: ``path``'s own) serves writers that pick a format by extension (PIL
   reads ``.png``). ``np.save`` appends ``.npy`` to a name without it: give it an open file.
   ``sync``: ``fsync`` the temporary before the rename and the folder after it (the default;
-  ``False`` only to measure what it costs).
+  ``False`` only to measure what it costs). On a bucket: a local temporary, uploaded whole
+  on success (`_uploading`).
   """
+  if paths.is_remote(path):
+    with _uploading(paths.as_path(path), suffix) as tmp:
+      yield tmp
+    return
   path = pathlib.Path(path)
   try:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +106,30 @@ def replacing(path: str | os.PathLike, suffix: str | None = None, *,
 _HOST = socket.gethostname()
 
 
+@contextlib.contextmanager
+def _uploading(path, suffix: str | None) -> Iterator[pathlib.Path]:
+  """`replacing` of an object: a local temporary, uploaded whole onto ``path`` on success."""
+  folder = pathlib.Path(tempfile.mkdtemp(prefix=".upload."))
+  tmp = folder / ("object" + (path.suffix if suffix is None else suffix))
+  try:
+    yield tmp
+    _upload(path, tmp.read_bytes())
+  except OSError as e:
+    if isinstance(e, WriteError):
+      raise
+    raise write_error(path, e) from e
+  finally:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _upload(path, data: bytes) -> None:
+  """One whole-object write of ``data`` (`WriteError` when the store refuses it)."""
+  try:
+    path.write_bytes(data)
+  except Exception as e:  # pylint: disable=broad-except  (the client's HTTP errors too)
+    raise write_error(path, e) from e
+
+
 def _fsync(path: pathlib.Path) -> None:
   """Flush ``path`` (a file or a folder) to the disk."""
   fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
@@ -104,11 +144,12 @@ def _remove_stale(path: pathlib.Path) -> None:
   head = f".{path.name}."
   for tmp in path.parent.glob(glob.escape(head) + "*@" + glob.escape(_HOST) + ".*"):
     pid = tmp.name[len(head):].split("@", 1)[0]
-    if pid.isdigit() and not _running(int(pid)):
+    if pid.isdigit() and not running(int(pid)):
       tmp.unlink(missing_ok=True)
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+  """Whether process ``pid`` of this host runs."""
   try:
     os.kill(pid, 0)
   except ProcessLookupError:
@@ -119,10 +160,14 @@ def _running(pid: int) -> bool:
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+  if paths.is_remote(path):
+    return _upload(paths.as_path(path), data)
   with replacing(path) as tmp:
     tmp.write_bytes(data)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
+  if paths.is_remote(path):
+    return _upload(paths.as_path(path), text.encode())
   with replacing(path) as tmp:
     tmp.write_text(text)

@@ -3,7 +3,8 @@
 ``python -m experiments.<name> --config=experiments/configs/<name>.py[:variant[,field=value]]
 [--config.field=value ...] [--workdir=DIR] [--deadline=25m]``. Without ``--workdir`` the run goes
 to ``runs/<config name>[_<variant>]``; the run resumes automatically if that folder has a
-checkpoint.
+checkpoint. ``--workdir`` may be a bucket URL (``gs://bucket/run``; `disentangle.paths`); on a
+pod every host runs the same command with the same URL.
 
 An unknown variant, an unknown field or an unparsable value (in the ``:variant,field=value``
 argument or as ``--config.field=value``) is one line here, while flags are parsed; an impossible
@@ -26,6 +27,7 @@ from ml_collections import config_flags
 
 from disentangle import command_line
 from disentangle import config as config_lib
+from disentangle import paths
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, with :variant.",
                                           lock_config=True)
@@ -111,7 +113,7 @@ def _run(_):
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
   absl_logging.set_verbosity(absl_logging.WARNING)
   config = _CONFIG.value
-  workdir = pathlib.Path(_WORKDIR.value)
+  workdir = paths.as_path(_WORKDIR.value)  # a folder or a bucket URL (gs://bucket/run)
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
     methods.validate(config)  # a bad field: its one line alone, before the run is announced
     print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)

@@ -63,3 +63,38 @@ def pytest_collection_modifyitems(config, items):
   longest = {item.path for item in items if item.path.name == "test_fuzz_inputs.py"}
   rank = lambda item: 0 if item.path in longest else 1 if item.path in slow_files else 2
   items[:] = sorted(items, key=rank)  # stable: a file's tests keep their order
+
+
+@pytest.fixture(scope="session")
+def storage_emulator(tmp_path_factory):
+  """A Cloud Storage emulator on 127.0.0.1 (`tests.storage_emulator`), with the environment
+  that points this process and its children at it; skipped only when the emulator or gcsfs is
+  not installed (the test extras install both)."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+
+  from tests import storage_emulator as emulator  # pylint: disable=g-import-not-at-top
+  missing = [m for m in ("gcp_storage_emulator", "gcsfs") if importlib.util.find_spec(m) is None]
+  if missing:
+    pytest.skip(f"{' and '.join(missing)} not installed: pip install gcp-storage-emulator gcsfs "
+                f"(the test extras)")
+  with emulator.running(tmp_path_factory.mktemp("gcs") / "emulator.log") as url:
+    env = emulator.environment(url)
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+      yield url
+    finally:
+      for k, v in before.items():
+        if v is None:
+          os.environ.pop(k, None)
+        else:
+          os.environ[k] = v
+
+
+@pytest.fixture
+def bucket(storage_emulator, request) -> str:
+  """A fresh ``gs://`` folder of the emulator's bucket for this test."""
+  del storage_emulator
+  from tests import storage_emulator as emulator  # pylint: disable=g-import-not-at-top
+  name = "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)
+  return f"gs://{emulator.BUCKET}/{name}"

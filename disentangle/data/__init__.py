@@ -23,6 +23,7 @@ import os
 import pathlib
 
 from disentangle import config as config_lib
+from disentangle import paths
 from disentangle.data import files
 from disentangle.data.arrays import ArrayImages
 from disentangle.data.arrays import ImageDataset
@@ -58,6 +59,9 @@ DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "dsprites_
 # Datasets drawn from the dSprites images (file or renderer): they take source='render'.
 DSPRITES_BASED = ("dsprites", "dsprites_unfair", *dsprites_variants.VARIANTS)
 TFDS_ONLY = ("shapes3d", "smallnorb")  # ground-truth sets read only with source='tfds'
+# The sets whose files `files.fetch` reads, so that their data folder may be a bucket URL.
+BUCKET_READABLE = tuple(n for n in DSPRITES_BASED if n != "scream_dsprites") + ("mnist",
+                                                                               "fashion_mnist")
 
 __all__ = [
     # loading
@@ -229,6 +233,11 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
   if source == "render" and name not in DSPRITES_BASED:
     raise ValueError(f"source='render' only exists for dsprites, not {name}")
   root = files.resolve_data_dir(data_dir)
+  if paths.is_remote(root) and name not in BUCKET_READABLE:
+    raise DataFileError(f"{name} is read from a folder of files on a disk, not from {root}: copy "
+                        f"its folder to a local data folder, or read it from TFDS "
+                        f"(dataset.source='tfds', dataset.tfds_data_dir may be a gs:// URL); "
+                        f"from a bucket: {', '.join(sorted(BUCKET_READABLE))}")
   # The painting first: a missing one stops before dSprites is read or downloaded.
   painting = dsprites_variants.read_scream(root) if name == "scream_dsprites" else None
   try:

@@ -7,7 +7,10 @@ missing (when allowed; plain ``urllib``, no TensorFlow), and otherwise raises ``
 saying what is missing, which checksum it must have and where to get it.
 
 The data folder is ``resolve_data_dir(configured)``: an explicit (non-empty) configured folder,
-else the environment variable ``DISENTANGLE_DATA_DIR``, else ``~/disentangle_data``. Setting
+else the environment variable ``DISENTANGLE_DATA_DIR``, else ``~/disentangle_data``. The folder may be a bucket URL (``gs://bucket/data``,
+`disentangle.paths`): ``fetch`` then copies the file, once, into the cache folder
+(``<cache dir>/bucket/<bucket>/<path>``, checked against its checksum like a download) and
+returns that local copy, which the loaders read as any file. Setting
 ``DISENTANGLE_NO_DOWNLOAD`` (to anything but ``''``, ``0`` or ``false``) forbids downloads
 everywhere; the tests set it.
 
@@ -30,6 +33,7 @@ import urllib.request
 
 from disentangle import atomic
 from disentangle import errors
+from disentangle import paths
 
 _LOG = logging.getLogger(__name__)
 
@@ -123,7 +127,7 @@ def data_dir_origin(configured: str | os.PathLike | None) -> tuple[pathlib.Path,
   ``None`` means ``$DISENTANGLE_DATA_DIR`` if set, else ``DEFAULT_DATA_DIR`` (``~/disentangle_data``).
 
   The origin reads "dataset.data_dir", "$DISENTANGLE_DATA_DIR" or "default". ``~`` is expanded;
-  the folder is not created.
+  the folder is not created. A URL is kept as one (`paths.as_path`).
   """
   if configured:
     value, origin = configured, "dataset.data_dir"
@@ -131,6 +135,8 @@ def data_dir_origin(configured: str | os.PathLike | None) -> tuple[pathlib.Path,
     value, origin = os.environ[DATA_DIR_ENV], f"${DATA_DIR_ENV}"
   else:
     value, origin = DEFAULT_DATA_DIR, f"default; set ${DATA_DIR_ENV} or dataset.data_dir to change it"
+  if paths.is_remote(value):
+    return paths.as_path(value), origin
   return pathlib.Path(os.path.expanduser(os.fspath(value))), origin
 
 
@@ -236,6 +242,30 @@ def _download(spec: DataFile, path: pathlib.Path) -> None:
                          _how_to_get(spec, path))
 
 
+def _from_bucket(spec: DataFile, url) -> pathlib.Path:
+  """The verified local copy of the object ``url`` (module docstring): copied once into the
+  cache folder, atomically; `MissingDataError` when the object is absent."""
+  path = resolve_cache_dir() / "bucket" / str(url).split("://", 1)[1]
+  if path.is_file():
+    try:
+      return verify(path, spec)
+    except ChecksumError:
+      pass  # a copy of an older object: copied again
+  if not url.is_file():
+    raise MissingDataError(f"missing data file {url} (expected {spec.algorithm} {spec.digest}). "
+                           + _how_to_get(spec, url))
+  path.parent.mkdir(parents=True, exist_ok=True)
+  with atomic.replacing(path, suffix=".part") as tmp, url.open("rb") as src, \
+      open(tmp, "wb") as out:
+    for chunk in iter(lambda: src.read(1 << 20), b""):
+      out.write(chunk)
+  try:
+    return verify(path, spec)
+  except ChecksumError as e:
+    path.unlink(missing_ok=True)
+    raise ChecksumError(str(e).replace(str(path), str(url), 1)) from None
+
+
 def fetch(name: str | DataFile, data_dir: str | os.PathLike,
           allow_download: bool = True) -> pathlib.Path:
   """Returns the verified local path of a canonical file, downloading it if needed and allowed.
@@ -256,6 +286,8 @@ def fetch(name: str | DataFile, data_dir: str | os.PathLike,
     spec = FILES[name]
   else:
     raise ValueError(f"unknown data file {name!r}; known: {sorted(FILES)}")
+  if paths.is_remote(data_dir):
+    return _from_bucket(spec, paths.as_path(data_dir) / spec.relpath)
   path = pathlib.Path(data_dir) / spec.relpath
   if path.is_file():
     return verify(path, spec)

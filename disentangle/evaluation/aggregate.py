@@ -48,13 +48,13 @@ The metrics and their titles are the tabulated ones of the registry
 from __future__ import annotations
 
 import json
-import pathlib
 from typing import Iterable, Optional, Sequence
 
 import ml_collections
 import numpy as np
 
 from disentangle import config as config_lib
+from disentangle import paths as paths_lib
 from disentangle.metrics import registry
 from disentangle.metrics import udr as udr_lib
 
@@ -147,14 +147,14 @@ def match_experiment(config, candidates: Sequence[dict]) -> Optional[dict]:
 def load_runs(paths: Iterable) -> list[dict]:
   """Per-seed records {run_dir, config, results} of run dirs or multi-seed workdirs."""
   records = []
-  for path in map(pathlib.Path, paths):
+  for path in map(paths_lib.as_path, paths):
     res_path = path / "results.json"
     if not res_path.is_file():
       raise FileNotFoundError(f"{res_path} not found: run `python -m experiments.evaluate "
                               f"--workdir={path}` first")
     results = json.loads(res_path.read_text())
     for seed_result in results.get("seeds", [results]):
-      run_dir = pathlib.Path(seed_result["run_dir"])
+      run_dir = paths_lib.as_path(seed_result["run_dir"])
       if not run_dir.is_dir():  # moved since evaluation: resolve relative to `path`
         run_dir = path if "seeds" not in results else path / run_dir.name
       config = json.loads((run_dir / "config.json").read_text())

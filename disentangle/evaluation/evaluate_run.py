@@ -61,6 +61,7 @@ from disentangle import config as config_lib
 from disentangle import errors
 from disentangle import methods
 from disentangle import metrics
+from disentangle import paths
 from disentangle import viz
 from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluator as evaluator_lib
@@ -81,7 +82,7 @@ class NotARun(errors.UserError, FileNotFoundError):
 def load_config(path) -> ml_collections.ConfigDict:
   """A run's resolved config (``config.json``); `NotARun` when the file is not one."""
   try:
-    loaded = json.loads(pathlib.Path(path).read_text())
+    loaded = json.loads(paths.as_path(path).read_text())
   except json.JSONDecodeError as e:
     raise NotARun(f"{path} is not JSON ({e}): not a run's config") from e
   missing = [f for f in ("method", "num_seeds") if not isinstance(loaded, dict) or f not in loaded]
@@ -97,7 +98,7 @@ def locate_run(workdir) -> tuple[ml_collections.ConfigDict, list[pathlib.Path]]:
   ``seed_<s>/config.json`` per seed (``num_seeds = 1`` each) and the stacked checkpoints in
   ``workdir/checkpoints``: its config is the first seed's with ``num_seeds`` = the number of seeds.
   """
-  workdir = pathlib.Path(workdir)
+  workdir = paths.as_path(workdir)
   if (workdir / "config.json").is_file():
     config = load_config(workdir / "config.json")
     if config.num_seeds == 1 and not (workdir / "checkpoints").is_dir() and \
@@ -426,7 +427,7 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   Returns:
     The results of a single run, or ``{"workdir", "checkpoint", "seeds": [per-seed results]}``.
   """
-  workdir = pathlib.Path(workdir)
+  workdir = paths.as_path(workdir)
   config, run_dirs = locate_run(workdir)
   if conv_impl is not None:
     config.model.conv_impl = conv_impl

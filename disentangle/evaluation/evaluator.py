@@ -34,6 +34,7 @@ import numpy as np
 from disentangle import atomic
 from disentangle import data as data_lib
 from disentangle import metrics
+from disentangle import paths
 from disentangle import viz
 from disentangle.evaluation import encodings
 from disentangle.metrics import registry
@@ -158,7 +159,7 @@ class Evaluator:
                batch_size: Optional[int] = None):
     self.config = config
     self.method = method
-    self.run_dir = pathlib.Path(run_dir)
+    self.run_dir = paths.as_path(run_dir)
     self.dataset = dataset if dataset is not None else load_eval_data(config, "training")
     self.batch_size = batch_size or encodings.default_batch_size()
     self.indices = eval_indices(config, self.dataset.num_examples)

@@ -21,6 +21,7 @@ import numpy as np
 from disentangle import atomic
 from disentangle import config as config_lib
 from disentangle import methods
+from disentangle import paths
 from disentangle.data.labels import supervision
 from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluate_run
@@ -40,7 +41,7 @@ def _check_run(run_dir, config) -> None:
 def audit_run(run_dir, *, target: Optional[str] = None, subgroup=None, step: Optional[int] = None,
               dataset=None, label: Optional[str] = None) -> list[dict]:
   """The audit rows of every seed of ``run_dir`` (each row labelled ``run``)."""
-  run_dir = pathlib.Path(run_dir)
+  run_dir = paths.as_path(run_dir)
   config, run_dirs = evaluate_run.locate_run(run_dir)
   _check_run(run_dir, config)
   fair = config.ffvae.fair
@@ -93,14 +94,14 @@ def audit_run(run_dir, *, target: Optional[str] = None, subgroup=None, step: Opt
 
 def write(run_dir, rows: list[dict]) -> tuple[pathlib.Path, pathlib.Path]:
   """``fairness.json`` and ``fairness.md`` in ``run_dir``, atomically."""
-  run_dir = pathlib.Path(run_dir)
-  paths = run_dir / "fairness.json", run_dir / "fairness.md"
-  atomic.write_text(paths[0], json.dumps(rows, indent=1, default=float))
+  run_dir = paths.as_path(run_dir)
+  written = run_dir / "fairness.json", run_dir / "fairness.md"
+  atomic.write_text(written[0], json.dumps(rows, indent=1, default=float))
   settings = rows[0]["settings"] if rows else {}
   head = (f"# Fair classification audit of {run_dir}\n\n"
           f"Target {settings.get('target')}, subgroup {settings.get('subgroup')}, removal "
           f"{settings.get('remove')!r}, sizes {settings.get('sizes')}, audit seed "
           f"{settings.get('seed')}; classifier App. D (2 x 128 ReLU, Adam 1e-3, patience 5). "
           f"Representation: posterior {rows[0]['representation'] if rows else ''}.\n\n")
-  atomic.write_text(paths[1], head + fair_classification.to_markdown(rows))
-  return paths
+  atomic.write_text(written[1], head + fair_classification.to_markdown(rows))
+  return written

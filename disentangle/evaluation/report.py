@@ -13,6 +13,7 @@ import json
 import pathlib
 
 from disentangle import atomic
+from disentangle import paths
 from disentangle.evaluation.evaluator import to_json
 from disentangle.metrics import registry
 
@@ -45,7 +46,7 @@ def _seed_section(result: dict, base: pathlib.Path) -> list[str]:
       lines.append(f"| d | - | {info['discrete_mi']:.3f} |")
   lines.append("")
   lines += selection_lines(result)
-  run_dir = pathlib.Path(result["run_dir"])
+  run_dir = paths.as_path(result["run_dir"])
   for kind, rel in result["images"].items():
     path = (run_dir / rel).relative_to(base) if run_dir.is_relative_to(base) else run_dir / rel
     lines.append(f"![{kind}]({path.as_posix()})")
@@ -131,7 +132,7 @@ def summary_lines(results: dict) -> list[str]:
 
 def write_report(results: dict, path) -> None:
   """A readable markdown report of `evaluate_run`'s results (one seed or several)."""
-  path = pathlib.Path(path)
+  path = paths.as_path(path)
   runs = results.get("seeds", [results])
   first = runs[0]
   ds = first["dataset"]

@@ -12,7 +12,19 @@ checkpoint), unless its ``results.json`` is current. After each program ``table.
 One command at a time per workdir: `run_table` holds an exclusive lock (``fcntl.flock``) on
 ``<workdir>/reproduce.lock`` while it works; a second one is refused in one line (`plan.BadInput`).
 The system releases the lock when the process ends, however it ends, so a killed command never
-blocks the next. With a ``deadline`` the program in training stops at it with a checkpoint
+blocks the next.
+
+A workdir may be a bucket URL (``gs://bucket/table``; `disentangle.paths`): records, tables and
+pictures are whole-object writes (`disentangle.atomic`), the runs are the trainer's. The lock is
+then an object, ``reproduce.lock`` holding ``<pid>@<host>``, created only if absent (the upload
+carries the precondition ``ifGenerationMatch=0``, so of two commands racing to create it Cloud
+Storage lets one win) and deleted when the command ends. No system releases it for a killed
+command: the next command on the same host takes over the lock of a process that no longer runs;
+on another host it is refused with the lock's URL, to delete once the holder is known to have
+ended. (The tests' storage emulator does not implement preconditions, so there two commands
+starting at the same instant are told apart only by the existence check before the upload.)
+
+With a ``deadline`` the program in training stops at it with a checkpoint
 (`preemption.DeadlineReached`), no evaluation that would end past it is started (its encoding
 estimated from one timed batch and the set's size, plus the metrics' time of the command's last
 evaluation: `evaluate_run.estimate_seconds`; not started either when the last evaluation's
@@ -28,10 +40,12 @@ import fractions
 import json
 import os
 import pathlib
+import socket
 import time
 from typing import Callable, Collection, Mapping, Optional
 
 from disentangle import atomic
+from disentangle import paths
 from disentangle.reproduce import plan as plan_lib
 from disentangle.reproduce import render
 from disentangle.reproduce import study_figures
@@ -44,7 +58,11 @@ LOCK = "reproduce.lock"
 def holding(workdir):
   """Hold the workdir's lock (creating the workdir); `plan.BadInput` when another process holds
   it."""
-  workdir = pathlib.Path(workdir)
+  workdir = paths.as_path(workdir)
+  if paths.is_remote(workdir):
+    with _holding_object(workdir / LOCK):
+      yield
+    return
   workdir.mkdir(parents=True, exist_ok=True)
   fd = os.open(workdir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
   try:
@@ -63,12 +81,44 @@ def holding(workdir):
     os.close(fd)  # releases the lock
 
 
+@contextlib.contextmanager
+def _holding_object(lock):
+  """`holding` on a bucket: the lock object (module docstring)."""
+  fs, key = paths.filesystem(lock)
+  me = f"{os.getpid()}@{socket.gethostname()}"
+
+  def refuse(holder: str):
+    pid, _, host = holder.partition("@")
+    return plan_lib.BadInput(
+        f"--workdir: {lock.parent} is in use by another experiments.reproduce"
+        f"{f' (process {pid} on {host})' if pid.isdigit() else ''}; wait for it to end or choose "
+        f"another --workdir (if it has ended, delete {lock})")
+
+  fs.invalidate_cache()
+  if fs.exists(key):
+    holder = fs.cat_file(key).decode(errors="replace").strip()
+    pid, _, host = holder.partition("@")
+    if not (host == socket.gethostname() and pid.isdigit() and not atomic.running(int(pid))):
+      raise refuse(holder)
+    fs.rm_file(key)  # left by a process of this host that no longer runs
+  try:
+    fs.pipe_file(key, me.encode(), mode="create")  # ifGenerationMatch=0: only if absent
+  except FileExistsError:
+    raise refuse(fs.cat_file(key).decode(errors="replace").strip()) from None
+  try:
+    yield
+  finally:
+    fs.invalidate_cache()
+    if fs.exists(key) and fs.cat_file(key).decode(errors="replace").strip() == me:
+      fs.rm_file(key)
+
+
 def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction,
                   eval_points: int = 0) -> Optional[dict]:
   """The workdir's record (None for a new or empty workdir); `plan.BadInput` if it holds
   another table's, fraction's, seed count's or evaluation's (``eval_points``) runs, or is a
   non-empty folder without a record."""
-  workdir = pathlib.Path(workdir)
+  workdir = paths.as_path(workdir)
   path = workdir / RECORD
   if path.is_file():
     try:
@@ -148,8 +198,10 @@ def load_records(workdir: pathlib.Path, programs) -> dict:
       continue
     by_name = {pathlib.PurePosixPath(s.run_dir).name: s.run_dir for s in p.runs}
     for rec in aggregate.load_runs([directory]):
-      run_dir = pathlib.Path(rec["run_dir"])
-      name = p.name if run_dir.resolve() == directory.resolve() else run_dir.name
+      run_dir = paths.as_path(rec["run_dir"])
+      same = run_dir == directory if paths.is_remote(directory) else \
+          run_dir.resolve() == directory.resolve()
+      name = p.name if same else run_dir.name
       if name in by_name:
         out[by_name[name]] = rec
   return out
@@ -208,7 +260,7 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
   """
   seeds = table.seeds if seeds is None else plan_lib.parse_seeds(seeds)
   fraction = plan_lib.parse_fraction(fraction)
-  workdir = pathlib.Path(workdir)
+  workdir = paths.as_path(workdir)
   eval_points = plan_lib.parse_eval_points(eval_points)
   check_workdir(workdir, table, seeds=seeds, fraction=fraction,  # before anything is created
                 eval_points=eval_points)

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.stats
 
 from disentangle import atomic
+from disentangle import paths
 
 CORRELATION_PNG = "study_rank_correlation.png"
 HPARAM_PNG = "study_{model}.png"  # model as a file name (`file_stem`)
@@ -77,7 +78,7 @@ def _figure(width: float, height: float, dpi: int):
 
 
 def _save(fig, path) -> pathlib.Path:
-  path = pathlib.Path(path)
+  path = paths.as_path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   with atomic.replacing(path, suffix=".png") as tmp:
     fig.savefig(tmp, format="png")
@@ -151,7 +152,7 @@ def write_figures(records: Sequence[tuple], folder, metrics: Sequence[str], *,
   metrics = [m for k, m in enumerate(metrics) if np.isfinite(values[:, k]).any()]
   if not records or not metrics:
     return []
-  folder = pathlib.Path(folder)
+  folder = paths.as_path(folder)
   extra = f"\n{subtitle}" if subtitle else ""
   out = [correlation_png(records, metrics, folder / CORRELATION_PNG, titles=titles,
                          title=f"Spearman rank correlation (%), {len(records)} runs{extra}")]

@@ -26,12 +26,18 @@ failed save (``Event loop is closed``, one traceback each, through `sys.unraisab
 asyncio reports its write tasks' unretrieved exceptions when they are collected: all three
 repeat the one error and are dropped for a failed save only (`_quiet_failed_save`); other logging
 and other unraisable exceptions are untouched.
+
+**On a bucket** (``gs://`` workdir, `disentangle.paths`) orbax writes each step straight into its
+step folder (object stores have no atomic rename) and marks it complete with a
+``commit_success.txt`` object written last; a step without it is incomplete and ignored (and
+cleaned) like a temporary folder on a disk. The arrays go through tensorstore's own GCS client
+(``TENSORSTORE_GCS_HTTP_URL`` points it at another endpoint, e.g. an emulator), the metadata
+through epath. Setting a checkpoint aside (`restore`) copies its objects and deletes the old ones.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
-import pathlib
 import sys
 import traceback
 
@@ -40,6 +46,7 @@ import orbax.checkpoint as ocp
 
 from disentangle import atomic
 from disentangle import errors
+from disentangle import paths
 
 
 class ReadOnlyError(RuntimeError):
@@ -72,7 +79,8 @@ class Checkpointer:
   def __init__(self, workdir, *, keep: int = 2, read_only: bool = False,
                subdir: str = "checkpoints", with_record: bool = False,
                single_process: bool = False):
-    self.directory = pathlib.Path(workdir).resolve() / subdir
+    workdir = paths.as_path(workdir)
+    self.directory = (workdir if paths.is_remote(workdir) else workdir.resolve()) / subdir
     self.read_only = read_only
     self.with_record = with_record
     extra = {}

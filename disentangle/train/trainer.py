@@ -28,6 +28,11 @@ t_d on) gets one program per phase, switched on the host by the step number.
 the checkpoint with the best ``eval.select_metric`` (held-out validation split, or the evaluated
 data itself for ``'best_metric'``) is kept per run directory in ``<run_dir>/checkpoints_best``,
 with its step and value; a resumed run compares against the kept value.
+
+``workdir`` may be a bucket URL (``gs://bucket/run``): every file of the run goes through
+`disentangle.paths` (config and JSON files as whole objects, `disentangle.atomic`; metrics lines
+and TensorBoard, `writers`; checkpoints, `checkpoint`), and a run stopped or killed there resumes
+as on a disk. Every process of a multi-process run reads and writes the same URL.
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ from disentangle import config as config_lib
 from disentangle import data as data_lib
 from disentangle import errors
 from disentangle import methods
+from disentangle import paths
 from disentangle.train import background as background_lib
 from disentangle.train import checkpoint as checkpoint_lib
 from disentangle.train import device_data
@@ -159,7 +165,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
                                  f"selects at eval steps: train with an evaluator_factory")
   mesh_lib.initialize_distributed(config.distributed)
   host.configure_malloc()
-  workdir = pathlib.Path(workdir)
+  workdir = paths.as_path(workdir)  # a local folder or a bucket URL
   is_main = jax.process_index() == 0
   cfgs = runs_lib.run_configs(config)  # ConfigError for a bad sweep, before anything is created
   num_runs = len(cfgs)

@@ -1,0 +1,175 @@
+"""Runs on a bucket (``gs://``): a Cloud Storage emulator on 127.0.0.1 (`tests.storage_emulator`,
+started by the ``storage_emulator`` fixture) behind the real clients (gcsfs, tensorstore)."""
+import json
+import signal
+import socket
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from disentangle import paths
+from disentangle.train import preemption
+from tests import helpers
+
+
+def _fs():
+  """The bucket's file system, its listings cache dropped (other processes write too)."""
+  fs, _ = paths.filesystem("gs://")
+  fs.invalidate_cache()
+  return fs
+
+
+def _lines(folder):
+  """The metrics lines of ``folder`` (local or gs://), without the wall-clock rate."""
+  text = paths.as_path(folder, ).joinpath("metrics.jsonl").read_text() if paths.is_remote(
+      folder) else (folder / "metrics.jsonl").read_text()
+  return [{k: v for k, v in json.loads(l).items() if k != "steps_per_sec"}
+          for l in text.splitlines()]
+
+
+def _steps(folder):
+  """The complete checkpoint steps under ``folder`` (orbax's finalised step folders)."""
+  return sorted(int(p.name) for p in paths.as_path(folder).iterdir() if p.name.isdigit())
+
+
+@pytest.mark.slow
+def test_a_run_stopped_and_resumed_on_a_bucket_equals_the_local_run(tmp_path, bucket):
+  """9 steps (checkpoints at 3, 6, 9; metrics lines at 2, 3, 4, 6, 8, 9) in a local folder, and
+  on the bucket stopped by SIGTERM during step 4 then trained again: the bucket holds the
+  checkpoints 3 and 4 after the stop, and at the end the same metrics lines and the same
+  parameters as the local run."""
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  data = helpers.TinyImages()
+  config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
+  local = trainer.train(config, tmp_path / "local", dataset=data)
+
+  def sigterm_at_4(state, step):
+    del state
+    if step == 4:
+      signal.raise_signal(signal.SIGTERM)
+
+  with pytest.raises(preemption.Preempted) as e:
+    trainer.train(config, bucket, dataset=data, hooks=[sigterm_at_4])
+  assert e.value.step == 4 and f"checkpoint 4 in {bucket}/checkpoints" in str(e.value)
+  _fs()
+  assert _steps(f"{bucket}/checkpoints") == [3, 4]
+  assert [l["step"] for l in _lines(bucket)] == [2, 3, 4]
+  resumed = trainer.train(config, bucket, dataset=data)
+  for a, b in zip(jax.tree_util.tree_leaves(local), jax.tree_util.tree_leaves(resumed)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  assert _lines(bucket) == _lines(tmp_path / "local")
+  fs = _fs()
+  assert json.loads(fs.cat(f"{bucket}/config.json")) == json.loads(
+      (tmp_path / "local" / "config.json").read_text())
+  events = [p for p in fs.ls(f"{bucket}/tensorboard") if "tfevents" in p]
+  assert len(events) == 2 and all(fs.size(p) > 0 for p in events)  # the stopped and resumed runs
+  assert _steps(f"{bucket}/checkpoints") == [6, 9]
+
+
+@pytest.mark.slow
+def test_two_processes_write_one_checkpoint_into_one_bucket_folder_and_resume(bucket):
+  """The multi-host test (`tests.distributed_worker`, two processes on loopback) with its workdir
+  on the bucket: both processes write their parts of the step-2 checkpoint into the one folder
+  (orbax's per-process OCDBT parts, then its commit marker), then both resume from it to step 4;
+  process 0 alone writes the metrics lines, once per step."""
+  from tests.test_distributed import _run_pair  # pylint: disable=g-import-not-at-top
+  first = _run_pair(bucket, 2)
+  assert sorted(r["process"] for r in first) == [0, 1] and all(r["step"] == 2 for r in first)
+  assert first[0]["params_sha256"] == first[1]["params_sha256"]
+  fs = _fs()
+  step = f"{bucket}/checkpoints/2"
+  names = {p.rpartition("/")[2] for p in fs.ls(step)}
+  assert "commit_success.txt" in names
+  parts = {p.rpartition("/")[2] for p in fs.ls(f"{step}/default")}
+  assert {"ocdbt.process_0", "ocdbt.process_1"} <= parts, parts
+  second = _run_pair(bucket, 4)  # resumes from step 2
+  assert all(r["step"] == 4 for r in second)
+  assert second[0]["params_sha256"] == second[1]["params_sha256"]
+  assert [l["step"] for l in _lines(bucket)] == [1, 2, 3, 4]
+  _fs()
+  assert 4 in _steps(f"{bucket}/checkpoints")
+
+
+def _dead_pid() -> int:
+  proc = subprocess.Popen([sys.executable, "-c", "pass"])
+  proc.wait()
+  return proc.pid
+
+
+def _without_places(value):
+  """``value`` without the strings that name where it lies (run_dir, workdir, command)."""
+  if isinstance(value, dict):
+    return {k: _without_places(v) for k, v in value.items()
+            if k not in ("run_dir", "workdir", "wall_s", "created", "evaluated_at")}
+  if isinstance(value, list):
+    return [_without_places(v) for v in value]
+  return value
+
+
+@pytest.mark.slow
+def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
+  """A one-program table (`tests.test_reproduce._tiny_table`: train, evaluate, tabulate) in a
+  local folder and on the bucket: the same table lines and the same ``results.json`` numbers;
+  the lock object of a process of this host that no longer runs is taken over and the lock is
+  gone after the command; a lock held by a process of another host is refused in one line
+  naming the lock object; `evaluate_run` again on the bucket's run reads its checkpoint there
+  and rewrites its results to the same numbers."""
+  from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
+  from tests.test_reproduce import _tiny_table  # pylint: disable=g-import-not-at-top
+  table, modules, kwargs = _tiny_table()
+  local = run.run_table(table, tmp_path, modules, **kwargs)
+  fs = _fs()
+  fs.pipe_file(f"{bucket}/{run.LOCK}".removeprefix("gs://"),
+               f"{_dead_pid()}@{socket.gethostname()}".encode())
+  remote = run.run_table(table, bucket, modules, **kwargs)
+  assert _without_places(remote["lines"]) == _without_places(local["lines"])
+  fs = _fs()
+  assert not fs.exists(f"{bucket}/{run.LOCK}")
+  program = next(p.rpartition("/")[2] for p in fs.ls(f"{bucket}/runs"))
+  results = lambda: json.loads(fs.cat(f"{bucket}/runs/{program}/results.json"))  # noqa: E731
+  local_results = json.loads((tmp_path / "runs" / program / "results.json").read_text())
+  assert _without_places(results()["metrics"]) == _without_places(local_results["metrics"])
+  assert json.loads(fs.cat(f"{bucket}/table.json"))["lines"] == json.loads(
+      json.dumps(remote["lines"]))
+  assert fs.cat(f"{bucket}/table.md") and fs.exists(f"{bucket}/{run.RECORD}")
+
+  fs.pipe_file(f"{bucket}/{run.LOCK}".removeprefix("gs://"), b"4321@another-host")
+  with pytest.raises(plan.BadInput) as e:
+    run.run_table(table, bucket, modules, **kwargs)
+  assert str(e.value) == (
+      f"--workdir: {bucket} is in use by another experiments.reproduce (process 4321 on "
+      f"another-host); wait for it to end or choose another --workdir (if it has ended, "
+      f"delete {bucket}/{run.LOCK})")
+  fs.rm_file(f"{bucket}/{run.LOCK}".removeprefix("gs://"))
+
+  fs.rm_file(f"{bucket}/runs/{program}/results.json".removeprefix("gs://"))
+  again = evaluate_run.evaluate_run(f"{bucket}/runs/{program}", dataset=kwargs["dataset"],
+                                    **kwargs["evaluate_kwargs"])
+  _fs()
+  drop_folder = lambda facts: {k: v for k, v in facts.items() if k != "directory"}  # noqa: E731
+  assert drop_folder(again["checkpoint"]) == drop_folder(local_results["checkpoint"])
+  assert _without_places(results()["metrics"]) == _without_places(local_results["metrics"])
+
+
+def test_a_data_file_in_a_bucket_is_read_through_a_verified_local_copy(
+    shared_data_dir, bucket, tmp_path, monkeypatch):
+  """``fetch`` of a canonical file from a gs:// data folder: a local copy in the cache folder
+  with the file's checksum, read like any file; a corrupt object is one `ChecksumError` naming
+  the URL."""
+  from disentangle.data import files  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv(files.CACHE_DIR_ENV, str(tmp_path / "cache"))
+  name = "mnist/t10k-labels-idx1-ubyte.gz"
+  original = (shared_data_dir / name).read_bytes()
+  fs = _fs()
+  fs.pipe_file(f"{bucket}/data/{name}".removeprefix("gs://"), original)
+  copy = files.fetch(name, f"{bucket}/data", allow_download=False)
+  assert copy.is_relative_to(tmp_path / "cache") and copy.read_bytes() == original
+  assert files.file_digest(copy, files.FILES[name].algorithm) == files.FILES[name].digest
+  fs.pipe_file(f"{bucket}/bad/{name}".removeprefix("gs://"), original[:-1])
+  with pytest.raises(files.ChecksumError, match=f"{bucket}/bad/{name}"):
+    files.fetch(name, f"{bucket}/bad", allow_download=False)
