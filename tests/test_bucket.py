@@ -1,6 +1,7 @@
 """Runs on a bucket (``gs://``): a Cloud Storage emulator on 127.0.0.1 (`tests.storage_emulator`,
 started by the ``storage_emulator`` fixture) behind the real clients (gcsfs, tensorstore)."""
 import json
+import pathlib
 import signal
 import socket
 import subprocess
@@ -13,6 +14,8 @@ import pytest
 from disentangle import paths
 from disentangle.train import preemption
 from tests import helpers
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _fs():
@@ -67,6 +70,42 @@ def test_a_run_stopped_and_resumed_on_a_bucket_equals_the_local_run(tmp_path, bu
   events = [p for p in fs.ls(f"{bucket}/tensorboard") if "tfevents" in p]
   assert len(events) == 2 and all(fs.size(p) > 0 for p in events)  # the stopped and resumed runs
   assert _steps(f"{bucket}/checkpoints") == [6, 9]
+
+
+_KILLED_CHILD = """
+import os, signal, sys
+import jax
+jax.config.update("jax_num_cpu_devices", 8)  # as tests/conftest.py: the parent's compilation
+from disentangle.train import trainer
+from tests import helpers
+config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
+def kill_at_5(state, step):
+  del state
+  if step == 5:
+    os.kill(os.getpid(), signal.SIGKILL)
+trainer.train(config, sys.argv[1], dataset=helpers.TinyImages(), hooks=[kill_at_5])
+"""
+
+
+@pytest.mark.slow
+def test_a_run_killed_on_a_bucket_resumes_equal_to_the_local_run(tmp_path, bucket):
+  """The same 9 steps in a process killed (SIGKILL, no handler runs) at step 5, past the
+  checkpoint of step 3 and the metrics line of step 4, on the bucket; trained again there, it
+  ends with the local run's metrics lines and parameters, bit for bit."""
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  data = helpers.TinyImages()
+  config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
+  local = trainer.train(config, tmp_path / "local", dataset=data)
+  child = subprocess.run([sys.executable, "-c", _KILLED_CHILD, bucket], capture_output=True,
+                         text=True, timeout=600, cwd=REPO)
+  assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
+  _fs()
+  assert _steps(f"{bucket}/checkpoints") == [3]
+  assert [l["step"] for l in _lines(bucket)] == [2, 3, 4]  # line 4: past the checkpoint
+  resumed = trainer.train(config, bucket, dataset=data)
+  for a, b in zip(jax.tree_util.tree_leaves(local), jax.tree_util.tree_leaves(resumed)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  assert _lines(bucket) == _lines(tmp_path / "local")
 
 
 @pytest.mark.slow
