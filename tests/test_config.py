@@ -66,23 +66,6 @@ def test_variant_overrides_and_unknown_variant():
     mod.get_config("cascade.lambda=1")
 
 
-@pytest.mark.parametrize("name", ["dsprites_betavae", "dsprites_cascade", "mnist_cascade",
-                                  "fashion_mnist_cascade", "chairs_cascade",
-                                  "dsprites_factorvae",
-                                  "dsprites_jointvae",
-                                  "mnist_jointvae",
-                                  "fashion_mnist_jointvae",
-                                  "dsprites_anchorvae",
-                                  "dsprites_betatcvae",
-                                  "dsprites_annealedvae",
-                                  "dsprites_dipvae",
-                                  "dsprites_weak"])
-def test_every_shipped_config_validates(name):
-  mod = importlib.import_module(f"experiments.configs.{name}")
-  for variant in mod.VARIANTS:
-    methods.validate(mod.get_config(variant))
-
-
 def test_paper_settings_of_cascade_configs():
   d = importlib.import_module("experiments.configs.dsprites_cascade").get_config("")
   assert (d.cascade.num_discrete, d.cascade.penalty, d.cascade.relieve_every,

@@ -222,17 +222,6 @@ def test_configs_hold_the_studys_grids():
   assert (d_mod.get_config().dipvae.dip_type, d_mod.get_config().dipvae.lambda_od) == ("i", 10.0)
 
 
-@pytest.mark.parametrize("name", ["dsprites_annealedvae", "dsprites_dipvae"])
-def test_every_variant_validates_and_smoke_builds(name):
-  mod = _config_module(name)
-  assert set(mod.PUBLISHED) <= set(mod.VARIANTS) and "smoke" in mod.VARIANTS
-  for variant in mod.VARIANTS:
-    methods.validate(mod.get_config(variant))
-  smoke = mod.get_config("smoke")
-  assert smoke.num_steps <= 300 and smoke.dataset.source == "render"
-  methods.build(smoke, (64, 64, 1))
-
-
 @pytest.mark.parametrize("name,arg,field,grid", [
     ("dsprites_annealedvae", "grid", "annealedvae.c_max", "C_MAX_GRID"),
     ("dsprites_dipvae", "ii,grid", "dipvae.lambda_od", "LAMBDA_OD_GRID"),

@@ -88,13 +88,6 @@ def test_cpu_variants_end_the_schedules_at_the_same_fraction():
   assert _module("mnist_parted").get_config("cpu").num_steps == 11_256
 
 
-@pytest.mark.parametrize("name", MODULES)
-def test_every_variant_validates(name):
-  module = _module(name)
-  for v in module.VARIANTS:
-    methods.validate(module.get_config(v))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MODULES)
 def test_smoke_builds_and_runs_one_step(name, tmp_path, monkeypatch):
