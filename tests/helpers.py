@@ -1,4 +1,12 @@
-"""Small in-memory datasets and configs for trainer tests (no files, no network)."""
+"""What the tests share: small in-memory datasets and configs (no files, no network), a tiny
+MNIST-layout TFDS builder, two-process runs, metrics-line comparison and the config-rule check."""
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
 import chex
 import jax
 import numpy as np
@@ -6,6 +14,10 @@ import pytest
 
 from disentangle import config as config_lib
 from disentangle import methods
+from disentangle.data.labels import supervision
+from disentangle.data.tfds import builders
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 class TinyImages:
@@ -107,3 +119,93 @@ def assert_field_rule_refuses(config, field: str, value, what: str) -> None:
   with pytest.raises(config_lib.ConfigError) as err:
     methods.validate(config)
   assert str(err.value) == f"config field {field!r} must be {what}, got {value!r}"
+
+
+# -- PartedVAE ---------------------------------------------------------------------------------
+class TinyDigits(TinyImages, supervision.Supervision):
+  """``TinyImages`` with its 4 classes as the target column ``label``."""
+
+  name = "tiny"
+
+  def __init__(self, **kw):
+    super().__init__(**kw)
+    self._set_supervision(self.num_examples, {"label": self.labels}, {"label": 4})
+
+
+def parted_config(**overrides):
+  """`tiny_config` of PartedVAE: 4 classes of target ``label``, 16 labelled examples."""
+  base = {"parted.discrete_sizes": (4,), "parted.u_dim": 2, "parted.targets": ("label",),
+          "parted.num_labelled": 16, "parted.labelled_batch_size": 8,
+          "parted.plateau_epoch_steps": 2}
+  return tiny_config("partedvae", **dict(base, **overrides))
+
+
+# -- a TFDS builder of MNIST's layout ------------------------------------------------------------
+RNG = np.random.default_rng(0)
+TRAIN_IMAGES = RNG.integers(0, 256, size=(40, 28, 28, 1), dtype=np.uint8)
+TRAIN_LABELS = RNG.integers(0, 10, size=40)
+TEST_IMAGES = RNG.integers(0, 256, size=(8, 28, 28, 1), dtype=np.uint8)
+
+
+class TinyMnist(builders._ArrayBuilder, skip_registration=True):  # pylint: disable=protected-access
+  """MNIST's layout (raw 28x28 uint8 image, int label) over the arrays above."""
+
+  def _features(self):
+    return {"image": builders._tensor((28, 28, 1), np.uint8),  # pylint: disable=protected-access
+            "label": builders._tensor((), np.int64)}  # pylint: disable=protected-access
+
+  def _splits(self):
+    return ("train", "test")
+
+  def _generate_examples(self, split):
+    images = TRAIN_IMAGES if split == "train" else TEST_IMAGES
+    labels = TRAIN_LABELS if split == "train" else np.zeros(len(images), int)
+    for i, (img, label) in enumerate(zip(images, labels)):
+      yield i, {"image": img, "label": int(label)}
+
+
+def prepare(cls, data_dir):
+  """Builds the TFDS builder ``cls`` into ``data_dir`` (array_record); returns the folder."""
+  cls(data_dir=str(data_dir), file_format="array_record").download_and_prepare()
+  return str(data_dir)
+
+
+# -- two processes -------------------------------------------------------------------------------
+def free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def run_pair(workdir, steps, *extra, env=None):
+  """`tests.distributed_worker` in two processes (4 devices each) on ``workdir``; their RESULT
+  lines, by process. ``env``: per-process additions to the environment (a list of two dicts)."""
+  port = free_port()
+  base = dict(os.environ, PYTHONPATH=str(REPO), DISENTANGLE_NO_DOWNLOAD="1")
+  procs = [subprocess.Popen([sys.executable, "-m", "tests.distributed_worker", str(i), str(port),
+                             str(workdir), str(steps), *map(str, extra)], cwd=REPO,
+                            env=dict(base, **(env[i] if env else {})),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+           for i in range(2)]
+  results = []
+  for p in procs:
+    out, _ = p.communicate(timeout=420)
+    assert p.returncode == 0, out[-3000:]
+    line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
+    results.append(json.loads(line[len("RESULT "):]))
+  return sorted(results, key=lambda r: r["process"])
+
+
+# -- metrics lines -------------------------------------------------------------------------------
+def metrics_lines(path):
+  return [json.loads(l) for l in (path / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_same_metrics(a, b, rtol=2e-4, atol=2e-5):
+  """metrics.jsonl of two run directories, step by step (timings aside)."""
+  la, lb = metrics_lines(a), metrics_lines(b)
+  assert [l["step"] for l in la] == [l["step"] for l in lb]
+  for x, y in zip(la, lb):
+    for k in x:
+      if k != "steps_per_sec":
+        np.testing.assert_allclose(x[k], y[k], rtol=rtol, atol=atol, err_msg=f"{k} at {x['step']}")

@@ -23,7 +23,6 @@ from disentangle.train import mesh as mesh_lib
 from disentangle.train import trainer
 from tests import conftest
 from tests import helpers
-from tests import test_partedvae
 
 SIDE = BatchSpec(targets=("digit",), attributes=("big",),
                  labelled=LabelledSpec("random", 40, 8, seed=3))
@@ -188,8 +187,7 @@ def test_device_for_a_set_that_does_not_fit_is_one_config_error_and_creates_noth
 def test_the_entry_point_says_in_one_line_that_tfds_stays_on_the_host(tmp_path):
   """``placement='device'`` for a set read from TFDS: exit status 2, one line naming the field,
   no run directory."""
-  from tests import test_data_tfds  # pylint: disable=g-import-not-at-top
-  tfds_dir = test_data_tfds.prepare(test_data_tfds.TinyMnist, tmp_path / "tfds")
+  tfds_dir = helpers.prepare(helpers.TinyMnist, tmp_path / "tfds")
   proc = subprocess.run(
       [sys.executable, "-m", "experiments.mnist_cascade",
        "--config=experiments/configs/mnist_cascade.py:smoke", "--config.dataset.source=tfds",
@@ -239,7 +237,7 @@ def test_runs_on_device_data_end_bitwise_equal_to_host_runs(tmp_path, method, nu
   kw = {"num_steps": 4, "mesh.num_devices": num_devices, "num_seeds": num_seeds,
         "seed_layout": layout}
   if method == "partedvae":
-    config = test_partedvae.tiny_config(**kw)
+    config = helpers.parted_config(**kw)
     dataset = _tiny_uint8(label_name="label")
   else:
     config = helpers.tiny_config(method, **kw)
@@ -282,11 +280,10 @@ def test_a_host_run_resumed_on_device_data_is_bitwise_the_straight_run(tmp_path)
 
 @pytest.mark.slow
 def test_two_processes_each_place_the_set_and_train_as_on_the_host(tmp_path, monkeypatch):
-  from tests import test_distributed  # pylint: disable=g-import-not-at-top
   digests = {}
   for placement in ("host", "device"):
     monkeypatch.setenv("DISENTANGLE_TEST_PLACEMENT", placement)
-    results = test_distributed._run_pair(tmp_path / placement, 3)  # pylint: disable=protected-access
+    results = helpers.run_pair(tmp_path / placement, 3)
     assert all(r["count"] == 2 and r["devices"] == 4 and r["step"] == 3 for r in results)
     digests[placement] = {r["params_sha256"] for r in results}
   assert len(digests["host"]) == 1 and digests["device"] == digests["host"]

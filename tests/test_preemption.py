@@ -2,10 +2,7 @@
 written, the previous handlers come back, and training again resumes bitwise; two processes stop
 at the same step."""
 import json
-import os
 import signal
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -13,7 +10,6 @@ import pytest
 
 from disentangle.train import preemption
 from tests import helpers
-from tests.conftest import REPO
 
 
 def _leaves(state):
@@ -92,20 +88,8 @@ def test_signal_stops_after_the_step_with_its_checkpoint_and_resumes_bitwise(tmp
 
 
 def _run_pair(workdir, steps, sigterm_at):
-  from tests.test_distributed import _free_port  # pylint: disable=g-import-not-at-top
-  port = _free_port()
-  env = dict(os.environ, PYTHONPATH=str(REPO), DISENTANGLE_NO_DOWNLOAD="1")
-  procs = [subprocess.Popen(
-      [sys.executable, "-m", "tests.distributed_worker", str(i), str(port), str(workdir),
-       str(steps)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-      env=dict(env, DISENTANGLE_TEST_SIGTERM_AT=str(sigterm_at if i == 1 else 0)))
-           for i in range(2)]
-  results = []
-  for p in procs:
-    out, _ = p.communicate(timeout=420)
-    assert p.returncode == 0, out[-3000:]
-    results.append(json.loads([l for l in out.splitlines() if l.startswith("RESULT ")][-1][7:]))
-  return sorted(results, key=lambda r: r["process"])
+  return helpers.run_pair(workdir, steps, env=[
+      {"DISENTANGLE_TEST_SIGTERM_AT": str(sigterm_at if i == 1 else 0)} for i in range(2)])
 
 
 @pytest.mark.slow

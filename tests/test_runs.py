@@ -33,20 +33,6 @@ class CallbackCounter:
     self.per_step[done] = len(self.calls) - sum(self.per_step.values())
 
 
-def _lines(path):
-  return [json.loads(l) for l in (path / "metrics.jsonl").read_text().splitlines()]
-
-
-def _assert_same_metrics(a, b, rtol=2e-4, atol=2e-5):
-  """metrics.jsonl of two run directories, step by step (timings aside)."""
-  la, lb = _lines(a), _lines(b)
-  assert [l["step"] for l in la] == [l["step"] for l in lb]
-  for x, y in zip(la, lb):
-    for k in x:
-      if k != "steps_per_sec":
-        np.testing.assert_allclose(x[k], y[k], rtol=rtol, atol=atol, err_msg=f"{k} at {x['step']}")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("num_seeds, layout", [(1, "auto"), (2, "vmap"), (3, "unroll")])
 def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch, num_seeds, layout):
@@ -93,7 +79,7 @@ def test_a_sweep_equals_its_runs_alone(tmp_path, method, dataset, sweep, layout)
       assert saved[section][leaf] == point[section][leaf]
       alone[section][leaf] = point[section][leaf]
     trainer.train(alone, tmp_path / name, dataset=data)
-    _assert_same_metrics(tmp_path / "grid" / name, tmp_path / name)
+    helpers.assert_same_metrics(tmp_path / "grid" / name, tmp_path / name)
 
 
 def test_run_configs_cross_the_grid_with_the_seeds_and_name_the_runs():
@@ -163,7 +149,7 @@ def test_runs_over_eight_devices_equal_their_runs_alone(tmp_path):
   cfgs = runs.run_configs(sixteen)
   for cfg in cfgs[:8]:
     run = runs.run_name(sixteen, cfg)
-    _assert_same_metrics(tmp_path / "eight" / run, tmp_path / "sixteen" / run, rtol=1e-6, atol=0)
+    helpers.assert_same_metrics(tmp_path / "eight" / run, tmp_path / "sixteen" / run, rtol=1e-6, atol=0)
   for cfg in (cfgs[0], cfgs[7], cfgs[12]):
     run = runs.run_name(sixteen, cfg)
     alone = helpers.tiny_config("cascadevae", **{"num_steps": 3, "log_every": 1,
@@ -171,7 +157,7 @@ def test_runs_over_eight_devices_equal_their_runs_alone(tmp_path):
                                                  "mesh.num_devices": 1, "seed": cfg.seed,
                                                  "cascade.beta_low": cfg.cascade.beta_low})
     trainer.train(alone, tmp_path / run, dataset=data)
-    _assert_same_metrics(tmp_path / "sixteen" / run, tmp_path / run)
+    helpers.assert_same_metrics(tmp_path / "sixteen" / run, tmp_path / run)
 
 
 @pytest.mark.slow
@@ -188,31 +174,30 @@ def test_runs_and_data_axes_both_split_equal_their_runs_alone(tmp_path):
   cfgs = runs.run_configs(config)
   for cfg in (cfgs[1], cfgs[2]):  # a run of each block of the runs axis
     run = runs.run_name(config, cfg)
-    lines = _lines(tmp_path / "mesh" / run)
+    lines = helpers.metrics_lines(tmp_path / "mesh" / run)
     assert [l["discrete_active"] for l in lines] == [0.0, 1.0, 1.0]
     alone = helpers.tiny_config("cascadevae", **kw, **{"mesh.num_devices": 1, "seed": cfg.seed,
                                                        "cascade.beta_low": cfg.cascade.beta_low})
     trainer.train(alone, tmp_path / run, dataset=data)
-    _assert_same_metrics(tmp_path / "mesh" / run, tmp_path / run)
+    helpers.assert_same_metrics(tmp_path / "mesh" / run, tmp_path / run)
 
 
 @pytest.mark.slow
 def test_a_partedvae_sweep_under_vmap_equals_its_runs_alone(tmp_path):
   """PartedVAE's loss weights and capacities as traced values of one vmapped program (both of its
   updates, the plateau schedules): runs off the first point equal their settings alone."""
-  from tests import test_partedvae  # pylint: disable=import-outside-toplevel
-  data = test_partedvae.TinyDigits()
+  data = helpers.TinyDigits()
   sweep = "parted.gamma_u=5|30;parted.z_capacity_max=2|6"
   kw = {"num_steps": 3, "log_every": 1, "mesh.num_devices": 1, "seed": 4,
         "parted.z_capacity_steps": 4}
-  grid = test_partedvae.tiny_config(sweep=sweep, seed_layout="vmap", **kw)
+  grid = helpers.parted_config(sweep=sweep, seed_layout="vmap", **kw)
   trainer.train(grid, tmp_path / "grid", dataset=data)
   cfgs = runs.run_configs(grid)
   assert len(cfgs) == 4
   for point in (cfgs[1], cfgs[2]):
     name = runs.run_name(grid, point)
-    alone = test_partedvae.tiny_config(**kw, **{"parted.gamma_u": point.parted.gamma_u,
+    alone = helpers.parted_config(**kw, **{"parted.gamma_u": point.parted.gamma_u,
                                                 "parted.z_capacity_max":
                                                     point.parted.z_capacity_max})
     trainer.train(alone, tmp_path / name, dataset=data)
-    _assert_same_metrics(tmp_path / "grid" / name, tmp_path / name)
+    helpers.assert_same_metrics(tmp_path / "grid" / name, tmp_path / name)

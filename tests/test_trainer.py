@@ -177,8 +177,7 @@ def test_missing_data_creates_nothing(tmp_path):
 def test_partedvae_resume_after_kill_is_bitwise_identical(tmp_path, monkeypatch):
   """The resume test above with PartedVAE: two optimisers, their plateau states (epochs of 2
   steps: the step-3 checkpoint holds a half-accumulated epoch), the labelled stream."""
-  from tests import test_partedvae
-  config = test_partedvae.tiny_config(**{"mesh.num_devices": 1})
-  monkeypatch.setattr(helpers, "TinyImages", test_partedvae.TinyDigits)
+  config = helpers.parted_config(**{"mesh.num_devices": 1})
+  monkeypatch.setattr(helpers, "TinyImages", helpers.TinyDigits)
   monkeypatch.setattr(helpers, "tiny_config", lambda method, **kw: config)
   test_resume_after_kill_is_bitwise_identical(tmp_path, "partedvae")
