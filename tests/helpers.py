@@ -1,12 +1,19 @@
 """What the tests share: small in-memory datasets and configs (no files, no network), a tiny
 MNIST-layout TFDS builder, two-process runs, metrics-line comparison and the config-rule check."""
+import contextlib
+import io
 import json
 import os
 import pathlib
+import runpy
 import socket
 import subprocess
 import sys
+import traceback
+import types
 
+from absl import flags
+from absl import logging as absl_logging
 import chex
 import jax
 import numpy as np
@@ -209,3 +216,55 @@ def assert_same_metrics(a, b, rtol=2e-4, atol=2e-5):
     for k in x:
       if k != "steps_per_sec":
         np.testing.assert_allclose(x[k], y[k], rtol=rtol, atol=atol, err_msg=f"{k} at {x['step']}")
+
+
+# -- a command line in this process ---------------------------------------------------------------
+@contextlib.contextmanager
+def _flags_of_one_command(module: str):
+  """absl's flags for one run of ``module`` as a fresh interpreter has them, then as before:
+  values unparsed, the flags defined so far may be defined again (two commands' ``--workdir``),
+  and those the command itself defined (``module``'s, ``config_flags``' ``--config.<field>``
+  overrides) are forgotten after it; flags of library modules it imported stay, as the modules."""
+  registry = flags.FLAGS
+  saved = dict(registry._flags())  # pylint: disable=protected-access
+  overridable = {flag: flag.allow_override for flag in saved.values()}
+  for flag in overridable:
+    flag.allow_override = True
+  registry.unparse_flags()
+  try:
+    yield
+  finally:
+    for flag, allow in overridable.items():
+      flag.allow_override = allow
+    for name in list(registry):
+      if name in saved:
+        if registry[name] is not saved[name]:
+          delattr(registry, name)
+          registry[name] = saved[name]
+      elif name.startswith("config.") or registry.find_module_defining_flag(name) == module:
+        delattr(registry, name)
+    registry.unparse_flags()
+
+
+def run_in_process(module: str, *args: str):
+  """``python -m <module> *args`` run here (`runpy`, absl's flags reset before and after), for the
+  bad-input paths that end before any training: what `subprocess.run` would return (returncode,
+  stdout, stderr; an uncaught exception is its traceback and status 1). Each command line keeps a
+  test in its own process too (a fresh interpreter's whole stderr)."""
+  out, err, argv = io.StringIO(), io.StringIO(), sys.argv
+  verbosity = absl_logging.get_verbosity()
+  sys.argv = [module, *map(str, args)]
+  code = 0
+  try:
+    with _flags_of_one_command(module), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      try:
+        runpy.run_module(module, run_name="__main__", alter_sys=False)
+      except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+      except BaseException:  # pylint: disable=broad-except
+        traceback.print_exc()
+        code = 1
+  finally:
+    sys.argv = argv
+    absl_logging.set_verbosity(verbosity)
+  return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())

@@ -1,8 +1,6 @@
 """Training sets on the device (`disentangle.train.device_data`): the batches gathered in the
 step equal the host pipeline's bit for bit, for every in-memory set, and so do whole runs."""
 import json
-import subprocess
-import sys
 import types
 
 import jax
@@ -186,14 +184,13 @@ def test_device_for_a_set_that_does_not_fit_is_one_config_error_and_creates_noth
 @pytest.mark.slow
 def test_the_entry_point_says_in_one_line_that_tfds_stays_on_the_host(tmp_path):
   """``placement='device'`` for a set read from TFDS: exit status 2, one line naming the field,
-  no run directory."""
+  no run directory (the entry point in this process)."""
   tfds_dir = helpers.prepare(helpers.TinyMnist, tmp_path / "tfds")
-  proc = subprocess.run(
-      [sys.executable, "-m", "experiments.mnist_cascade",
-       "--config=experiments/configs/mnist_cascade.py:smoke", "--config.dataset.source=tfds",
-       f"--config.dataset.tfds_data_dir={tfds_dir}", "--config.dataset.tfds_name=tiny_mnist",
-       "--config.dataset.placement=device", f"--workdir={tmp_path / 'run'}"],
-      capture_output=True, text=True, cwd=conftest.REPO, timeout=300, check=False)
+  proc = helpers.run_in_process(
+      "experiments.mnist_cascade",
+      "--config=experiments/configs/mnist_cascade.py:smoke", "--config.dataset.source=tfds",
+      f"--config.dataset.tfds_data_dir={tfds_dir}", "--config.dataset.tfds_name=tiny_mnist",
+      "--config.dataset.placement=device", f"--workdir={tmp_path / 'run'}")
   errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
   assert proc.returncode == 2, proc.stderr[-3000:]
   assert len(errors) == 1 and "'dataset.placement' is 'device'" in errors[0], errors
