@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from disentangle import config as config_lib
+from disentangle import data
 from disentangle import methods
 from disentangle.data.labels import supervision
 from disentangle.data.tfds import builders
@@ -61,6 +62,17 @@ class TinyAttributeImages(TinyImages):
     cols = {"right": c % 2, "low": c // 2}
     return np.stack([cols[n] for n in names], axis=1).astype(np.int32)
 
+
+
+def tiny_uint8(n=256, **kw):
+  """TinyImages as uint8 MNIST-like images (`data.ArrayImages`: placeable on the devices), with
+  a target and attributes."""
+  tiny = TinyImages(n=n)
+  c = tiny.labels
+  return data.ArrayImages((tiny.images * 255).astype(np.uint8), c, name="tiny",
+                          label_name=kw.get("label_name", "digit"), num_classes=4,
+                          attributes={"right": c % 2, "low": c // 2,
+                                      "big": (np.arange(n) >= n // 2).astype(int)})
 
 def tiny_config(method="betavae", **overrides):
   c = methods.schema(method)

@@ -1,6 +1,5 @@
 """Training sets on the device (`disentangle.train.device_data`): the batches gathered in the
 step equal the host pipeline's bit for bit, for every in-memory set, and so do whole runs."""
-import json
 import types
 
 import jax
@@ -26,14 +25,7 @@ SIDE = BatchSpec(targets=("digit",), attributes=("big",),
                  labelled=LabelledSpec("random", 40, 8, seed=3))
 
 
-def _tiny_uint8(n=256, **kw):
-  """helpers.TinyImages as uint8 MNIST-like images, with a target and attributes."""
-  tiny = helpers.TinyImages(n=n)
-  c = tiny.labels
-  return data.ArrayImages((tiny.images * 255).astype(np.uint8), c, name="tiny",
-                          label_name=kw.get("label_name", "digit"), num_classes=4,
-                          attributes={"right": c % 2, "low": c // 2,
-                                      "big": (np.arange(n) >= n // 2).astype(int)})
+_tiny_uint8 = helpers.tiny_uint8
 
 
 @pytest.fixture(scope="module")
@@ -250,29 +242,6 @@ def test_rendered_dsprites_run_on_device_equals_the_host_run(tmp_path, monkeypat
   config = helpers.tiny_config("betavae", **{"num_steps": 3, "mesh.num_devices": 2,
                                              "dataset.name": "dsprites"})
   _host_and_device(tmp_path, config, rendered)
-
-
-@pytest.mark.slow
-def test_a_host_run_resumed_on_device_data_is_bitwise_the_straight_run(tmp_path):
-  dataset = _tiny_uint8()
-  config = helpers.tiny_config("betavae", **{"mesh.num_devices": 1})
-  straight = trainer.train(config, tmp_path / "straight", dataset=dataset)
-
-  class Killed(Exception):
-    pass
-
-  def kill_after_4(state, step):
-    if step == 4:  # the checkpoint of step 3 exists, step 4 is lost
-      raise Killed()
-
-  with pytest.raises(Killed):
-    trainer.train(config, tmp_path / "b", dataset=dataset, hooks=[kill_after_4])
-  config.dataset.placement = "device"  # a resumable field
-  resumed = trainer.train(config, tmp_path / "b", dataset=dataset)
-  for a, b in zip(_params(straight), _params(resumed)):
-    np.testing.assert_array_equal(a, b)
-  lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
-  assert [json.loads(line)["step"] for line in lines] == [2, 3, 4, 6]
 
 
 @pytest.mark.slow
