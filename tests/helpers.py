@@ -263,10 +263,11 @@ def run_in_process(module: str, *args: str):
   bad-input paths that end before any training: what `subprocess.run` would return (returncode,
   stdout, stderr; an uncaught exception is its traceback and status 1). Each command line keeps a
   test in its own process too (a fresh interpreter's whole stderr)."""
-  out, err, argv = io.StringIO(), io.StringIO(), sys.argv
+  out, err, argv, cwd = io.StringIO(), io.StringIO(), sys.argv, os.getcwd()
   verbosity = absl_logging.get_verbosity()
   sys.argv = [module, *map(str, args)]
   code = 0
+  os.chdir(REPO)  # as the command lines are run: from the checkout
   try:
     with _flags_of_one_command(module), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
       try:
@@ -277,6 +278,7 @@ def run_in_process(module: str, *args: str):
         traceback.print_exc()
         code = 1
   finally:
+    os.chdir(cwd)
     sys.argv = argv
     absl_logging.set_verbosity(verbosity)
   return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
