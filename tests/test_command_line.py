@@ -80,7 +80,9 @@ def test_smoke_run_stops_at_its_deadline_with_a_checkpoint_and_resumes(tmp_path)
 
 
 @pytest.mark.parametrize("make,expected", [
-    (lambda d: None, "has no config.json (nor seed_*/config.json): not a run directory"),
+    pytest.param(lambda d: None,
+                 "has no config.json (nor seed_*/config.json): not a run directory",
+                 marks=pytest.mark.slow),  # in its own process
     (lambda d: (d.mkdir(), (d / "config.json").write_text("{}")), "has no field 'method'"),
     (lambda d: (d.mkdir(), (d / "config.json").write_text("{")), "is not JSON"),
     (lambda d: (d.mkdir(), (d / "config.json").write_text('{"method": "betavae", "num_seeds": 1}')),
