@@ -34,7 +34,8 @@ import experiments.configs.mnist_cascade as mnist_cfg
 
 BASE = ["--config=experiments/configs/mnist_cascade.py:smoke"]
 CONFIG_KINDS = ("type", "range", "unknown_field", "variant")
-DATA_FLAGS = ["--config.dataset.synthetic_if_missing=false", "--config.dataset.allow_download=false"]
+DATA_FLAGS = ["--config.dataset.synthetic_if_missing=false",
+              "--config.dataset.allow_download=false"]
 
 
 def digest(folder) -> dict[str, str]:

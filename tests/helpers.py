@@ -3,6 +3,7 @@ MNIST-layout TFDS builder, two-process runs, metrics-line comparison and the con
 import contextlib
 import io
 import json
+import logging
 import os
 import pathlib
 import runpy
@@ -264,21 +265,24 @@ def run_in_process(module: str, *args: str):
   stdout, stderr; an uncaught exception is its traceback and status 1). Each command line keeps a
   test in its own process too (a fresh interpreter's whole stderr)."""
   out, err, argv, cwd = io.StringIO(), io.StringIO(), sys.argv, os.getcwd()
-  verbosity = absl_logging.get_verbosity()
+  # absl's app.run sets the verbosity and puts its handler on the root logger: both put back
+  verbosity, handlers = absl_logging.get_verbosity(), logging.root.handlers[:]
   sys.argv = [module, *map(str, args)]
   code = 0
   os.chdir(REPO)  # as the command lines are run: from the checkout
   try:
-    with _flags_of_one_command(module), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-      try:
-        runpy.run_module(module, run_name="__main__", alter_sys=False)
-      except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-      except BaseException:  # pylint: disable=broad-except
-        traceback.print_exc()
-        code = 1
+    with _flags_of_one_command(module), contextlib.redirect_stdout(out):
+      with contextlib.redirect_stderr(err):
+        try:
+          runpy.run_module(module, run_name="__main__", alter_sys=False)
+        except SystemExit as e:
+          code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:  # pylint: disable=broad-except
+          traceback.print_exc()
+          code = 1
   finally:
     os.chdir(cwd)
     sys.argv = argv
     absl_logging.set_verbosity(verbosity)
+    logging.root.handlers[:] = handlers
   return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())

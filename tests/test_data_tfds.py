@@ -27,7 +27,8 @@ from disentangle.train import input_pipeline
 from disentangle.train import trainer
 from tests import helpers
 
-TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES = helpers.TRAIN_IMAGES, helpers.TRAIN_LABELS, helpers.TEST_IMAGES
+TRAIN_IMAGES, TRAIN_LABELS = helpers.TRAIN_IMAGES, helpers.TRAIN_LABELS
+TEST_IMAGES = helpers.TEST_IMAGES
 TinyMnist, prepare = helpers.TinyMnist, helpers.prepare
 
 
