@@ -24,7 +24,7 @@ from disentangle.train import seeds
 from disentangle.train import trainer
 from disentangle.train import writers
 from tests import helpers
-from tests.helpers import REPO
+from tests.conftest import REPO
 
 
 def _lines(run):
