@@ -55,13 +55,21 @@ def shared_data_dir() -> pathlib.Path:
   return path
 
 
+# The files that take longest in one process (several minutes together), longest first.
+LONGEST = ("test_runs.py", "test_device_data.py", "test_resume.py")
+
+
 def pytest_collection_modifyitems(config, items):
-  """The files with whole-run tests first, the longest (the fuzz test) at the head, so that the
+  """The files with whole-run tests first, the longest (``LONGEST``) at the head, so that the
   worker processes (``pytest.ini``) start the long tests early and finish together."""
   del config
   slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-  longest = {item.path for item in items if item.path.name == "test_fuzz_inputs.py"}
-  rank = lambda item: 0 if item.path in longest else 1 if item.path in slow_files else 2
+
+  def rank(item):
+    if item.path.name in LONGEST:
+      return LONGEST.index(item.path.name)
+    return len(LONGEST) + (0 if item.path in slow_files else 1)
+
   items[:] = sorted(items, key=rank)  # stable: a file's tests keep their order
 
 

@@ -1,11 +1,32 @@
-"""Small in-memory datasets and configs for trainer tests (no files, no network)."""
+"""What the tests share: small in-memory datasets and configs (no files, no network), a tiny
+MNIST-layout TFDS builder, two-process runs, metrics-line comparison and the config-rule check."""
+import contextlib
+import io
+import json
+import logging
+import os
+import pathlib
+import runpy
+import socket
+import subprocess
+import sys
+import traceback
+import types
+
+from absl import flags
+from absl import logging as absl_logging
 import chex
 import jax
 import numpy as np
 import pytest
 
 from disentangle import config as config_lib
+from disentangle import data
 from disentangle import methods
+from disentangle.data.labels import supervision
+from disentangle.data.tfds import builders
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 class TinyImages:
@@ -42,6 +63,17 @@ class TinyAttributeImages(TinyImages):
     cols = {"right": c % 2, "low": c // 2}
     return np.stack([cols[n] for n in names], axis=1).astype(np.int32)
 
+
+
+def tiny_uint8(n=256, **kw):
+  """TinyImages as uint8 MNIST-like images (`data.ArrayImages`: placeable on the devices), with
+  a target and attributes."""
+  tiny = TinyImages(n=n)
+  c = tiny.labels
+  return data.ArrayImages((tiny.images * 255).astype(np.uint8), c, name="tiny",
+                          label_name=kw.get("label_name", "digit"), num_classes=4,
+                          attributes={"right": c % 2, "low": c // 2,
+                                      "big": (np.arange(n) >= n // 2).astype(int)})
 
 def tiny_config(method="betavae", **overrides):
   c = methods.schema(method)
@@ -107,3 +139,150 @@ def assert_field_rule_refuses(config, field: str, value, what: str) -> None:
   with pytest.raises(config_lib.ConfigError) as err:
     methods.validate(config)
   assert str(err.value) == f"config field {field!r} must be {what}, got {value!r}"
+
+
+# -- PartedVAE ---------------------------------------------------------------------------------
+class TinyDigits(TinyImages, supervision.Supervision):
+  """``TinyImages`` with its 4 classes as the target column ``label``."""
+
+  name = "tiny"
+
+  def __init__(self, **kw):
+    super().__init__(**kw)
+    self._set_supervision(self.num_examples, {"label": self.labels}, {"label": 4})
+
+
+def parted_config(**overrides):
+  """`tiny_config` of PartedVAE: 4 classes of target ``label``, 16 labelled examples."""
+  base = {"parted.discrete_sizes": (4,), "parted.u_dim": 2, "parted.targets": ("label",),
+          "parted.num_labelled": 16, "parted.labelled_batch_size": 8,
+          "parted.plateau_epoch_steps": 2}
+  return tiny_config("partedvae", **dict(base, **overrides))
+
+
+# -- a TFDS builder of MNIST's layout ------------------------------------------------------------
+RNG = np.random.default_rng(0)
+TRAIN_IMAGES = RNG.integers(0, 256, size=(40, 28, 28, 1), dtype=np.uint8)
+TRAIN_LABELS = RNG.integers(0, 10, size=40)
+TEST_IMAGES = RNG.integers(0, 256, size=(8, 28, 28, 1), dtype=np.uint8)
+
+
+class TinyMnist(builders._ArrayBuilder, skip_registration=True):  # pylint: disable=protected-access
+  """MNIST's layout (raw 28x28 uint8 image, int label) over the arrays above."""
+
+  def _features(self):
+    return {"image": builders._tensor((28, 28, 1), np.uint8),  # pylint: disable=protected-access
+            "label": builders._tensor((), np.int64)}  # pylint: disable=protected-access
+
+  def _splits(self):
+    return ("train", "test")
+
+  def _generate_examples(self, split):
+    images = TRAIN_IMAGES if split == "train" else TEST_IMAGES
+    labels = TRAIN_LABELS if split == "train" else np.zeros(len(images), int)
+    for i, (img, label) in enumerate(zip(images, labels)):
+      yield i, {"image": img, "label": int(label)}
+
+
+def prepare(cls, data_dir):
+  """Builds the TFDS builder ``cls`` into ``data_dir`` (array_record); returns the folder."""
+  cls(data_dir=str(data_dir), file_format="array_record").download_and_prepare()
+  return str(data_dir)
+
+
+# -- two processes -------------------------------------------------------------------------------
+def free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def run_pair(workdir, steps, *extra, env=None):
+  """`tests.distributed_worker` in two processes (4 devices each) on ``workdir``; their RESULT
+  lines, by process. ``env``: per-process additions to the environment (a list of two dicts)."""
+  port = free_port()
+  base = dict(os.environ, PYTHONPATH=str(REPO), DISENTANGLE_NO_DOWNLOAD="1")
+  procs = [subprocess.Popen([sys.executable, "-m", "tests.distributed_worker", str(i), str(port),
+                             str(workdir), str(steps), *map(str, extra)], cwd=REPO,
+                            env=dict(base, **(env[i] if env else {})),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+           for i in range(2)]
+  results = []
+  for p in procs:
+    out, _ = p.communicate(timeout=420)
+    assert p.returncode == 0, out[-3000:]
+    line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
+    results.append(json.loads(line[len("RESULT "):]))
+  return sorted(results, key=lambda r: r["process"])
+
+
+# -- metrics lines -------------------------------------------------------------------------------
+def metrics_lines(path):
+  return [json.loads(l) for l in (path / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_same_metrics(a, b, rtol=2e-4, atol=2e-5):
+  """metrics.jsonl of two run directories, step by step (timings aside)."""
+  la, lb = metrics_lines(a), metrics_lines(b)
+  assert [l["step"] for l in la] == [l["step"] for l in lb]
+  for x, y in zip(la, lb):
+    for k in x:
+      if k != "steps_per_sec":
+        np.testing.assert_allclose(x[k], y[k], rtol=rtol, atol=atol, err_msg=f"{k} at {x['step']}")
+
+
+# -- a command line in this process ---------------------------------------------------------------
+@contextlib.contextmanager
+def _flags_of_one_command(module: str):
+  """absl's flags for one run of ``module`` as a fresh interpreter has them, then as before:
+  values unparsed, the flags defined so far may be defined again (two commands' ``--workdir``),
+  and those the command itself defined (``module``'s, ``config_flags``' ``--config.<field>``
+  overrides) are forgotten after it; flags of library modules it imported stay, as the modules."""
+  registry = flags.FLAGS
+  saved = dict(registry._flags())  # pylint: disable=protected-access
+  overridable = {flag: flag.allow_override for flag in saved.values()}
+  for flag in overridable:
+    flag.allow_override = True
+  registry.unparse_flags()
+  try:
+    yield
+  finally:
+    for flag, allow in overridable.items():
+      flag.allow_override = allow
+    for name in list(registry):
+      if name in saved:
+        if registry[name] is not saved[name]:
+          delattr(registry, name)
+          registry[name] = saved[name]
+      elif name.startswith("config.") or registry.find_module_defining_flag(name) == module:
+        delattr(registry, name)
+    registry.unparse_flags()
+
+
+def run_in_process(module: str, *args: str):
+  """``python -m <module> *args`` run here (`runpy`, absl's flags reset before and after), for the
+  bad-input paths that end before any training: what `subprocess.run` would return (returncode,
+  stdout, stderr; an uncaught exception is its traceback and status 1). Each command line keeps a
+  test in its own process too (a fresh interpreter's whole stderr)."""
+  out, err, argv, cwd = io.StringIO(), io.StringIO(), sys.argv, os.getcwd()
+  # absl's app.run sets the verbosity and puts its handler on the root logger: both put back
+  verbosity, handlers = absl_logging.get_verbosity(), logging.root.handlers[:]
+  sys.argv = [module, *map(str, args)]
+  code = 0
+  os.chdir(REPO)  # as the command lines are run: from the checkout
+  try:
+    with _flags_of_one_command(module), contextlib.redirect_stdout(out):
+      with contextlib.redirect_stderr(err):
+        try:
+          runpy.run_module(module, run_name="__main__", alter_sys=False)
+        except SystemExit as e:
+          code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:  # pylint: disable=broad-except
+          traceback.print_exc()
+          code = 1
+  finally:
+    os.chdir(cwd)
+    sys.argv = argv
+    absl_logging.set_verbosity(verbosity)
+    logging.root.handlers[:] = handlers
+  return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())

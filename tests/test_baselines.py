@@ -278,21 +278,6 @@ def test_train_step_lowers_loss_and_compiles_once(name):
 
 # -- configs --------------------------------------------------------------------------------------------
 
-CONFIGS = {"dsprites_jointvae": (64, 64, 1), "mnist_jointvae": (32, 32, 1),
-           "fashion_mnist_jointvae": (32, 32, 1), "dsprites_anchorvae": (64, 64, 1),
-           "dsprites_betatcvae": (64, 64, 1)}
-
-
-@pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_smoke_config_validates_and_builds(name):
-  mod = importlib.import_module(f"experiments.configs.{name}")
-  assert set(mod.PUBLISHED) <= set(mod.VARIANTS) and "smoke" in mod.VARIANTS
-  config = mod.get_config("smoke")
-  methods.validate(config)
-  assert config.num_steps <= 300
-  methods.build(config, CONFIGS[name])
-
-
 def test_paper_settings_of_baseline_configs():
   d = importlib.import_module("experiments.configs.dsprites_jointvae").get_config("m4")
   j = d.jointvae

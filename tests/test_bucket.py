@@ -114,8 +114,7 @@ def test_two_processes_write_one_checkpoint_into_one_bucket_folder_and_resume(bu
   on the bucket: both processes write their parts of the step-2 checkpoint into the one folder
   (orbax's per-process OCDBT parts, then its commit marker), then both resume from it to step 4;
   process 0 alone writes the metrics lines, once per step."""
-  from tests.test_distributed import _run_pair  # pylint: disable=g-import-not-at-top
-  first = _run_pair(bucket, 2)
+  first = helpers.run_pair(bucket, 2)
   assert sorted(r["process"] for r in first) == [0, 1] and all(r["step"] == 2 for r in first)
   assert first[0]["params_sha256"] == first[1]["params_sha256"]
   fs = _fs()
@@ -124,7 +123,7 @@ def test_two_processes_write_one_checkpoint_into_one_bucket_folder_and_resume(bu
   assert "commit_success.txt" in names
   parts = {p.rpartition("/")[2] for p in fs.ls(f"{step}/default")}
   assert {"ocdbt.process_0", "ocdbt.process_1"} <= parts, parts
-  second = _run_pair(bucket, 4)  # resumes from step 2
+  second = helpers.run_pair(bucket, 4)  # resumes from step 2
   assert all(r["step"] == 4 for r in second)
   assert second[0]["params_sha256"] == second[1]["params_sha256"]
   assert [l["step"] for l in _lines(bucket)] == [1, 2, 3, 4]

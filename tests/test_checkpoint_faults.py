@@ -2,7 +2,6 @@
 named in one line and kept aside; when none restores, one line and nothing changes."""
 import hashlib
 import json
-import pathlib
 
 import jax
 import numpy as np
@@ -200,18 +199,15 @@ def test_training_resumes_from_the_newest_intact_checkpoint(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_launch_prints_one_line_when_no_checkpoint_restores(tmp_path):
-  """The command line: exit status 2, one line naming the folder, nothing changed."""
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
+  """The command line (its entry point in this process): exit status 2, one line naming the
+  folder, nothing changed."""
   folder = _saved(tmp_path / "run")
   truncate(folder / "300")
   truncate(folder / "200")
   before = _digest(tmp_path)
-  repo = pathlib.Path(__file__).resolve().parents[1]
-  proc = subprocess.run(
-      [sys.executable, "-m", "experiments.dsprites_betavae", f"--workdir={tmp_path / 'run'}",
-       "--config=experiments/configs/dsprites_betavae.py:smoke"],
-      capture_output=True, text=True, cwd=repo, check=False, timeout=300)
+  proc = helpers.run_in_process(
+      "experiments.dsprites_betavae", f"--workdir={tmp_path / 'run'}",
+      "--config=experiments/configs/dsprites_betavae.py:smoke")
   err = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert "Traceback" not in proc.stderr

@@ -10,6 +10,7 @@ import pytest
 
 from disentangle import command_line
 from disentangle import errors
+from tests import helpers
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -41,13 +42,13 @@ def _run(module, *args):
                         text=True, timeout=600, check=False)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("module,args", [
     ("experiments.dsprites_betavae", _SMOKE),
     ("experiments.reproduce", ("--table=cascadevae_table3", "--seeds=2", "--fraction=1/50"))])
 @pytest.mark.parametrize("value", ["0", "soon"])
 def test_command_lines_refuse_a_bad_deadline_in_one_line(tmp_path, module, args, value):
-  proc = _run(module, *args, f"--deadline={value}", f"--workdir={tmp_path / 'run'}")
+  proc = helpers.run_in_process(module, *args, f"--deadline={value}",
+                                f"--workdir={tmp_path / 'run'}")
   lines = [l for l in proc.stderr.splitlines() if l.strip()]
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert len(lines) == 1 and lines[0].startswith("error: --deadline: "), proc.stderr[-2000:]
@@ -79,7 +80,9 @@ def test_smoke_run_stops_at_its_deadline_with_a_checkpoint_and_resumes(tmp_path)
 
 
 @pytest.mark.parametrize("make,expected", [
-    (lambda d: None, "has no config.json (nor seed_*/config.json): not a run directory"),
+    pytest.param(lambda d: None,
+                 "has no config.json (nor seed_*/config.json): not a run directory",
+                 marks=pytest.mark.slow),  # in its own process
     (lambda d: (d.mkdir(), (d / "config.json").write_text("{}")), "has no field 'method'"),
     (lambda d: (d.mkdir(), (d / "config.json").write_text("{")), "is not JSON"),
     (lambda d: (d.mkdir(), (d / "config.json").write_text('{"method": "betavae", "num_seeds": 1}')),
@@ -87,11 +90,14 @@ def test_smoke_run_stops_at_its_deadline_with_a_checkpoint_and_resumes(tmp_path)
 ])
 def test_evaluate_on_a_folder_that_is_not_a_run_is_one_line(tmp_path, make, expected):
   """`experiments.evaluate` ends like the other command lines: one line, exit status 2, and
-  nothing written into the folder it was given."""
+  nothing written into the folder it was given (the first case in its own process, whose whole
+  stderr is the line; the others in this one)."""
   workdir = tmp_path / "run"
   make(workdir)
   before = sorted(p.name for p in tmp_path.rglob("*"))
-  proc = _run("experiments.evaluate", f"--workdir={workdir}")
+  in_process = "not a run directory" not in expected
+  proc = (helpers.run_in_process if in_process else _run)("experiments.evaluate",
+                                                          f"--workdir={workdir}")
   lines = [l for l in proc.stderr.splitlines() if l.strip()]
   assert proc.returncode == command_line.BAD_INPUT_STATUS, proc.stderr[-2000:]
   assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines

@@ -27,27 +27,9 @@ from disentangle.train import input_pipeline
 from disentangle.train import trainer
 from tests import helpers
 
-RNG = np.random.default_rng(0)
-TRAIN_IMAGES = RNG.integers(0, 256, size=(40, 28, 28, 1), dtype=np.uint8)
-TRAIN_LABELS = RNG.integers(0, 10, size=40)
-TEST_IMAGES = RNG.integers(0, 256, size=(8, 28, 28, 1), dtype=np.uint8)
-
-
-class TinyMnist(builders._ArrayBuilder, skip_registration=True):  # pylint: disable=protected-access
-  """MNIST's layout (raw 28x28 uint8 image, int label) over the arrays above."""
-
-  def _features(self):
-    return {"image": builders._tensor((28, 28, 1), np.uint8),  # pylint: disable=protected-access
-            "label": builders._tensor((), np.int64)}  # pylint: disable=protected-access
-
-  def _splits(self):
-    return ("train", "test")
-
-  def _generate_examples(self, split):
-    images = TRAIN_IMAGES if split == "train" else TEST_IMAGES
-    labels = TRAIN_LABELS if split == "train" else np.zeros(len(images), int)
-    for i, (img, label) in enumerate(zip(images, labels)):
-      yield i, {"image": img, "label": int(label)}
+TRAIN_IMAGES, TRAIN_LABELS = helpers.TRAIN_IMAGES, helpers.TRAIN_LABELS
+TEST_IMAGES = helpers.TEST_IMAGES
+TinyMnist, prepare = helpers.TinyMnist, helpers.prepare
 
 
 _Builder = builders._ArrayBuilder  # pylint: disable=protected-access
@@ -137,11 +119,6 @@ class TinySmallnorb(_Builder, skip_registration=True):
       example = {"image": img, "instance": int(inst)}
       example.update({f: int(v) for (f, _, _), v in zip(SMALLNORB, row)})
       yield i, example
-
-
-def prepare(cls, data_dir):
-  cls(data_dir=str(data_dir), file_format="array_record").download_and_prepare()
-  return str(data_dir)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,5 @@
 """Training sets on the device (`disentangle.train.device_data`): the batches gathered in the
 step equal the host pipeline's bit for bit, for every in-memory set, and so do whole runs."""
-import json
-import subprocess
-import sys
 import types
 
 import jax
@@ -25,20 +22,12 @@ from disentangle.train import mesh as mesh_lib
 from disentangle.train import trainer
 from tests import conftest
 from tests import helpers
-from tests import test_partedvae
 
 SIDE = BatchSpec(targets=("digit",), attributes=("big",),
                  labelled=LabelledSpec("random", 40, 8, seed=3))
 
 
-def _tiny_uint8(n=256, **kw):
-  """helpers.TinyImages as uint8 MNIST-like images, with a target and attributes."""
-  tiny = helpers.TinyImages(n=n)
-  c = tiny.labels
-  return data.ArrayImages((tiny.images * 255).astype(np.uint8), c, name="tiny",
-                          label_name=kw.get("label_name", "digit"), num_classes=4,
-                          attributes={"right": c % 2, "low": c // 2,
-                                      "big": (np.arange(n) >= n // 2).astype(int)})
+_tiny_uint8 = helpers.tiny_uint8
 
 
 @pytest.fixture(scope="module")
@@ -210,15 +199,13 @@ def test_device_for_a_set_that_does_not_fit_is_one_config_error_and_creates_noth
 @pytest.mark.slow
 def test_the_entry_point_says_in_one_line_that_tfds_stays_on_the_host(tmp_path):
   """``placement='device'`` for a set read from TFDS: exit status 2, one line naming the field,
-  no run directory."""
-  from tests import test_data_tfds  # pylint: disable=g-import-not-at-top
-  tfds_dir = test_data_tfds.prepare(test_data_tfds.TinyMnist, tmp_path / "tfds")
-  proc = subprocess.run(
-      [sys.executable, "-m", "experiments.mnist_cascade",
-       "--config=experiments/configs/mnist_cascade.py:smoke", "--config.dataset.source=tfds",
-       f"--config.dataset.tfds_data_dir={tfds_dir}", "--config.dataset.tfds_name=tiny_mnist",
-       "--config.dataset.placement=device", f"--workdir={tmp_path / 'run'}"],
-      capture_output=True, text=True, cwd=conftest.REPO, timeout=300, check=False)
+  no run directory (the entry point in this process)."""
+  tfds_dir = helpers.prepare(helpers.TinyMnist, tmp_path / "tfds")
+  proc = helpers.run_in_process(
+      "experiments.mnist_cascade",
+      "--config=experiments/configs/mnist_cascade.py:smoke", "--config.dataset.source=tfds",
+      f"--config.dataset.tfds_data_dir={tfds_dir}", "--config.dataset.tfds_name=tiny_mnist",
+      "--config.dataset.placement=device", f"--workdir={tmp_path / 'run'}")
   errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
   assert proc.returncode == 2, proc.stderr[-3000:]
   assert len(errors) == 1 and "'dataset.placement' is 'device'" in errors[0], errors
@@ -262,7 +249,7 @@ def test_runs_on_device_data_end_bitwise_equal_to_host_runs(tmp_path, method, nu
   kw = {"num_steps": 4, "mesh.num_devices": num_devices, "num_seeds": num_seeds,
         "seed_layout": layout}
   if method == "partedvae":
-    config = test_partedvae.tiny_config(**kw)
+    config = helpers.parted_config(**kw)
     dataset = _tiny_uint8(label_name="label")
   else:
     config = helpers.tiny_config(method, **kw)
@@ -294,35 +281,11 @@ def test_a_run_on_a_set_drawn_per_sample_on_device_equals_the_host_run(tmp_path,
 
 
 @pytest.mark.slow
-def test_a_host_run_resumed_on_device_data_is_bitwise_the_straight_run(tmp_path):
-  dataset = _tiny_uint8()
-  config = helpers.tiny_config("betavae", **{"mesh.num_devices": 1})
-  straight = trainer.train(config, tmp_path / "straight", dataset=dataset)
-
-  class Killed(Exception):
-    pass
-
-  def kill_after_4(state, step):
-    if step == 4:  # the checkpoint of step 3 exists, step 4 is lost
-      raise Killed()
-
-  with pytest.raises(Killed):
-    trainer.train(config, tmp_path / "b", dataset=dataset, hooks=[kill_after_4])
-  config.dataset.placement = "device"  # a resumable field
-  resumed = trainer.train(config, tmp_path / "b", dataset=dataset)
-  for a, b in zip(_params(straight), _params(resumed)):
-    np.testing.assert_array_equal(a, b)
-  lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
-  assert [json.loads(line)["step"] for line in lines] == [2, 3, 4, 6]
-
-
-@pytest.mark.slow
 def test_two_processes_each_place_the_set_and_train_as_on_the_host(tmp_path, monkeypatch):
-  from tests import test_distributed  # pylint: disable=g-import-not-at-top
   digests = {}
   for placement in ("host", "device"):
     monkeypatch.setenv("DISENTANGLE_TEST_PLACEMENT", placement)
-    results = test_distributed._run_pair(tmp_path / placement, 3)  # pylint: disable=protected-access
+    results = helpers.run_pair(tmp_path / placement, 3)
     assert all(r["count"] == 2 and r["devices"] == 4 and r["step"] == 3 for r in results)
     digests[placement] = {r["params_sha256"] for r in results}
   assert len(digests["host"]) == 1 and digests["device"] == digests["host"]

@@ -6,8 +6,6 @@ import json
 import math
 import pathlib
 import re
-import subprocess
-import sys
 
 import numpy as np
 from PIL import Image
@@ -22,6 +20,7 @@ from disentangle.reproduce import study_figures
 from experiments import aggregate as aggregate_entry
 from experiments import tables
 from experiments.configs import common
+from tests import helpers
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MODULES = {m.__name__.rpartition(".")[2]: m for m in aggregate_entry.config_modules()}
@@ -207,11 +206,9 @@ def test_an_unknown_data_set_of_the_study_lists_the_known_ones_in_one_line():
     plan.table_named(tables.TABLES, "nonsense", tables.FAMILIES)
 
 
-@pytest.mark.slow
 def test_command_line_unknown_data_set_is_one_line_and_exit_status_2(tmp_path):
-  proc = subprocess.run([sys.executable, "-m", "experiments.reproduce",
-                         "--table=locatello2019_celeba", f"--workdir={tmp_path / 'w'}"],
-                        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+  proc = helpers.run_in_process("experiments.reproduce", "--table=locatello2019_celeba",
+                                f"--workdir={tmp_path / 'w'}")
   assert proc.returncode == 2
   lines = [ln for ln in proc.stderr.splitlines() if "locatello2019" in ln]
   assert len(lines) == 1 and "cars3d" in lines[0] and "'celeba'" in lines[0]

@@ -1,35 +1,12 @@
-"""num_seeds=N trains N independent seeds in one program, one run directory each; both layouts
-(`disentangle.train.seeds`: vmap, unrolled copies) equal N separate runs."""
-import json
-
+"""num_seeds=N trains N independent seeds in one program: the layout chosen per backend and the
+mapping over the seeds' axis (`disentangle.train.seeds`). Both layouts equal N separate runs, one
+run directory each: tests/test_runs.py (`test_the_runs_of_one_program_equal_their_runs_alone`)."""
 import jax
 import numpy as np
 import pytest
 
 from disentangle.train import seeds
-from disentangle.train import trainer
 from tests import helpers
-
-
-@pytest.mark.parametrize("method, dataset, layout", [
-    ("cascadevae", helpers.TinyImages, "unroll"),    # the CPU's layout, with a host callback
-    ("ffvae", helpers.TinyAttributeImages, "vmap"),  # the accelerators'
-])
-@pytest.mark.slow
-def test_two_seeds_at_once_equal_two_separate_runs(tmp_path, method, dataset, layout):
-  data = dataset()
-  kw = {"num_steps": 3, "mesh.num_devices": 1, "seed": 5}
-  both = trainer.train(helpers.tiny_config(method, num_seeds=2, seed_layout=layout, **kw),
-                       tmp_path / "both", dataset=data)
-  for i, seed in enumerate((5, 6)):
-    alone = trainer.train(helpers.tiny_config(method, **dict(kw, seed=seed)),
-                          tmp_path / f"alone{seed}", dataset=data)
-    for a, b in zip(jax.tree_util.tree_leaves(both.params), jax.tree_util.tree_leaves(alone.params)):
-      np.testing.assert_allclose(np.asarray(a)[i], np.asarray(b), rtol=2e-4, atol=2e-5)
-    run = tmp_path / "both" / f"seed_{seed}"
-    assert json.loads((run / "config.json").read_text())["seed"] == seed
-    steps = [json.loads(l)["step"] for l in (run / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [2, 3]
 
 
 def test_seed_layout_resolves_by_backend_and_rejects_unknown_names():

@@ -6,27 +6,9 @@ import pytest
 
 from disentangle import methods
 from disentangle import mixture
-from disentangle.data.labels import supervision
 from disentangle.methods import partedvae_nets as nets
 from disentangle.train import input_pipeline
 from tests import helpers
-
-
-class TinyDigits(helpers.TinyImages, supervision.Supervision):
-  """``helpers.TinyImages`` with its 4 classes as the target column ``label``."""
-
-  name = "tiny"
-
-  def __init__(self, **kw):
-    super().__init__(**kw)
-    self._set_supervision(self.num_examples, {"label": self.labels}, {"label": 4})
-
-
-def tiny_config(**overrides):
-  base = {"parted.discrete_sizes": (4,), "parted.u_dim": 2, "parted.targets": ("label",),
-          "parted.num_labelled": 16, "parted.labelled_batch_size": 8,
-          "parted.plateau_epoch_steps": 2}
-  return helpers.tiny_config("partedvae", **dict(base, **overrides))
 
 
 def _method(config, shape=(32, 32, 1)):
@@ -82,7 +64,7 @@ def test_u_i_depends_on_its_own_code_only():
 
 # -- the objective ------------------------------------------------------------------------------
 def test_capacities_at_known_steps():
-  m = _method(tiny_config(**{"parted.z_capacity_max": 7.0, "parted.z_capacity_steps": 100_000,
+  m = _method(helpers.parted_config(**{"parted.z_capacity_max": 7.0, "parted.z_capacity_steps": 100_000,
                              "parted.u_capacity_min": 1.0, "parted.u_capacity_max": 5.0,
                              "parted.u_capacity_steps": 1000}))
   for t, cz, cu in [(0, 0.0, 1.0), (500, 0.035, 3.0), (56_280, 3.9396, 5.0), (10**6, 7.0, 5.0)]:
@@ -92,12 +74,12 @@ def test_capacities_at_known_steps():
 
 @pytest.mark.slow
 def test_loss_is_the_sum_of_its_logged_terms_and_matches_numpy():
-  config = tiny_config(**{"parted.discrete_sizes": (4, 3, 2), "parted.num_labelled": 0,
+  config = helpers.parted_config(**{"parted.discrete_sizes": (4, 3, 2), "parted.num_labelled": 0,
                           "parted.bc_threshold": 0.0, "parted.gamma_bc": 3.0,
                           "parted.prior_c": ((.1, .2, .3, .4), (.5, .25, .25), (.3, .7))})
   m = _method(config)
   params = m.init(jax.random.PRNGKey(3)).params
-  data = TinyDigits()
+  data = helpers.TinyDigits()
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   loss, aux = jax.jit(m.loss, static_argnums=3)(params, batch, jax.random.PRNGKey(4), 10)
   names = ("reconstruction", "z_term", "u_term", "h_term", "c_term", "bc_term", "regularizer")
@@ -125,7 +107,7 @@ def test_loss_is_the_sum_of_its_logged_terms_and_matches_numpy():
 @pytest.mark.slow
 def test_expected_and_sampled_u_kl_agree_for_one_hot_posteriors():
   sizes = (4, 3, 2)
-  ms = {k: _method(tiny_config(**{"parted.discrete_sizes": sizes, "parted.num_labelled": 0,
+  ms = {k: _method(helpers.parted_config(**{"parted.discrete_sizes": sizes, "parted.num_labelled": 0,
                                   "parted.u_kl": k})) for k in ("expected", "sampled")}
   params = ms["expected"].init(jax.random.PRNGKey(0)).params["vae"]
   h = jax.random.normal(jax.random.PRNGKey(1), (5, 256))
@@ -147,9 +129,9 @@ def _changed(a, b):
 
 @pytest.mark.slow
 def test_supervised_update_changes_only_trunk_and_c_head():
-  m = _method(tiny_config(**{"parted.unsupervised": False}))
+  m = _method(helpers.parted_config(**{"parted.unsupervised": False}))
   state = m.init(jax.random.PRNGKey(0))
-  new, metrics = jax.jit(m.train_step)(state, _batch(TinyDigits()))
+  new, metrics = jax.jit(m.train_step)(state, _batch(helpers.TinyDigits()))
   changed = _changed(state.params, new.params)
   trained = ("conv0", "conv1", "conv2", "'fc'", "'extra'")
   for path, moved in changed.items():
@@ -157,15 +139,15 @@ def test_supervised_update_changes_only_trunk_and_c_head():
     assert moved == expect, path
   assert set(m.optimizers) == {"supervised"} and float(metrics["loss"]) > 0
   # both updates: the supervised one touches only opt_state['supervised'] ...
-  m2 = _method(tiny_config())
+  m2 = _method(helpers.parted_config())
   s2 = m2.init(jax.random.PRNGKey(0))
-  sup_grads = jax.jit(jax.grad(lambda p: m2.supervised_loss(p, _batch(TinyDigits()))[0]))(
+  sup_grads = jax.jit(jax.grad(lambda p: m2.supervised_loss(p, _batch(helpers.TinyDigits()))[0]))(
       s2.params)
   after_sup = m2.apply_update(s2, "supervised", sup_grads["vae"])
   assert not any(_changed(s2.opt_state["vae"], after_sup.opt_state["vae"]).values())
   assert any(_changed(s2.opt_state["supervised"], after_sup.opt_state["supervised"]).values())
   # ... and the unsupervised one changes psi, the heads and the decoder
-  full, _ = jax.jit(m2.train_step)(s2, _batch(TinyDigits()))
+  full, _ = jax.jit(m2.train_step)(s2, _batch(helpers.TinyDigits()))
   moved = _changed(after_sup.params, full.params)
   for part in ("['prior']", "['decoder']", "['heads']", "['encoder']['head']"):
     assert any(v for k, v in moved.items() if part in k), part
@@ -173,9 +155,9 @@ def test_supervised_update_changes_only_trunk_and_c_head():
 
 @pytest.mark.slow
 def test_unknown_labels_contribute_nothing():
-  m = _method(tiny_config(**{"parted.discrete_sizes": (4, 3), "parted.targets": ("a", "b")}))
+  m = _method(helpers.parted_config(**{"parted.discrete_sizes": (4, 3), "parted.targets": ("a", "b")}))
   params = m.init(jax.random.PRNGKey(0)).params
-  data = TinyDigits()
+  data = helpers.TinyDigits()
   y = np.stack([data.labels[8:16], np.full(8, -1)], axis=1)
   with_unknown, aux = m.supervised_loss(params, _batch(data, labels=y))
   _, _, blocks, _ = m.encode_all(params["vae"], jnp.asarray(data.get_images(np.arange(8, 16))))
@@ -191,8 +173,8 @@ def test_unknown_labels_contribute_nothing():
 
 @pytest.mark.slow
 def test_train_step_lowers_the_loss_and_compiles_once():
-  m = _method(tiny_config())
-  data = TinyDigits()
+  m = _method(helpers.parted_config())
+  data = helpers.TinyDigits()
   batch = _batch(data)
   step = helpers.step_traced_once(m)
 
@@ -223,7 +205,7 @@ def _torch_reduce_on_plateau(values, *, factor, patience, rtol, cooldown):
 
 @pytest.mark.slow
 def test_plateau_follows_pytorch_reduce_lr_on_plateau_per_epoch():
-  m = _method(tiny_config(**{"parted.plateau_epoch_steps": 2, "parted.plateau_patience": 1,
+  m = _method(helpers.parted_config(**{"parted.plateau_epoch_steps": 2, "parted.plateau_patience": 1,
                              "parted.plateau_cooldown": 2, "parted.plateau_rtol": 1e-2}))
   tx = m.optimizers["vae"].transform
   params = {"w": jnp.ones(3)}
@@ -243,9 +225,9 @@ def test_plateau_follows_pytorch_reduce_lr_on_plateau_per_epoch():
 
 # -- data and evaluation ------------------------------------------------------------------------
 def test_labelled_stream_of_the_spec():
-  config = tiny_config(**{"parted.num_labelled": 32, "parted.labelled_batch_size": 8})
+  config = helpers.parted_config(**{"parted.num_labelled": 32, "parted.labelled_batch_size": 8})
   spec = methods.spec("partedvae").cls.batch_spec(config)
-  data = TinyDigits()
+  data = helpers.TinyDigits()
   src = input_pipeline.make_source(data, spec, global_batch=8, seed=3)
   again = input_pipeline.make_source(data, spec, global_batch=8, seed=3)
   for s in (0, 1, 7):
@@ -255,15 +237,15 @@ def test_labelled_stream_of_the_spec():
     b = src.local_batch(s)
     np.testing.assert_array_equal(b["labelled_targets"][:, 0], data.labels[rows])
   assert not np.array_equal(src.labelled_indices(0), src.labelled_indices(1))
-  unsup = tiny_config(**{"parted.num_labelled": 0})
+  unsup = helpers.parted_config(**{"parted.num_labelled": 0})
   assert methods.spec("partedvae").cls.batch_spec(unsup).images_only
 
 
 @pytest.mark.slow
 def test_represent_decode_reconstruct_and_generate():
-  m = _method(tiny_config(**{"parted.discrete_sizes": (4, 3), "parted.targets": ("a", "b")}))
+  m = _method(helpers.parted_config(**{"parted.discrete_sizes": (4, 3), "parted.targets": ("a", "b")}))
   params = m.init(jax.random.PRNGKey(0)).params
-  x = jnp.asarray(TinyDigits().get_images(np.arange(6)))
+  x = jnp.asarray(helpers.TinyDigits().get_images(np.arange(6)))
   rep = m.represent(params, x)
   assert rep["mean"].shape == (6, 3 + 2 * 2) and rep["logvar"].shape == (6, 7)
   mean_z, logvar_z, blocks, _ = m.encode_all(params["vae"], x)

@@ -14,8 +14,6 @@ from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
 from disentangle.train import trainer
 from tests import helpers
-from tests.test_partedvae import TinyDigits
-from tests.test_partedvae import tiny_config
 
 MODULES = ("mnist_parted", "dsprites_parted", "celeba_parted")
 
@@ -88,13 +86,6 @@ def test_cpu_variants_end_the_schedules_at_the_same_fraction():
   assert _module("mnist_parted").get_config("cpu").num_steps == 11_256
 
 
-@pytest.mark.parametrize("name", MODULES)
-def test_every_variant_validates(name):
-  module = _module(name)
-  for v in module.VARIANTS:
-    methods.validate(module.get_config(v))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MODULES)
 def test_smoke_builds_and_runs_one_step(name, tmp_path, monkeypatch):
@@ -134,12 +125,12 @@ BAD = [
 @pytest.mark.parametrize("overrides,field", BAD)
 def test_bad_input_names_the_field(overrides, field):
   with pytest.raises(config_lib.ConfigError, match=field.replace(".", r"\.")):
-    methods.validate(tiny_config(**overrides))
+    methods.validate(helpers.parted_config(**overrides))
 
 
 def test_unknown_rule_lists_the_valid_ones():
   with pytest.raises(config_lib.ConfigError, match="dsprites_stratified"):
-    methods.validate(tiny_config(**{"parted.labelled_subset": "every_other"}))
+    methods.validate(helpers.parted_config(**{"parted.labelled_subset": "every_other"}))
 
 
 def _spec(config):
@@ -147,26 +138,26 @@ def _spec(config):
 
 
 def test_dataset_dependent_bad_input():
-  data = TinyDigits(n=64)
+  data = helpers.TinyDigits(n=64)
   # more labelled rows than the training set holds
   with pytest.raises(config_lib.ConfigError, match="parted.num_labelled"):
-    input_pipeline.make_source(data, _spec(tiny_config(**{"parted.num_labelled": 65})),
+    input_pipeline.make_source(data, _spec(helpers.parted_config(**{"parted.num_labelled": 65})),
                                global_batch=8, seed=0)
   # a label name the dataset lacks, listing the valid names; a dataset without labels (Chairs)
   with pytest.raises(config_lib.ConfigError, match=r"parted\.targets.*\['label'\]"):
-    input_pipeline.make_source(data, _spec(tiny_config(**{"parted.targets": ("digit",)})),
+    input_pipeline.make_source(data, _spec(helpers.parted_config(**{"parted.targets": ("digit",)})),
                                global_batch=8, seed=0)
   with pytest.raises(config_lib.ConfigError, match=r"parted\.targets.*no targets"):
-    input_pipeline.make_source(helpers.TinyImages(), _spec(tiny_config()), global_batch=8,
+    input_pipeline.make_source(helpers.TinyImages(), _spec(helpers.parted_config()), global_batch=8,
                                seed=0)
   # a label class >= its variable's size (4 classes into a variable of 3)
   with pytest.raises(config_lib.ConfigError, match=r"parted\.targets.*4 classes"):
-    partedvae_config.check_data(tiny_config(**{"parted.discrete_sizes": (3,)}), data)
-  partedvae_config.check_data(tiny_config(), data)  # 4 classes into 4: fine
+    partedvae_config.check_data(helpers.parted_config(**{"parted.discrete_sizes": (3,)}), data)
+  partedvae_config.check_data(helpers.parted_config(), data)  # 4 classes into 4: fine
 
 
 def test_labelled_batch_must_divide_the_devices():
-  config = tiny_config(**{"parted.labelled_batch_size": 12, "parted.num_labelled": 16})
+  config = helpers.parted_config(**{"parted.labelled_batch_size": 12, "parted.num_labelled": 16})
   methods.validate(config)
   with pytest.raises(config_lib.ConfigError, match="parted.labelled_batch_size"):
     methods.build(config, (32, 32, 1), mesh=mesh_lib.make_mesh(8))
@@ -217,7 +208,7 @@ def test_celeba_parted_variables_from_the_attributes_and_the_labels_file(tmp_pat
 
 
 def test_trainer_rejects_a_label_class_beyond_its_variable_before_creating_anything(tmp_path):
-  config = tiny_config(**{"parted.discrete_sizes": (3,), "mesh.num_devices": 1})
+  config = helpers.parted_config(**{"parted.discrete_sizes": (3,), "mesh.num_devices": 1})
   with pytest.raises(config_lib.ConfigError, match=r"parted\.targets.*4 classes"):
-    trainer.train(config, tmp_path / "run", dataset=TinyDigits(n=64))
+    trainer.train(config, tmp_path / "run", dataset=helpers.TinyDigits(n=64))
   assert not (tmp_path / "run").exists()

@@ -285,30 +285,34 @@ def _cli(*args, cwd=REPO):
                         capture_output=True, text=True, timeout=300, check=False)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("args,argument", [  # the parsers' messages: the tests above
-    (["--table=table9"], "--table"),
+    pytest.param(["--table=table9"], "--table", marks=pytest.mark.slow),
     (["--table=cascadevae_table3", "--fraction=1.5"], "--fraction"),
     (["--table=cascadevae_table4", "--fraction=0.02"], "--workdir"),
 ])
 def test_command_line_bad_input_is_one_line_and_starts_nothing(tmp_path, args, argument):
+  """The first case in its own process (whose whole stderr is the line), the others with the
+  command line run in this one."""
   workdir = tmp_path / "w"
   workdir.mkdir()
   (workdir / run.RECORD).write_text(json.dumps({"table": "cascadevae_table3", "seeds": 10,
                                                 "fraction": "1/50"}))
   before = {p: p.stat().st_mtime_ns for p in workdir.rglob("*")}
-  proc = _cli(*args, f"--workdir={workdir}")
+  run_it = _cli if args == ["--table=table9"] else functools.partial(
+      helpers.run_in_process, "experiments.reproduce")
+  proc = run_it(*args, f"--workdir={workdir}")
   assert proc.returncode == 2, proc.stderr
   lines = [line for line in proc.stderr.splitlines() if line.strip()]
   assert len(lines) == 1 and lines[0].startswith(f"error: {argument}"), proc.stderr
   assert {p: p.stat().st_mtime_ns for p in workdir.rglob("*")} == before
 
 
-@pytest.mark.slow
 def test_command_line_list_and_dry_run():
-  listed = _cli("--list")
+  """The command line (in this process) lists the tables and plans one without training."""
+  cli = functools.partial(helpers.run_in_process, "experiments.reproduce")
+  listed = cli("--list")
   assert listed.returncode == 0 and all(n in listed.stdout for n in REQUIRED)
-  dry = _cli("--table=cascadevae_table3", "--dry_run", "--seeds=2", "--fraction=1/50")
+  dry = cli("--table=cascadevae_table3", "--dry_run", "--seeds=2", "--fraction=1/50")
   assert dry.returncode == 0, dry.stderr
   assert dry.stdout.strip().splitlines()[-1] == "estimated run-steps: 17,104 in 4 program(s)"
 
@@ -438,8 +442,8 @@ _HOLD = ("import fcntl, os, sys\n"
 
 @pytest.mark.slow
 def test_a_workdir_in_use_is_refused_in_one_line_until_its_holder_ends(tmp_path):
-  """Another process holds ``reproduce.lock``: the command line and `run_table` are refused in one
-  line naming it (status 2), nothing of the table is written; once the holder is killed (the
+  """Another process holds ``reproduce.lock``: the command line (run in this process) and
+  `run_table` are refused in one line naming it (status 2), nothing of the table is written; once the holder is killed (the
   system releases its lock) the same call proceeds (here to its deadline, already past)."""
   from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   workdir = tmp_path / "w"
@@ -448,8 +452,8 @@ def test_a_workdir_in_use_is_refused_in_one_line_until_its_holder_ends(tmp_path)
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
   try:
     assert holder.stdout.readline().strip() == "held"
-    proc = _cli("--table=cascadevae_table3", "--seeds=2", "--fraction=1/50",
-                f"--workdir={workdir}")
+    proc = helpers.run_in_process("experiments.reproduce", "--table=cascadevae_table3",
+                                  "--seeds=2", "--fraction=1/50", f"--workdir={workdir}")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2, proc.stderr
     assert lines == [f"error: --workdir: {workdir} is in use by another experiments.reproduce "

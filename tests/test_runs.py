@@ -1,5 +1,5 @@
-"""Several runs in one program (`disentangle.train.runs`): no discrete work before t_d, sweeps
-equal to their runs alone, runs over a (runs, data) mesh, and the bad inputs."""
+"""Several runs in one program (`disentangle.train.runs`): no discrete work before t_d, the runs
+of one program (seeds, sweeps, layouts, meshes) equal to their runs alone, and the bad inputs."""
 import json
 
 import jax
@@ -33,20 +33,6 @@ class CallbackCounter:
     self.per_step[done] = len(self.calls) - sum(self.per_step.values())
 
 
-def _lines(path):
-  return [json.loads(l) for l in (path / "metrics.jsonl").read_text().splitlines()]
-
-
-def _assert_same_metrics(a, b, rtol=2e-4, atol=2e-5):
-  """metrics.jsonl of two run directories, step by step (timings aside)."""
-  la, lb = _lines(a), _lines(b)
-  assert [l["step"] for l in la] == [l["step"] for l in lb]
-  for x, y in zip(la, lb):
-    for k in x:
-      if k != "steps_per_sec":
-        np.testing.assert_allclose(x[k], y[k], rtol=rtol, atol=atol, err_msg=f"{k} at {x['step']}")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("num_seeds, layout", [(1, "auto"), (2, "vmap"), (3, "unroll")])
 def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch, num_seeds, layout):
@@ -68,32 +54,6 @@ def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch, num
                                   **{"mesh.num_devices": 1})
       trainer.train(alone, tmp_path / f"alone{i}", dataset=helpers.TinyImages())
       np.testing.assert_array_equal(together[i], counter.labels[-1])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("method, dataset, sweep, layout", [
-    ("cascadevae", helpers.TinyImages, "cascade.beta_low=0.5|2;cascade.penalty=0.5|3", "unroll"),
-    ("ffvae", helpers.TinyAttributeImages, "ffvae.alpha=0|10;optimizer.learning_rate=1e-3|3e-3",
-     "vmap"),
-])
-def test_a_sweep_equals_its_runs_alone(tmp_path, method, dataset, sweep, layout):
-  data = dataset()
-  kw = {"num_steps": 3, "log_every": 1, "mesh.num_devices": 1, "seed": 4}
-  grid = helpers.tiny_config(method, sweep=sweep, seed_layout=layout, **kw)
-  trainer.train(grid, tmp_path / "grid", dataset=data)
-  cfgs = runs.run_configs(grid)
-  assert len(cfgs) == 4
-  for point in (cfgs[1], cfgs[2]):  # off the first point: its values reach the program
-    name = runs.run_name(grid, point)
-    saved = json.loads((tmp_path / "grid" / name / "config.json").read_text())
-    assert saved["sweep"] == "" and saved["num_seeds"] == 1
-    alone = helpers.tiny_config(method, **kw)
-    for field, _ in runs.parse_sweep(sweep):
-      section, leaf = field.split(".")
-      assert saved[section][leaf] == point[section][leaf]
-      alone[section][leaf] = point[section][leaf]
-    trainer.train(alone, tmp_path / name, dataset=data)
-    _assert_same_metrics(tmp_path / "grid" / name, tmp_path / name)
 
 
 def test_run_configs_cross_the_grid_with_the_seeds_and_name_the_runs():
@@ -147,72 +107,110 @@ def test_mesh_shape_puts_runs_first(num_runs, devices, asked, want):
   assert runs.mesh_shape(helpers.tiny_config("betavae", **asked), num_runs, devices) == want
 
 
+# -- N runs in one program equal the same runs alone -------------------------------------------
+# Every program trains 3 steps from seed 4 (CascadeVAE's assignment on from step 2), a metrics
+# line each step; its sampled runs are trained alone on one device (each once per module: the
+# programs share them) and must end with parameters within float32 rounding of the program's
+# (rtol 2e-4, atol 2e-5) and the same metrics lines (`helpers.assert_same_metrics`).
+_BASE = {"cascadevae": {"cascade.discrete_start": 1}, "ffvae": {},
+         "partedvae": {"parted.z_capacity_steps": 4}}
+_DATA = {"cascadevae": helpers.TinyImages, "ffvae": helpers.TinyAttributeImages,
+         "partedvae": helpers.TinyDigits}
+_ONE = {"mesh.num_devices": 1}
+
+
+def _config(method, **overrides):
+  kw = {"num_steps": 3, "log_every": 1, "seed": 4, **_BASE[method], **overrides}
+  return helpers.parted_config(**kw) if method == "partedvae" else helpers.tiny_config(method,
+                                                                                       **kw)
+
+
+# name: (method, the program's fields, the indices of the runs trained alone too)
+PROGRAMS = {
+    # seeds: unrolled copies with the host assignment callback (the CPU's layout), vmap
+    "two_seeds_unroll": ("cascadevae", {"num_seeds": 2, "seed_layout": "unroll", **_ONE},
+                         (0, 1)),
+    "two_seeds_vmap": ("ffvae", {"num_seeds": 2, "seed_layout": "vmap", **_ONE}, (0, 1)),
+    # sweeps: traced values of one program; runs off the first point: their values reach it
+    "sweep_unroll": ("cascadevae", {"sweep": "cascade.beta_low=0.5|2;cascade.penalty=0.5|3",
+                                    "seed_layout": "unroll", **_ONE}, (1, 2)),
+    "sweep_vmap": ("ffvae", {"sweep": "ffvae.alpha=0|10;optimizer.learning_rate=1e-3|3e-3",
+                             "seed_layout": "vmap", **_ONE}, (1, 2)),
+    # PartedVAE: both of its updates and the plateau schedules under vmap
+    "partedvae_sweep_vmap": ("partedvae", {"sweep": "parted.gamma_u=5|30;"
+                                                    "parted.z_capacity_max=2|6",
+                                           "seed_layout": "vmap", **_ONE}, (1, 2)),
+    # 16 runs on the 8 forced CPU devices (runs axis 8, two runs a device): runs of the first
+    # and the second half
+    "sixteen_runs_on_eight_devices": ("cascadevae", {"num_seeds": 8,
+                                                     "sweep": "cascade.beta_low=0.5|2"},
+                                      (1, 7, 8)),
+    # 4 runs as a (runs 2, data 2) mesh on 4 devices: each pair of devices steps two runs, each
+    # device a half of their batches (the assignment over the gathered batch); a run of each
+    # block of the runs axis
+    "runs_and_data_axes": ("cascadevae", {"num_seeds": 2, "sweep": "cascade.beta_low=0.5|2",
+                                          "mesh.num_devices": 4, "mesh.runs": 2,
+                                          "mesh.data": 2}, (1, 2)),
+}
+_MESH = {"sixteen_runs_on_eight_devices": {"runs": 8, "data": 1},
+         "runs_and_data_axes": {"runs": 2, "data": 2}}
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory):
+  """``alone(method, **fields)``: (state, folder) of that config trained alone on one device,
+  once per module."""
+  done = {}
+
+  def get(method, **fields):
+    config = _config(method, **_ONE, **fields)
+    key = config.to_json()
+    if key not in done:
+      folder = tmp_path_factory.mktemp(f"alone_{method}")
+      done[key] = trainer.train(config, folder, dataset=_DATA[method]()), folder
+    return done[key]
+
+  return get
+
+
 @pytest.mark.slow
-def test_runs_over_eight_devices_equal_their_runs_alone(tmp_path):
-  """8 runs (one per device) and 16 (two per device) on the 8 forced CPU devices, runs axis 8:
-  every run of the 8 equals its run among the 16, and sampled runs of both equal the same
-  settings trained alone on one device (the assignment on from step 2)."""
-  data = helpers.TinyImages()
-  kw = {"num_steps": 3, "log_every": 1, "num_seeds": 8, "cascade.discrete_start": 1}
-  eight = helpers.tiny_config("cascadevae", sweep="cascade.beta_low=0.5", **kw)
-  sixteen = helpers.tiny_config("cascadevae", sweep="cascade.beta_low=0.5|2", **kw)
-  for name, config in (("eight", eight), ("sixteen", sixteen)):
-    state = trainer.train(config, tmp_path / name, dataset=data)
-    assert state.step.sharding.mesh.shape == {"runs": 8, "data": 1}
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_the_runs_of_one_program_equal_their_runs_alone(tmp_path, alone, name):
+  method, fields, sampled = PROGRAMS[name]
+  program = _config(method, **fields)
+  state = trainer.train(program, tmp_path / "program", dataset=_DATA[method]())
+  cfgs = runs.run_configs(program)
+  assert len(cfgs) == program.num_seeds * (4 if ";" in program.sweep else
+                                           2 if program.sweep else 1)
+  if name in _MESH:
+    assert state.step.sharding.mesh.shape == _MESH[name]
     assert state.step.sharding.spec == jax.sharding.PartitionSpec("runs")
-  cfgs = runs.run_configs(sixteen)
-  for cfg in cfgs[:8]:
-    run = runs.run_name(sixteen, cfg)
-    _assert_same_metrics(tmp_path / "eight" / run, tmp_path / "sixteen" / run, rtol=1e-6, atol=0)
-  for cfg in (cfgs[0], cfgs[7], cfgs[12]):
-    run = runs.run_name(sixteen, cfg)
-    alone = helpers.tiny_config("cascadevae", **{"num_steps": 3, "log_every": 1,
-                                                 "cascade.discrete_start": 1,
-                                                 "mesh.num_devices": 1, "seed": cfg.seed,
-                                                 "cascade.beta_low": cfg.cascade.beta_low})
-    trainer.train(alone, tmp_path / run, dataset=data)
-    _assert_same_metrics(tmp_path / "sixteen" / run, tmp_path / run)
-
-
-@pytest.mark.slow
-def test_runs_and_data_axes_both_split_equal_their_runs_alone(tmp_path):
-  """4 runs on 4 of the forced CPU devices as a (runs 2, data 2) mesh: each pair of devices
-  steps two runs, each device a half of their batches (the assignment on from step 2, over the
-  gathered batch); sampled runs equal the same settings trained alone on one device."""
-  data = helpers.TinyImages()
-  kw = {"num_steps": 3, "log_every": 1, "cascade.discrete_start": 1}
-  config = helpers.tiny_config("cascadevae", num_seeds=2, sweep="cascade.beta_low=0.5|2",
-                               **kw, **{"mesh.num_devices": 4, "mesh.runs": 2, "mesh.data": 2})
-  state = trainer.train(config, tmp_path / "mesh", dataset=data)
-  assert state.step.sharding.mesh.shape == {"runs": 2, "data": 2}
-  cfgs = runs.run_configs(config)
-  for cfg in (cfgs[1], cfgs[2]):  # a run of each block of the runs axis
-    run = runs.run_name(config, cfg)
-    lines = _lines(tmp_path / "mesh" / run)
-    assert [l["discrete_active"] for l in lines] == [0.0, 1.0, 1.0]
-    alone = helpers.tiny_config("cascadevae", **kw, **{"mesh.num_devices": 1, "seed": cfg.seed,
-                                                       "cascade.beta_low": cfg.cascade.beta_low})
-    trainer.train(alone, tmp_path / run, dataset=data)
-    _assert_same_metrics(tmp_path / "mesh" / run, tmp_path / run)
-
-
-@pytest.mark.slow
-def test_a_partedvae_sweep_under_vmap_equals_its_runs_alone(tmp_path):
-  """PartedVAE's loss weights and capacities as traced values of one vmapped program (both of its
-  updates, the plateau schedules): runs off the first point equal their settings alone."""
-  from tests import test_partedvae  # pylint: disable=import-outside-toplevel
-  data = test_partedvae.TinyDigits()
-  sweep = "parted.gamma_u=5|30;parted.z_capacity_max=2|6"
-  kw = {"num_steps": 3, "log_every": 1, "mesh.num_devices": 1, "seed": 4,
-        "parted.z_capacity_steps": 4}
-  grid = test_partedvae.tiny_config(sweep=sweep, seed_layout="vmap", **kw)
-  trainer.train(grid, tmp_path / "grid", dataset=data)
-  cfgs = runs.run_configs(grid)
-  assert len(cfgs) == 4
-  for point in (cfgs[1], cfgs[2]):
-    name = runs.run_name(grid, point)
-    alone = test_partedvae.tiny_config(**kw, **{"parted.gamma_u": point.parted.gamma_u,
-                                                "parted.z_capacity_max":
-                                                    point.parted.z_capacity_max})
-    trainer.train(alone, tmp_path / name, dataset=data)
-    _assert_same_metrics(tmp_path / "grid" / name, tmp_path / name)
+  if name == "sixteen_runs_on_eight_devices":  # its first 8 runs in a program of 8, one a device,
+    # equal to float32 rounding of the last place
+    eight = _config(method, num_seeds=8, sweep="cascade.beta_low=0.5")
+    eight_state = trainer.train(eight, tmp_path / "eight", dataset=_DATA[method]())
+    assert eight_state.step.sharding.mesh.shape == {"runs": 8, "data": 1}
+    assert eight_state.step.sharding.spec == jax.sharding.PartitionSpec("runs")
+    for cfg in cfgs[:8]:
+      run = runs.run_name(program, cfg)
+      helpers.assert_same_metrics(tmp_path / "eight" / run, tmp_path / "program" / run,
+                                  rtol=1e-6, atol=0)
+  swept = [field for field, _ in runs.parse_sweep(program.sweep)] if program.sweep else []
+  for i in sampled:
+    cfg, run = cfgs[i], tmp_path / "program" / runs.run_name(program, cfgs[i])
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["sweep"] == "" and saved["num_seeds"] == 1 and saved["seed"] == cfg.seed
+    values = {}
+    for field in swept:
+      section, leaf = field.split(".")
+      assert saved[section][leaf] == cfg[section][leaf]
+      values[field] = cfg[section][leaf]
+    alone_state, alone_dir = alone(method, seed=cfg.seed, **values)
+    for a, b in zip(jax.tree_util.tree_leaves(state.params),
+                    jax.tree_util.tree_leaves(alone_state.params), strict=True):
+      np.testing.assert_allclose(np.asarray(a)[i], np.asarray(b), rtol=2e-4, atol=2e-5)
+    lines = helpers.metrics_lines(run)
+    assert [l["step"] for l in lines] == [1, 2, 3]
+    if method == "cascadevae":
+      assert [l["discrete_active"] for l in lines] == [0.0, 1.0, 1.0]
+    helpers.assert_same_metrics(run, alone_dir)

@@ -11,17 +11,14 @@ from disentangle.train import runs
 from disentangle.train import trainer
 from tests import helpers
 from tests import runs_worker
-from tests.conftest import REPO
-from tests.test_distributed import _free_port
-from tests.test_runs import _assert_same_metrics
 
 
 @pytest.mark.slow
 def test_two_processes_train_eight_cascadevae_runs_like_one_process(tmp_path):
-  port = _free_port()
-  env = dict(os.environ, PYTHONPATH=str(REPO), DISENTANGLE_NO_DOWNLOAD="1")
+  port = helpers.free_port()
+  env = dict(os.environ, PYTHONPATH=str(helpers.REPO), DISENTANGLE_NO_DOWNLOAD="1")
   procs = [subprocess.Popen([sys.executable, "-m", "tests.runs_worker", str(i), str(port),
-                             str(tmp_path / "two")], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                             str(tmp_path / "two")], cwd=helpers.REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True) for i in range(2)]
   results = []
   for p in procs:
@@ -37,4 +34,4 @@ def test_two_processes_train_eight_cascadevae_runs_like_one_process(tmp_path):
     name = runs.run_name(one, cfg)
     lines = (tmp_path / "two" / name / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(l)["discrete_active"] for l in lines] == [0.0, 1.0, 1.0]
-    _assert_same_metrics(tmp_path / "two" / name, tmp_path / "one" / name, rtol=1e-5, atol=1e-6)
+    helpers.assert_same_metrics(tmp_path / "two" / name, tmp_path / "one" / name, rtol=1e-5, atol=1e-6)

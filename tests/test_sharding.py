@@ -94,13 +94,12 @@ def test_permute_groups_local_scope_stays_within_shards():
 @pytest.mark.slow
 def test_partedvae_sharded_training_equals_single_device(tmp_path):
   """PartedVAE (qc_scope 'global', labelled stream of 8 split over 8 devices) on 8 = on 1."""
-  from tests import test_partedvae
-  data = test_partedvae.TinyDigits()
+  data = helpers.TinyDigits()
   kw = {"num_steps": 3, "batch_size": 16, "log_every": 1, "parted.qc_scope": "global",
         "parted.plateau_epoch_steps": 100}
-  config = test_partedvae.tiny_config(**kw, **{"mesh.num_devices": 1})
+  config = helpers.parted_config(**kw, **{"mesh.num_devices": 1})
   one = trainer.train(config, tmp_path / "one", dataset=data)
-  eight = trainer.train(test_partedvae.tiny_config(**kw, **{"mesh.num_devices": 8}),
+  eight = trainer.train(helpers.parted_config(**kw, **{"mesh.num_devices": 8}),
                         tmp_path / "eight", dataset=data)
   bound = 2 * max(config.optimizer.learning_rate, config.parted.sup_learning_rate) * 2 * 3
   for a, b in zip(_leaves(one), _leaves(eight)):
@@ -113,7 +112,6 @@ def test_partedvae_local_qc_is_the_mean_of_per_shard_kls():
   from disentangle import methods
   from disentangle import sharding
   from disentangle.train import mesh as mesh_lib
-  from tests import test_partedvae
   mesh = mesh_lib.make_mesh(8)
   prior = np.array([0.1, 0.2, 0.3, 0.4])
   logits = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32) * 2
@@ -124,7 +122,7 @@ def test_partedvae_local_qc_is_the_mean_of_per_shard_kls():
              "global": kl(q.mean(0))}
   x = jax.device_put(logits, sharding.batch_sharding(mesh))
   for scope, want in by_hand.items():
-    config = test_partedvae.tiny_config(**{"parted.qc_scope": scope,
+    config = helpers.parted_config(**{"parted.qc_scope": scope,
                                            "parted.labelled_batch_size": 8})
     method = methods.build(config, (32, 32, 1), mesh=mesh)
     got = float(jax.jit(lambda l: method.qc_kl(l, prior.astype(np.float32)))(x))

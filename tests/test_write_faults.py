@@ -18,7 +18,6 @@ import pytest
 from disentangle import atomic
 from disentangle.train import checkpoint
 from disentangle.train import writers
-from tests import helpers
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -154,57 +153,6 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
                                 "Task exception was never retrieved"]
   finally:
     logging.getLogger().removeHandler(records)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("where", ["checkpoint", "metrics", "config"])
-def test_run_stops_on_a_full_disk_and_resumes_bitwise(tmp_path, monkeypatch, where):
-  """Training to 9 steps (checkpoints at 3, 6, 9): the disk fills at the step-6 checkpoint, at the
-  step-4 metrics line or at the first write (config.json); the run stops there with the error,
-  step 3 (or nothing) stays, and the same call once the space is back ends where a straight run
-  ends, with the same metrics lines."""
-  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  data = helpers.TinyImages()
-  config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
-  straight = trainer.train(config, tmp_path / "a", dataset=data)
-  if where == "checkpoint":
-    real = atomicity.AtomicRenameTemporaryPath.finalize
-
-    async def finalize(self, *args, **kwargs):
-      if "6" in str(self.get_final()).rsplit("/", 1)[-1]:
-        raise ENOSPC
-      return await real(self, *args, **kwargs)
-    monkeypatch.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", finalize)
-  elif where == "metrics":
-    real_open = open
-
-    def opener(path, mode="r", *args, **kwargs):
-      if "a" in mode and _lines(path) >= 2:  # steps 2 and 3 are written, step 4 is not
-        raise ENOSPC
-      return real_open(path, mode, *args, **kwargs)
-    monkeypatch.setattr(writers, "open", opener, raising=False)
-  else:
-    monkeypatch.setattr(os, "replace", _full)
-  with pytest.raises(atomic.WriteError, match="No space left on device"):
-    trainer.train(config, tmp_path / "b", dataset=data)
-  monkeypatch.undo()
-  steps = sorted(int(p.name) for p in (tmp_path / "b" / "checkpoints").iterdir()
-                 if p.name.isdigit()) if (tmp_path / "b" / "checkpoints").exists() else []
-  assert steps == ([] if where == "config" else [3]), steps
-  resumed = trainer.train(config, tmp_path / "b", dataset=data)
-  for a, b in zip(jax.tree_util.tree_leaves(straight.params),
-                  jax.tree_util.tree_leaves(resumed.params)):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-  lines = lambda run: [  # noqa: E731
-      {k: v for k, v in json.loads(l).items() if k != "steps_per_sec"}
-      for l in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
-  assert lines("b") == lines("a")
-
-
-def _lines(path) -> int:
-  """Lines of ``path`` so far (0 when absent)."""
-  p = pathlib.Path(path)
-  return len(p.read_text().splitlines()) if p.exists() else 0
 
 
 _CLI = r"""
