@@ -233,7 +233,7 @@ def assert_same_metrics(a, b, rtol=2e-4, atol=2e-5):
 
 # -- a command line in this process ---------------------------------------------------------------
 @contextlib.contextmanager
-def _flags_of_one_command(module: str):
+def flags_of_one_command(module: str):
   """absl's flags for one run of ``module`` as a fresh interpreter has them, then as before:
   values unparsed, the flags defined so far may be defined again (two commands' ``--workdir``),
   and those the command itself defined (``module``'s, ``config_flags``' ``--config.<field>``
@@ -271,7 +271,7 @@ def run_in_process(module: str, *args: str):
   code = 0
   os.chdir(REPO)  # as the command lines are run: from the checkout
   try:
-    with _flags_of_one_command(module), contextlib.redirect_stdout(out):
+    with flags_of_one_command(module), contextlib.redirect_stdout(out):
       with contextlib.redirect_stderr(err):
         try:
           runpy.run_module(module, run_name="__main__", alter_sys=False)
