@@ -14,8 +14,8 @@ encodings through a ground truth whose observations are row numbers: ours throug
 with ``time.perf_counter``). So the timings compare the metric code alone: sampling the points,
 fitting the classifiers, the scores.
 
-disentanglement_lib (``--dlib``: a checkout, or the bare git directory of one, default the
-fetched snapshot under /work/.mirror, whose files are extracted with ``git archive`` into a
+disentanglement_lib (``--dlib``: a checkout, or the bare git directory of one, default
+``$DISENTANGLE_DLIB``; a bare directory's files are extracted with ``git archive`` into a
 temporary folder) is imported as it is, its ``evaluation/metrics/*.py`` with a stand-in module
 for ``gin`` (none of them touches TensorFlow at import): ``gin.configurable`` registers the
 function and fills the parameters bound by the study's gin files
@@ -70,7 +70,7 @@ from disentangle import methods
 from disentangle.evaluation import encodings
 from disentangle.metrics import registry
 
-DEFAULT_DLIB = "/work/.mirror/google-research+disentanglement_lib/repo"
+DEFAULT_DLIB = os.environ.get("DISENTANGLE_DLIB", "")
 METRICS_DIR = "disentanglement_lib/evaluation/metrics"
 GIN_FILES = tuple(f"disentanglement_lib/config/unsupervised_study_v1/metric_configs/{n}.gin"
                   for n in ("beta_vae_sklearn", "factor_vae_metric", "mig", "sap_score", "dci",
@@ -292,7 +292,8 @@ def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--config", default="experiments/configs/dsprites_cascade.py:m6")
   parser.add_argument("--dlib", default=DEFAULT_DLIB,
-                      help="disentanglement_lib: a checkout or its (bare) git directory")
+                      help="disentanglement_lib: a checkout or its (bare) git directory "
+                      "(default: $DISENTANGLE_DLIB)")
   parser.add_argument("--metrics", default=",".join(PAIRS),
                       help=f"comma-separated, of {','.join(PAIRS)}")
   parser.add_argument("--suite_points", type=int, default=0,
@@ -304,6 +305,9 @@ def main(argv=None) -> None:
   parser.add_argument("--with_code", action="store_true",
                       help="ours also computes the protocols with the discrete code")
   args = parser.parse_args(argv)
+  if not args.dlib:
+    parser.error("--dlib: a checkout of disentanglement_lib (or its bare git directory) is "
+                 "required, or set $DISENTANGLE_DLIB")
   names = [n for n in args.metrics.split(",") if n]
   unknown = sorted(set(names) - set(PAIRS))
   if unknown:
