@@ -392,7 +392,7 @@ def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started
   stop, failed = None, False
   stopped = lambda e: ("stopped at the deadline" if isinstance(e, preemption.DeadlineReached)
                        else "stopped by a signal")
-  log(f"slot of {slot.minutes:g} min on {call['device']['kind']}: the queue stops at "
+  log(f"slot of {slot.minutes:g} min on {call['device']['device_kind']}: the queue stops at "
       f"{call['budget']['deadline']}; summary in {slot.out}, runs in {slot.workdir}")
   with throughput.GpuSampler(slot.out / "utilisation.csv") as sampler:
     summary = lambda: write_summary(slot, call, status, sampler, log)

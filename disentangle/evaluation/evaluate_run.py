@@ -482,7 +482,6 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
               "dataset": describe_dataset(dataset, config, overridden),
               "ground_truth": None if ground_truth is None else type(ground_truth).__name__,
               "settings": recorded, "evaluated_at": datetime.datetime.now().isoformat(),
-              "jax": {"version": jax.__version__, "backend": jax.default_backend()},
               "environment": backend.describe()}
     result.update(evaluate_params(config_i, method, params[i], facts["step"], dataset=dataset,
                                   ground_truth=ground_truth, run_dir=run_dir,

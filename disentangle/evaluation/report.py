@@ -137,14 +137,17 @@ def write_report(results: dict, path) -> None:
   first = runs[0]
   ds = first["dataset"]
   trained = ds.get("trained_on", ds["name"])
+  env = first.get("environment") or {  # results.json written before held "jax" alone
+      "jax": first["jax"]["version"], "backend": first["jax"]["backend"], "device_count": "?",
+      "device_kind": "?"}
   lines = [f"# Evaluation of {results.get('workdir', first['workdir'])}", "",
            f"- method {first['method']}, m = {first['latent_dim']}, trained on {trained}, "
            f"evaluated on {ds['name']} (split {ds.get('split', '-')}; {ds['class']}, source "
            f"{ds['source']}, {ds['num_examples']} examples), comparable with published "
            f"numbers: {ds['comparable_with_published']}",
            f"- settings: `{json.dumps(first['settings'])}`",
-           f"- evaluated {first['evaluated_at']} with jax {first['jax']['version']} "
-           f"({first['jax']['backend']}); timings (s): "
+           f"- evaluated {first['evaluated_at']} with jax {env['jax']} ({env['backend']}, "
+           f"{env['device_count']} x {env['device_kind']}); timings (s): "
            + ", ".join(f"{k} {v:.1f}" for k, v in first["timings_s"].items()), ""]
   if not first["checkpoint"]["final"]:
     lines += [f"**Warning**: step {first['checkpoint']['step']} is not the final step "

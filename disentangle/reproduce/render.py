@@ -246,7 +246,8 @@ def markdown(data: dict) -> str:
     out.append(f"- evaluation: {data['evaluation']}")
   if data.get("device"):
     d = data["device"]
-    out.append(f"- device: {d.get('backend')} ({d.get('count', '?')} x {d.get('kind')}"
+    kind = d.get("device_kind", d.get("kind"))  # "kind", "count": records written before
+    out.append(f"- device: {d.get('backend')} ({d.get('device_count', d.get('count', '?'))} x {kind}"
                + (f", jax {d['jax']}" if d.get("jax") else "") + "); "
                f"wall time {data.get('wall_s', 0.0) / 3600:.2f} h over every invocation")
   if data.get("command"):

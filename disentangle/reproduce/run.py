@@ -151,11 +151,9 @@ def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction,
 
 
 def device() -> dict:
-  """`backend.describe` (``kind`` and ``count`` repeat ``device_kind`` and ``device_count`` for
-  the records written before)."""
+  """The device of this command's runs (`backend.describe`)."""
   from disentangle import backend  # pylint: disable=g-import-not-at-top
-  record = backend.describe()
-  return {**record, "kind": record["device_kind"], "count": record["device_count"]}
+  return backend.describe()
 
 
 def finished(directory: pathlib.Path, program: plan_lib.Program) -> bool:
