@@ -2,14 +2,15 @@
 
   python -m benchmarks.gpu_slot --minutes=25 --out=DIR [--slot_workdir=W]
       [--queue=TABLE[/ROWS][:SEEDS[:FRACTION]],...] [--smoke] [--redo_throughput]
-      [--runs=1,10,20,40]
+      [--runs=1,10,20,40] [--throughput_minutes=M]
 
 1. Throughput (`benchmarks.throughput`; skipped when ``DIR/throughput.json`` exists, unless
    ``--redo_throughput``): for dSprites CascadeVAE ``m6`` and MNIST ``m10`` (``--smoke``: their
    ``smoke`` variants, 1-2 runs), N runs in one program for each N of ``--runs``, before and after
    t_d, with the host solver and with ``cascade.solver='hungarian'`` after t_d: run-steps/s and
-   the device's busy share (nvidia-smi, sampled in a background thread; null without it). Budget:
-   15% of the slot, at most 5 minutes; what would start past it is listed as skipped.
+   the device's busy share (nvidia-smi, sampled in a background thread; null without it), the
+   counts in the order given. Budget: ``--throughput_minutes`` (default 15% of the slot, at most
+   5 minutes); the first figure is always measured, what would start past it is listed as skipped.
 2. The queue (``DEFAULT_QUEUE``: the papers' claims first, CascadeVAE's rows, Table 1's ``m6``
    then Table 3's and Table 1's ``m4``, then the rest of Tables 1 and 3, the baselines), each
    entry through `disentangle.reproduce.run.run_table` in
@@ -78,6 +79,9 @@ _QUEUE = flags.DEFINE_string("queue", DEFAULT_QUEUE, "Tables to run in order, "
                              "rows: config[.variant] joined by '+'.")
 _SMOKE = flags.DEFINE_bool("smoke", False, "Throughput of the smoke variants, 1-2 runs, 2 steps.")
 _REDO = flags.DEFINE_bool("redo_throughput", False, "Measure again when throughput.json exists.")
+_THROUGHPUT_MINUTES = flags.DEFINE_string(
+    "throughput_minutes", None, "Minutes of the throughput figures (default: 15% of the slot, "
+    "at most 5); the first figure is always measured.")
 _RUNS = flags.DEFINE_list("runs", None, "Runs per program of the throughput figures (default "
                           "1,10,20,40; with --smoke 1,2).")
 
@@ -117,6 +121,13 @@ class Slot:
   redo_throughput: bool = False
   runs: tuple[int, ...] = throughput.RUNS
   command: str = ""
+  throughput_minutes: Optional[float] = None  # None: THROUGHPUT_SHARE of the slot, at most MAX
+
+  def throughput_s(self) -> float:
+    """Seconds of the throughput figures."""
+    if self.throughput_minutes is not None:
+      return 60.0 * self.throughput_minutes
+    return min(THROUGHPUT_MAX_S, THROUGHPUT_SHARE * 60.0 * self.minutes)
 
   def table_dir(self, entry: Entry) -> pathlib.Path:
     return self.workdir / "tables" / entry.directory
@@ -197,7 +208,7 @@ def _absolute(path):
 
 def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=None,
                smoke: bool = False, redo_throughput: bool = False, command: str = "",
-               tables: Optional[Mapping] = None) -> Slot:
+               throughput_minutes=None, tables: Optional[Mapping] = None) -> Slot:
   """The command's input checked, nothing created; `plan.BadInput` naming the flag otherwise.
 
   ``tables``: the known tables (default `experiments.tables.TABLES`).
@@ -212,6 +223,15 @@ def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=N
     length = math.nan
   if not (math.isfinite(length) and length > 0):
     raise plan.BadInput(f"--minutes: must be a positive number of minutes, got {minutes!r}")
+  share = None
+  if throughput_minutes is not None:
+    try:
+      share = float(throughput_minutes)
+    except (TypeError, ValueError):
+      share = math.nan
+    if not (math.isfinite(share) and 0 <= share < length):
+      raise plan.BadInput(f"--throughput_minutes: a number of minutes from 0 to under --minutes "
+                          f"({length:g}), got {throughput_minutes!r}")
   if not out:
     raise plan.BadInput("--out: required (the folder of the summary)")
   out = _absolute(out)
@@ -231,7 +251,7 @@ def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=N
     from experiments import tables as tables_lib  # pylint: disable=g-import-not-at-top
     tables = tables_lib.TABLES
   entries = parse_queue(queue, tables)
-  slot = Slot(length, out, workdir, entries, smoke, redo_throughput, counts, command)
+  slot = Slot(length, out, workdir, entries, smoke, redo_throughput, counts, command, share)
   for entry in entries:  # a folder of something else is refused before anything starts
     run.check_workdir(slot.table_dir(entry), entry.table, seeds=entry.seeds,
                       fraction=entry.fraction)
@@ -372,7 +392,7 @@ def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started
   slot_s = 60.0 * slot.minutes
   margin = min(MARGIN_MAX_S, MARGIN_SHARE * slot_s)
   deadline = started + slot_s - margin
-  throughput_end = started + min(THROUGHPUT_MAX_S, THROUGHPUT_SHARE * slot_s)
+  throughput_end = started + slot.throughput_s()
   log = Log(slot.workdir / "slot.log")
   previous = _read_json(slot.out / "slot.json")
   history = previous.pop("previous_calls", []) + ([previous] if previous else [])
@@ -469,7 +489,8 @@ def main(argv) -> None:
   try:
     slot = parse_slot(minutes=_MINUTES.value, out=_OUT.value, workdir=_WORKDIR.value,
                       queue=_QUEUE.value, runs=_RUNS.value, smoke=_SMOKE.value,
-                      redo_throughput=_REDO.value, command=command)
+                      redo_throughput=_REDO.value, command=command,
+                      throughput_minutes=_THROUGHPUT_MINUTES.value)
   except plan.BadInput as e:
     command_line.fail(str(e))
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top

@@ -73,11 +73,16 @@ def test_bad_queue_runs_and_workdir_name_the_flag(tmp_path):
       ({"queue": "tiny", "runs": ["1", "0"]}, "--runs: "),
       ({"queue": "tiny", "workdir": tmp_path / "out" / "w"}, "--slot_workdir: "),
       ({"queue": "tiny", "minutes": "nan"}, "--minutes: "),
+      ({"queue": "tiny", "throughput_minutes": "5"}, "--throughput_minutes: "),
+      ({"queue": "tiny", "throughput_minutes": "-1"}, "--throughput_minutes: "),
   ):
     with pytest.raises(plan.BadInput) as e:
       parse(**kwargs)
     assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
   assert list(tmp_path.iterdir()) == []
+  assert parse(queue="tiny").throughput_s() == pytest.approx(0.15 * 5 * 60)
+  assert parse(queue="tiny", throughput_minutes="2.5").throughput_s() == pytest.approx(150)
+  assert parse(queue="tiny", minutes=60).throughput_s() == pytest.approx(300)
   slot = parse(queue="tiny, tiny:1:1/2, tiny/fake.tiny")
   assert [e.spec for e in slot.queue] == ["tiny:2:1", "tiny:1:1/2", "tiny/fake.tiny:2:1"]
   assert [e.rows for e in slot.queue] == [None, None, (0,)]
