@@ -12,7 +12,10 @@ the same numbers (``tests/test_multi_seed.py``) at different speeds:
   the cost of N separate steps, and one dispatch, one input pipeline and one host read per step
   for all N seeds. Compile time grows N-fold.
 
-``'auto'`` (default) picks ``'unroll'`` on the CPU backend and ``'vmap'`` elsewhere.
+``'auto'`` (default) picks ``'unroll'`` on the CPU backend and ``'vmap'`` elsewhere. On an H100
+the encoder and decoder of 10 dSprites runs took 18.6 ms vmapped, 24.4 ms unrolled and 19.6 ms
+for the same images folded into one batch through one network (``benchmarks/run_layout.py``):
+the grouped convolutions cost nothing there, and compile 3x faster than the unrolled copies.
 """
 from __future__ import annotations
 
