@@ -52,7 +52,7 @@ class CallbackCounter:
 
 def phases(method) -> dict[str, int]:
   """{name: a step of that phase} (CascadeVAE: ``before`` / ``after`` t_d; else ``all``)."""
-  if not hasattr(method, "phase"):
+  if method.phase(0) is None:  # one phase (VAEMethod.phase)
     return {"all": 0}
   after = int(method.config.cascade.discrete_start)
   return {"after": after} if method.phase(0) else {"before": 0, "after": after}

@@ -99,3 +99,20 @@ def test_unary_batchings_agree_with_one_decoder_call_per_row():
   direct = float(losses.bernoulli_log_likelihood(logits, x[i:i + 1])[0])
   np.testing.assert_allclose(u_class[i, k], direct, rtol=1e-5)
   assert u_class.shape == (x.shape[0], per_class.num_discrete)
+
+
+@pytest.mark.parametrize("discrete_start", [0, 3])
+def test_phases_are_declared_by_the_step_number(discrete_start):
+  config = helpers.tiny_config("cascadevae", **{"cascade.discrete_start": discrete_start})
+  method = methods.build(config, helpers.TinyImages().image_shape)
+  # t = step + 1 runs the discrete branch from t > t_d on.
+  assert [method.phase(s) for s in range(5)] == [s + 1 > discrete_start for s in range(5)]
+  assert method.for_phase(None) is method
+  fixed = method.for_phase(True)
+  assert fixed is not method and fixed.discrete_phase is True and method.discrete_phase is None
+
+
+def test_a_method_of_one_phase_declares_none():
+  method = methods.build(helpers.tiny_config("betavae"), helpers.TinyImages().image_shape)
+  assert {method.phase(s) for s in (0, 1, 10**6)} == {None}
+  assert method.for_phase(None) is method

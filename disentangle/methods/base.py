@@ -28,7 +28,7 @@ gradients at the same parameters, through two losses), built from :meth:`step_ke
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Hashable, NamedTuple, Optional
 
 import flax
 import jax
@@ -86,6 +86,19 @@ class VAEMethod:
     """What the method's batches carry besides images (default: images only)."""
     del config
     return batch_spec_lib.IMAGES_ONLY
+
+  # -- phases ----------------------------------------------------------------------------------
+  def phase(self, step: int) -> Optional[Hashable]:
+    """The phase of 0-based ``step``, decided on the host. The trainer compiles one program per
+    phase (:meth:`for_phase`) and switches between them by the step number, so no predicate is
+    read back from the device. ``None`` (the default): one phase, one program."""
+    del step
+    return None
+
+  def for_phase(self, phase: Optional[Hashable]) -> "VAEMethod":
+    """This method with its step fixed to ``phase``; ``None``: itself."""
+    del phase
+    return self
 
   # -- construction ----------------------------------------------------------------------------
   def make_encoder(self, extra_outputs: int = 0) -> networks.Encoder:

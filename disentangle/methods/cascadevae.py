@@ -28,6 +28,7 @@ exact assignment over the evaluation batch (``'assignment'``).
 from __future__ import annotations
 
 import copy
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -97,8 +98,11 @@ class CascadeVAE(base.VAEMethod):
     """Whether 0-based ``step`` (t = step + 1) runs the discrete branch: t > t_d, on the host."""
     return step + 1 > self.config.cascade.discrete_start
 
-  def for_phase(self, active: bool) -> "CascadeVAE":
-    """This method with the discrete branch fixed on (``True``) or off: no ``cond`` in the step."""
+  def for_phase(self, active: Optional[bool]) -> "CascadeVAE":
+    """This method with the discrete branch fixed on (``True``) or off: no ``cond`` in the step;
+    ``None``: itself (the branch decided on the device)."""
+    if active is None:
+      return self
     method = copy.copy(self)
     method.discrete_phase = bool(active)
     return method

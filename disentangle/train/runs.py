@@ -196,15 +196,14 @@ def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = T
     cfgs: the runs' configs (:func:`run_configs`); one config: the plain single-run step
       (``values`` unused, no leading axis).
     how: ``'vmap'`` or ``'unroll'`` (`disentangle.train.seeds`).
-    phase: the method's phase (``method.for_phase``; e.g. CascadeVAE's discrete branch on or
-      off), or None.
+    phase: the method's phase (``method.phase`` / ``method.for_phase``; e.g. CascadeVAE's
+      discrete branch on or off), None for a method of one phase.
     concrete: ``unroll`` with every run's own config as constants (the same program as the run
       alone); False: every run reads its swept values from ``values`` (a program shared by
       devices that hold different runs). ``vmap`` always reads ``values``.
   """
   def phased(method):
-    return method if phase is None or not hasattr(method, "for_phase") else \
-        method.for_phase(phase)
+    return method.for_phase(phase)
 
   if len(cfgs) == 1:
     method = phased(build(cfgs[0]))
@@ -298,11 +297,10 @@ class Program:
     layout = seeds.layout(self.config)
     inner_mesh = None if self.manual else self.mesh  # inside shard_map every axis is manual
     build = lambda c: methods.build(c, image_shape, mesh=inner_mesh)
-    phase_of = getattr(method, "phase", None)
     compiled = {}
 
     def at(step: int):
-      phase = phase_of(step) if phase_of is not None else None
+      phase = method.phase(step)
       if phase not in compiled:
         impl = make_step(build, self.cfgs, layout, phase=phase,
                          concrete=not self.manual and layout == "unroll")
