@@ -44,6 +44,7 @@ from ml_collections import config_flags
 import numpy as np
 
 from benchmarks import common
+from benchmarks import layouts as layouts_lib
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "experiments/configs/dsprites_cascade.py:m6", "Experiment config file[:variant].",
@@ -55,41 +56,7 @@ _STEPS = flags.DEFINE_integer("steps", 10, "Timed rounds (one step of each layou
 _STEP_LEVEL = flags.DEFINE_bool("step_level", False,
                                 "Also time the trainer's whole step as vmap and unroll.")
 
-LAYOUTS = ("vmap", "unroll", "folded")
 WARMUP = 2
-
-
-def network_pass(method) -> Callable:
-  """``(params, images [B, H, W, C]) -> (loss, grads)`` of one run's encoder and decoder."""
-  def loss(params, images):
-    mean, _ = method.encoder.apply({"params": params["encoder"]}, images)[:2]
-    latent = mean
-    extra = method.decoder_input_dim() - latent.shape[-1]
-    if extra:  # CascadeVAE: the discrete code's one-hot after the continuous latents
-      latent = jnp.concatenate([latent, jax.nn.one_hot(
-          jnp.zeros(latent.shape[:-1], jnp.int32), extra)], axis=-1)
-    logits = method.decoder.apply({"params": params["decoder"]}, latent)
-    bce = jnp.maximum(logits, 0) - logits * images + jnp.log1p(jnp.exp(-jnp.abs(logits)))
-    return jnp.mean(jnp.sum(bce, axis=(-3, -2, -1)))
-  return jax.value_and_grad(loss)
-
-
-def layout_fn(layout: str, one: Callable, runs: int) -> Callable:
-  """``(stacked params [N, ...], images [N, B, ...]) -> (losses, grads)`` in ``layout``."""
-  if layout == "vmap":
-    return jax.vmap(one)
-  if layout == "unroll":
-    def unrolled(params, images):
-      outs = [one(jax.tree_util.tree_map(lambda a, i=i: a[i], params), images[i])
-              for i in range(runs)]
-      return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *outs)
-    return unrolled
-  if layout == "folded":
-    def folded(params, images):
-      first = jax.tree_util.tree_map(lambda a: a[0], params)
-      return one(first, images.reshape((-1,) + images.shape[2:]))
-    return folded
-  raise ValueError(f"--layouts: each of {LAYOUTS}, got {layout!r}")
 
 
 class Timed:
@@ -138,8 +105,8 @@ def network_level(config, image, runs: int, layouts, steps: int) -> dict[str, An
   params = jax.vmap(method.init_params)(keys)
   images = jnp.asarray(np.random.default_rng(0).random(
       (runs, config.batch_size) + tuple(image), dtype=np.float32))
-  one = network_pass(method)
-  timed = {k: Timed(layout_fn(k, one, runs), params, images) for k in layouts}
+  one = layouts_lib.network_pass(method)
+  timed = {k: Timed(layouts_lib.layout_fn(k, one, runs), params, images) for k in layouts}
   ms = round_robin(timed, steps)
   line: dict[str, Any] = {"level": "network", "runs": runs, "batch_size": config.batch_size}
   for k in layouts:
@@ -178,9 +145,9 @@ def main(argv) -> None:
     raise app.UsageError(f"--runs: whole numbers >= 1, got {_RUNS.value}") from None
   if not counts or min(counts) < 1:
     raise app.UsageError(f"--runs: whole numbers >= 1, got {_RUNS.value}")
-  bad = [k for k in _LAYOUTS.value if k not in LAYOUTS]
+  bad = [k for k in _LAYOUTS.value if k not in layouts_lib.LAYOUTS]
   if bad or not _LAYOUTS.value:
-    raise app.UsageError(f"--layouts: each of {list(LAYOUTS)}, got {_LAYOUTS.value}")
+    raise app.UsageError(f"--layouts: each of {list(layouts_lib.LAYOUTS)}, got {_LAYOUTS.value}")
   malloc = common.configure_host()
   config = _CONFIG.value
   head = common.header("run_layout", flags.FLAGS["config"], config, _STEP_LEVEL.value)

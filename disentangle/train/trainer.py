@@ -37,10 +37,11 @@ as on a disk. Every process of a multi-process run reads and writes the same URL
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import pathlib
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -151,6 +152,33 @@ def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack(leaves))
 
 
+@dataclasses.dataclass
+class Run:
+  """What the loop works on, built by :func:`setup` (every check passed, the directories
+  created, the state restored)."""
+  config: ml_collections.ConfigDict
+  workdir: pathlib.Path
+  dirs: list                      # one directory per run (sweep point x seed)
+  program: runs_lib.Program       # the mesh and the compiled step of each phase
+  source: Any                     # the batches (their rows, with the set on the device)
+  state: Any                      # the runs' stacked train state, restored when resuming
+  start: int                      # the first step to run
+  step_at: Callable               # step -> the compiled ``(state, batch, values)`` of its phase
+  values: Any                     # the swept values of the runs (empty for one run)
+  ckpt: checkpoint_lib.Checkpointer
+  metric_writers: list            # one `writers.MetricWriter` per run
+  evaluators: list                # process 0's evaluators (none without a factory)
+  selectors: list                 # the best-checkpoint keepers (eval.select)
+  encoder: Callable | None        # every run's eval points encoded in one call, where offered
+  evals: background_lib.Evaluations
+  owed: int | None                # an evaluation owed at ``start`` (deferred or killed)
+  is_main: bool
+
+  @property
+  def multi(self) -> bool:
+    return len(self.dirs) > 1
+
+
 def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
           evaluator_factory: Callable | None = None, deadline: float | None = None):
   """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint). Returns the state.
@@ -158,6 +186,17 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   ``deadline``: a `time.time()` at which training stops with a checkpoint
   (`preemption.DeadlineReached`); None: none.
   """
+  run = setup(config, workdir, dataset=dataset, evaluator_factory=evaluator_factory)
+  state, stopped, stop, deferred = loop(run, hooks=hooks or (), deadline=deadline,
+                                        evaluating=evaluator_factory is not None)
+  if stopped is not None:
+    close(run, stopped, stop, deferred)
+  return state
+
+
+def setup(config, workdir, *, dataset=None, evaluator_factory=None) -> Run:
+  """Checks ``config`` against the data and the devices, then creates the run directories and
+  restores the last checkpoint: nothing is written before every check has passed."""
   methods.validate(config)
   selection.check(config)
   if selection.rule(config) != "final" and evaluator_factory is None:
@@ -168,14 +207,13 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   workdir = paths.as_path(workdir)  # a local folder or a bucket URL
   is_main = jax.process_index() == 0
   cfgs = runs_lib.run_configs(config)  # ConfigError for a bad sweep, before anything is created
-  num_runs = len(cfgs)
   dirs = runs_lib.run_dirs(config, workdir, cfgs)
   for d, cfg_i in zip(dirs, cfgs):  # a resumed run must have the same config (before any write)
     if (d / "config.json").exists():
       check_config_matches(d / "config.json", cfg_i)
 
   program = runs_lib.Program(config, cfgs)  # the mesh; ConfigError for an impossible one
-  mesh, multi = program.mesh, num_runs > 1
+  mesh, multi = program.mesh, len(cfgs) > 1
   dataset = dataset if dataset is not None else load_training_data(config)
   if is_main and hasattr(evaluator_factory, "load_data"):  # the evaluation split, checked too
     evaluator_factory.load_data()
@@ -184,11 +222,9 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       else [method]
   # The batch the method asks for; make_source checks its names against the data (ConfigError)
   # before anything compiles.
-  spec_fn = getattr(type(method), "batch_spec", None)
-  spec = spec_fn(config) if spec_fn is not None else data_lib.IMAGES_ONLY
-  repl, state_sharding, data_sharding = program.repl, program.states, program.batches
+  spec = type(method).batch_spec(config)
   source = _make_source(dataset, spec, config, cfgs,
-                        data_sharding if program.runs_axis > 1 else None)
+                        program.batches if program.runs_axis > 1 else None)
   check_data = getattr(type(method), "check_data", None)  # e.g. label classes fit the variables
   if check_data is not None:
     check_data(config, dataset)
@@ -204,8 +240,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     atomic.write_text(workdir / "runs.json", json.dumps(
         {"runs": [d.name for d in dirs], "sweep": config.sweep}, indent=1))
 
-  state = methods.init_states_of(method, [c.seed for c in cfgs], out_shardings=state_sharding)
-
+  state = methods.init_states_of(method, [c.seed for c in cfgs], out_shardings=program.states)
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.keep_checkpoints)
   metric_writers = [writers.MetricWriter(d, enabled=is_main) for d in dirs]
   if ckpt.latest_step() is not None:
@@ -225,10 +260,6 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   for w in metric_writers:  # lines past the checkpoint (all, without one) are logged again
     w.truncate_after(start, evaluated=owed)
 
-  values = program.values()
-  train_step_at = program.stepper(method, dataset.image_shape, on_device)
-  all_finite = jax.jit(_all_finite, out_shardings=repl)
-
   evaluators = []
   if evaluator_factory is not None and is_main:  # evaluation runs on process 0, on a host copy
     evaluators = [evaluator_factory(m, d, i) for i, (m, d) in enumerate(zip(run_methods, dirs))]
@@ -237,17 +268,31 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
     selectors = [selection.Selector(cfg_i, d) for d, cfg_i in zip(dirs, cfgs)]
   runs_encoder = getattr(evaluator_factory, "runs_encoder", None)
   encoder = runs_encoder(evaluators) if evaluators and runs_encoder is not None else None
-  pending = workdir / PENDING_EVAL
   evals = background_lib.Evaluations(bool(evaluators) and background(config),
-                                     pending if evaluators else None)
+                                     workdir / PENDING_EVAL if evaluators else None)
+  return Run(config=config, workdir=workdir, dirs=dirs, program=program, source=source,
+             state=state, start=start,
+             step_at=program.stepper(method, dataset.image_shape, on_device),
+             values=program.values(), ckpt=ckpt, metric_writers=metric_writers,
+             evaluators=evaluators, selectors=selectors, encoder=encoder, evals=evals,
+             owed=owed, is_main=is_main)
 
-  bar = _progress(config, start, is_main)
-  last_time, last_step = time.perf_counter(), start
+
+def loop(run: Run, *, hooks, deadline, evaluating: bool):
+  """The training steps from ``run.start``: log, evaluate and save at their steps; stop after a
+  step at a signal or the deadline. Returns ``(state, stopped step or None, the signals'
+  `preemption.Signals`, whether the stopping step's evaluation was deferred)``."""
+  config, ckpt, evals, multi = run.config, run.ckpt, run.evals, run.multi
+  evaluators, selectors, metric_writers = run.evaluators, run.selectors, run.metric_writers
+  all_finite = jax.jit(_all_finite, out_shardings=run.program.repl)
+  pending = run.workdir / PENDING_EVAL
+  bar = _progress(config, run.start, run.is_main)
+  last_time, last_step = time.perf_counter(), run.start
   # The device transfer runs on the prefetch thread and is waited for there: the step is
   # dispatched on ready inputs (a pending copy cost XLA:CPU ~15% more CPU per step; benchmarks/README.md).
   to_device = lambda local: jax.block_until_ready(
-      _global_batch(local, data_sharding, num_runs, config.batch_size))
-  stopped, deferred = None, False
+      _global_batch(local, run.program.batches, len(run.dirs), config.batch_size))
+  stopped, deferred, state = None, False, run.state
 
   def evaluate(done, state) -> None:
     """Hands over every run's evaluation at step ``done`` (process 0): in the background it
@@ -258,7 +303,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
 
     def job():
       params_dev = kept.params if selectors else kept
-      reps = encoder(_on_first_device(params_dev)) if encoder is not None else None
+      reps = run.encoder(_on_first_device(params_dev)) if run.encoder is not None else None
       params = _local_copy(params_dev)
       for i, ev in enumerate(evaluators):
         params_i = seeds.take(params, i) if multi else params
@@ -273,12 +318,13 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   # SIGTERM / SIGINT / the deadline: stop after a step. The bar is closed on any exit, so that an
   # error's message starts its own line; the writers, selectors and checkpointer too.
   with _closed_on_exit([evals, *metric_writers], selectors, ckpt), \
-      preemption.Signals(start, deadline) as stop, _closing(bar):
-    if is_main and owed == start:  # deferred at the deadline or killed: evaluated first
-      evaluate(start, state)
-    for step, batch in input_pipeline.prefetch(source, start, config.num_steps,
+      preemption.Signals(run.start, deadline) as stop, _closing(bar):
+    if run.is_main and run.owed == run.start:  # deferred at the deadline or killed: first
+      evaluate(run.start, state)
+    for step, batch in input_pipeline.prefetch(run.source, run.start, config.num_steps,
                                                transfer=to_device):
-      state, metrics = train_step_at(step)(state, batch, values)
+      train_step = run.step_at(step)  # the compiled step of this step's phase (method.phase)
+      state, metrics = train_step(state, batch, run.values)
       done = step + 1
       if bar is not None:
         bar.update(1)
@@ -301,19 +347,19 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
         if bar is not None:
           bar.set_postfix(loss=f"{float(losses.mean()):.2f}")
       evals.poll()  # an evaluation's error stops the loop here
-      if evaluator_factory is not None and (done % config.eval_every == 0 or is_last):
+      if evaluating and (done % config.eval_every == 0 or is_last):
         evals.wait()
         expected = evals.expected_seconds(lambda: _first_evaluation(evaluators, state, multi)) \
             if stop.deadline is not None and evaluators else evals.seconds
         deferred = stop.too_late(expected)  # it would end past the deadline: stop here
-        if deferred and is_main:
+        if deferred and run.is_main:
           print(f"the evaluation of step {done} would take {expected:.0f} s"
                 f"{'' if evals.finished else ' (estimated)'}, past the deadline: not started; "
                 "the resumed run evaluates it first", flush=True)
           atomic.write_text(pending, json.dumps({"step": done}))
         elif evaluators:
           evaluate(done, state)
-      for hook in hooks or ():
+      for hook in hooks:
         hook(state, done)
       # A signal or the deadline: this step's checkpoint, stop.
       stopping = deferred or (not is_last and stop.stop_at(done))
@@ -327,16 +373,20 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
         stopped = done
         break
     evals.wait()
-  if stopped is not None and stop.at_deadline:
+  return state, stopped, stop, deferred
+
+
+def close(run: Run, stopped: int, stop, deferred: bool) -> None:
+  """Raises what ended a loop stopped early: `preemption.DeadlineReached` at the deadline,
+  `preemption.Preempted` at a signal (the checkpoint of ``stopped`` is written)."""
+  where = f"at step {stopped} of {run.config.num_steps}, checkpoint {stopped} in " \
+          f"{run.ckpt.directory}"
+  if stop.at_deadline:
     later = " (its evaluation runs first when resumed)" if deferred else ""
     raise preemption.DeadlineReached(
-        f"stopped at the deadline at step {stopped} of {config.num_steps}, checkpoint {stopped} "
-        f"in {ckpt.directory}{later}; the same command resumes", stopped)
-  if stopped is not None:
-    raise preemption.Preempted(
-        f"stopped by {stop.name} at step {stopped} of {config.num_steps}, checkpoint {stopped} "
-        f"in {ckpt.directory}; the same command resumes", stopped, stop.received)
-  return state
+        f"stopped at the deadline {where}{later}; the same command resumes", stopped)
+  raise preemption.Preempted(f"stopped by {stop.name} {where}; the same command resumes",
+                             stopped, stop.received)
 
 
 def _first_evaluation(evaluators, state, multi: bool) -> float:

@@ -1,9 +1,9 @@
-"""``benchmarks.run_layout``: the layouts it times compute what its docstring says they do."""
+"""``benchmarks.layouts`` (timed by ``benchmarks.run_layout``): the layouts it times compute what its docstring says they do."""
 import jax
 import numpy as np
 import pytest
 
-from benchmarks import run_layout
+from benchmarks import layouts
 from disentangle import methods
 from experiments.configs import dsprites_cascade
 
@@ -19,8 +19,8 @@ def _setup(runs, batch=4):
 @pytest.mark.slow
 def test_vmap_and_unroll_are_the_runs_own_passes():
   method, params, images = _setup(3)
-  one = run_layout.network_pass(method)
-  outs = {k: jax.jit(run_layout.layout_fn(k, one, 3))(params, images) for k in ("vmap", "unroll")}
+  one = layouts.network_pass(method)
+  outs = {k: jax.jit(layouts.layout_fn(k, one, 3))(params, images) for k in ("vmap", "unroll")}
   for i in range(3):  # reference: each run's pass alone
     loss, grads = one(jax.tree_util.tree_map(lambda a, i=i: a[i], params), images[i])
     for k, (losses, stacked) in outs.items():
@@ -33,8 +33,8 @@ def test_vmap_and_unroll_are_the_runs_own_passes():
 @pytest.mark.slow
 def test_folded_is_run_zero_over_every_image():
   method, params, images = _setup(3)
-  one = run_layout.network_pass(method)
-  loss, _ = jax.jit(run_layout.layout_fn("folded", one, 3))(params, images)
+  one = layouts.network_pass(method)
+  loss, _ = jax.jit(layouts.layout_fn("folded", one, 3))(params, images)
   first = jax.tree_util.tree_map(lambda a: a[0], params)
   per_run = [one(first, images[i])[0] for i in range(3)]  # equal batches: the mean of means
   np.testing.assert_allclose(loss, np.mean(per_run), rtol=1e-5)
