@@ -92,21 +92,20 @@ def measure_program(config, image, num_runs: int, devices: int, counter: Callbac
   batch = common.synthetic_batches(image, c.batch_size, num_runs, 1, 0)[0]
   batch = common.with_side_information(batch, type(method).batch_spec(c), num_runs, 0)
   batch = jax.device_put(batch, program.batches)
-  values = program.values()
-  stepper = program.stepper(method, image)
   out = []
   for name, step in phases(method).items():
     if (only is not None and name not in only) or not keep_going():
       continue
     t0 = time.perf_counter()
-    compiled = stepper(step).lower(state, batch, values).compile()
+    jitted, rest = program.jitted_step(method, image, method.phase(step))
+    compiled = jitted.lower(state, batch, *rest).compile()
     compile_s = time.perf_counter() - t0
     for _ in range(warmup):
-      state, _ = jax.block_until_ready(compiled(state, batch, values))
+      state, _ = jax.block_until_ready(compiled(state, batch, *rest))
     calls, times, started = counter.calls, [], time.time()
     while len(times) < steps or (sum(times) < min_seconds and len(times) < max_steps):
       t = time.perf_counter()
-      state, _ = jax.block_until_ready(compiled(state, batch, values))
+      state, _ = jax.block_until_ready(compiled(state, batch, *rest))
       times.append(time.perf_counter() - t)
     ms = 1e3 * float(np.median(times))
     out.append({"runs": num_runs, "devices": devices, "mesh": {"runs": program.runs_axis,

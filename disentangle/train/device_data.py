@@ -72,19 +72,15 @@ class DeviceData:
   layout: Layout
 
   def compose(self, step, batch_sharding):
-    """``step(state, batch, values)`` -> ``(state, rows, values, placed)``: the batch gathered
+    """``step(state, batch, *rest)`` -> ``(state, rows, placed, *rest)``: the batch gathered
     from ``placed`` and laid out as ``batch_sharding`` first."""
     layout = self.layout
 
-    def composed(state, rows, values, placed):
+    def composed(state, rows, placed, *rest):
       batch = gather(placed, rows, layout)
-      return step(state, jax.lax.with_sharding_constraint(batch, batch_sharding), values)
+      return step(state, jax.lax.with_sharding_constraint(batch, batch_sharding), *rest)
 
     return composed
-
-  def bind(self, compiled):
-    """``compiled(state, rows, values, placed)`` as ``(state, rows, values)``."""
-    return lambda state, rows, values: compiled(state, rows, values, self.placed)
 
 
 def decode(x: jax.Array, encoding: str, batch_shape: tuple[int, ...],

@@ -189,12 +189,12 @@ def values_arrays(config, cfgs) -> dict:
 
 
 def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = True) -> Callable:
-  """``(state, batch, values) -> (state, metrics)`` of the runs in the leading axis.
+  """``(state, batch, values) -> (state, metrics)`` of several runs in the leading axis.
 
   Args:
     build: ``config -> method``.
-    cfgs: the runs' configs (:func:`run_configs`); one config: the plain single-run step
-      (``values`` unused, no leading axis).
+    cfgs: the runs' configs (:func:`run_configs`), two or more (one run's step is the method's
+      own ``train_step``, :meth:`Program.jitted_step`).
     how: ``'vmap'`` or ``'unroll'`` (`disentangle.train.seeds`).
     phase: the method's phase (``method.phase`` / ``method.for_phase``; e.g. CascadeVAE's
       discrete branch on or off), None for a method of one phase.
@@ -205,9 +205,6 @@ def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = T
   def phased(method):
     return method.for_phase(phase)
 
-  if len(cfgs) == 1:
-    method = phased(build(cfgs[0]))
-    return lambda state, batch, values: method.train_step(state, batch)
   base = cfgs[0]
   if how == "vmap":
     def one(state, batch, values):
@@ -285,37 +282,50 @@ class Program:
       return {}
     return jax.device_put(values_arrays(self.config, self.cfgs), self.states)
 
-  def stepper(self, method, image_shape, data=None) -> Callable:
-    """``step -> jitted (state, batch, values) -> (state, metrics)`` of that step's phase.
+  def jitted_step(self, method, image_shape, phase, data=None) -> tuple[Callable, tuple]:
+    """The jitted step of ``phase`` and the arguments it takes after ``(state, batch)``.
 
-    ``method`` (built from the whole config) tells the phases (``method.phase(step)``, e.g.
-    CascadeVAE's discrete branch from t_d on): one program per phase, compiled on first use
-    and switched on the host, so no predicate is read back. ``data``: the training set placed
-    on the devices (``device_data.DeviceData``); the step then takes the batch's rows in place
-    of the batch and gathers it first.
+    One run: the method's own ``train_step(state, batch)``, compiled as it is. Several runs: the
+    runs' steps over the leading axis (:func:`make_step`), taking their swept values, on each
+    device's block of runs where the mesh has a runs axis (:func:`on_runs_axis`). ``data``: the
+    training set placed on the devices (``device_data.DeviceData``); the step then takes the
+    batch's rows in place of the batch, and the set, and gathers the batch first.
     """
-    layout = seeds.layout(self.config)
     inner_mesh = None if self.manual else self.mesh  # inside shard_map every axis is manual
     build = lambda c: methods.build(c, image_shape, mesh=inner_mesh)
-    compiled = {}
+    if len(self.cfgs) == 1:
+      step, rest, shardings = build(self.cfgs[0]).for_phase(phase).train_step, (), ()
+    else:
+      layout = seeds.layout(self.config)
+      step = make_step(build, self.cfgs, layout, phase=phase,
+                       concrete=not self.manual and layout == "unroll")
+      if self.manual:
+        step = on_runs_axis(step, self.mesh)
+      rest, shardings = (self.values(),), (self.states,)
+    if data is not None:
+      step = data.compose(step, self.batches)
+      rest, shardings = (data.placed,) + rest, (self.repl,) + shardings
+    jitted = host.jit(step, self.config, donate_argnums=0,
+                      in_shardings=(self.states, self.batches) + shardings,
+                      out_shardings=(self.states, self.repl))
+    return jitted, rest
 
-    def at(step: int):
+  def stepper(self, method, image_shape, data=None) -> Callable:
+    """``step -> train_step(state, batch) -> (state, metrics)`` of that step's phase.
+
+    ``method`` (built from the whole config) tells the phases (``method.phase(step)``, e.g.
+    CascadeVAE's discrete branch from t_d on): one program per phase (:meth:`jitted_step`),
+    compiled on first use and switched on the host, so no predicate is read back.
+    """
+    steps = {}
+
+    def at(step: int) -> Callable:
       phase = method.phase(step)
-      if phase not in compiled:
-        impl = make_step(build, self.cfgs, layout, phase=phase,
-                         concrete=not self.manual and layout == "unroll")
-        if self.manual:
-          impl = on_runs_axis(impl, self.mesh)
-        shardings = (self.states, self.batches, self.states)
-        if data is None:
-          compiled[phase] = host.jit(impl, self.config, donate_argnums=0,
-                                     in_shardings=shardings,
-                                     out_shardings=(self.states, self.repl))
-        else:
-          compiled[phase] = data.bind(host.jit(
-              data.compose(impl, self.batches), self.config, donate_argnums=0,
-              in_shardings=shardings + (self.repl,), out_shardings=(self.states, self.repl)))
-      return compiled[phase]
+      if phase not in steps:
+        jitted, rest = self.jitted_step(method, image_shape, phase, data)
+        steps[phase] = (lambda state, batch, jitted=jitted, rest=rest:
+                        jitted(state, batch, *rest)) if rest else jitted
+      return steps[phase]
 
     return at
 

@@ -163,8 +163,7 @@ class Run:
   source: Any                     # the batches (their rows, with the set on the device)
   state: Any                      # the runs' stacked train state, restored when resuming
   start: int                      # the first step to run
-  step_at: Callable               # step -> the compiled ``(state, batch, values)`` of its phase
-  values: Any                     # the swept values of the runs (empty for one run)
+  step_at: Callable               # step -> the compiled ``train_step(state, batch)`` of its phase
   ckpt: checkpoint_lib.Checkpointer
   metric_writers: list            # one `writers.MetricWriter` per run
   evaluators: list                # process 0's evaluators (none without a factory)
@@ -272,8 +271,7 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None) -> Run:
                                      workdir / PENDING_EVAL if evaluators else None)
   return Run(config=config, workdir=workdir, dirs=dirs, program=program, source=source,
              state=state, start=start,
-             step_at=program.stepper(method, dataset.image_shape, on_device),
-             values=program.values(), ckpt=ckpt, metric_writers=metric_writers,
+             step_at=program.stepper(method, dataset.image_shape, on_device), ckpt=ckpt, metric_writers=metric_writers,
              evaluators=evaluators, selectors=selectors, encoder=encoder, evals=evals,
              owed=owed, is_main=is_main)
 
@@ -324,7 +322,7 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
     for step, batch in input_pipeline.prefetch(run.source, run.start, config.num_steps,
                                                transfer=to_device):
       train_step = run.step_at(step)  # the compiled step of this step's phase (method.phase)
-      state, metrics = train_step(state, batch, run.values)
+      state, metrics = train_step(state, batch)
       done = step + 1
       if bar is not None:
         bar.update(1)
