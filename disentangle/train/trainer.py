@@ -1,9 +1,11 @@
 """The one trainer every method runs on.
 
-``train(config, workdir)``: validate the config, build mesh, data and method (so that a bad
-config or a missing / corrupt data file fails before anything is created on disk), then create
-the run directories, resume from ``<workdir>/checkpoints`` if a checkpoint exists, then loop over
-jit-compiled steps (state donated, batch sharded along the ``data`` axis). Metrics are read on
+``train(config, workdir)`` is :func:`setup`, :func:`loop` and :func:`close`. ``setup`` validates
+the config, builds mesh, data and method (so that a bad config or a missing / corrupt data file
+fails before anything is created on disk), then creates the run directories and resumes from
+``<workdir>/checkpoints`` if a checkpoint exists. ``loop`` calls the compiled step of each step's
+phase, ``train_step(state, batch)`` (state donated, batch sharded along the ``data`` axis; one
+run's is the method's own ``train_step``, `runs.Program.jitted_step`). Metrics are read on
 host only at log steps; the evaluators run every ``eval_every`` steps, beside the training steps
 (``eval.background``, `disentangle.train.background`: one evaluation in flight on a worker
 thread, reading copies of that step's parameters; the eval points of every run encoded in one
