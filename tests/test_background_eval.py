@@ -14,7 +14,6 @@ import jax
 import numpy as np
 import pytest
 
-from benchmarks import faults
 from disentangle import methods
 from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluate_run
@@ -23,6 +22,7 @@ from disentangle.train import preemption
 from disentangle.train import seeds
 from disentangle.train import trainer
 from disentangle.train import writers
+from tests import faults
 from tests import helpers
 from tests.conftest import REPO
 
