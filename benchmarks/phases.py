@@ -1,4 +1,5 @@
-"""The trainer's program of N runs, timed phase by phase (`benchmarks.sweep`, `gpu_slot`).
+"""The trainer's program of N runs, timed phase by phase (`benchmarks.sweep`, the slot's
+throughput figures `benchmarks.throughput`).
 
 :func:`measure_program` builds :class:`disentangle.train.runs.Program` for ``num_runs`` runs of a
 config on ``devices`` devices, on one synthetic batch (`benchmarks.common`), and times each phase

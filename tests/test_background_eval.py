@@ -14,15 +14,16 @@ import jax
 import numpy as np
 import pytest
 
-from benchmarks import faults
 from disentangle import methods
 from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluate_run
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.train import preemption
+from disentangle.train import runs as runs_lib
 from disentangle.train import seeds
 from disentangle.train import trainer
 from disentangle.train import writers
+from tests import faults
 from tests import helpers
 from tests.conftest import REPO
 
@@ -95,7 +96,7 @@ def test_background_evaluation_writes_what_the_loop_writes(tmp_path):
     assert sum("eval/accuracy" in l for l in _lines(bg)) == 3
     for folder, pattern in (("eval", "step_*.json"), ("images", "*.png")):
       assert _files(bg, folder, pattern) == _files(fg, folder, pattern) != {}
-    cfg = trainer.seed_config(config, i)
+    cfg = runs_lib.run_configs(config)[i]  # the run's own config, as the trainer builds it
     method = methods.build(cfg, data.image_shape)
     kept = []
     for side in (bg, fg):

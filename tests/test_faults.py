@@ -1,6 +1,6 @@
 """A run stopped by SIGTERM or killed (SIGKILL) at any instant resumes with the same command and
 ends exactly where a run never stopped ends; no half-written file is ever visible
-(`benchmarks.faults` holds the command, the kill points and the checks)."""
+(`tests.faults` holds the command, the kill points and the checks)."""
 import json
 import re
 import signal
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from benchmarks import faults
+from tests import faults
 from tests import helpers
 
 STEPS = 40
@@ -16,7 +16,7 @@ STEPS = 40
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-  """The smoke command of `benchmarks.faults`, trained without interruption; (folder, wall s)."""
+  """The smoke command of `tests.faults`, trained without interruption; (folder, wall s)."""
   run = tmp_path_factory.mktemp("faults") / "reference"
   return run, faults.reference(run, STEPS, faults.environment(run.parent))
 

@@ -16,6 +16,7 @@ from disentangle.evaluation import aggregate
 from disentangle.evaluation import evaluate_run
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.evaluation import report
+from disentangle.train import runs as runs_lib
 from disentangle.train import selection
 from disentangle.train import trainer
 from tests import helpers
@@ -153,7 +154,7 @@ def test_multi_seed_run_keeps_each_seeds_best_in_its_own_directory(tmp_path):
   final, _ = evaluate_run.restore_params(tmp_path, config,
                                         methods.build(config, data.image_shape))  # step 2
   for i, best in enumerate((1, 2)):
-    cfg = trainer.seed_config(config, i)
+    cfg = runs_lib.run_configs(config)[i]  # the run's own config, as the trainer builds it
     record, params = _kept_params(tmp_path / f"seed_{3 + i}", cfg, data)
     assert (record["step"], record["value"]) == (best, 0.9)
     expected = jax.tree_util.tree_map(lambda a, i=i: a[i], box[0]) if best == 1 else final[i]

@@ -51,7 +51,7 @@ Evaluation interface: ``represent`` -> mean = concat(mu_z, mu_u), logvar likewis
 representation), ``discrete`` = argmax of the first variable, ``discrete_codes`` [n, K] every
 argmax; ``decode(params, z, d)`` takes z = concat(z, u) and a d >= 0 replaces u_1 by the prior mean
 mu_{1,d} (the decoder does not see c); ``generate`` samples the generative process (Sec. 4.4);
-``evaluation_pictures`` draws Figs. 4-10 for the evaluator (`viz.mixture_pictures`).
+``evaluation_pictures`` draws Figs. 4-10 for the evaluator (`partedvae_figures.mixture_pictures`).
 """
 from __future__ import annotations
 
@@ -64,12 +64,12 @@ from disentangle import losses
 from disentangle import mixture
 from disentangle import schedules
 from disentangle import sharding
-from disentangle import viz
 from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.methods import base
 from disentangle.methods import categorical
 from disentangle.methods import optimizers as optim
 from disentangle.methods import partedvae_config as cfg
+from disentangle.methods import partedvae_figures
 from disentangle.methods import partedvae_nets as nets
 from disentangle.nn import networks
 
@@ -344,9 +344,9 @@ class PartedVAE(base.VAEMethod):
     return jax.nn.sigmoid(self.decode_logits(params["vae"], jnp.concatenate(parts, axis=-1)))
 
   def mixture_prior(self, params) -> dict:
-    """The mixture prior as plain arrays for `viz.mixture_pictures`: per variable the component
-    means and log-variances [L_i, d_u] and p(c_i) [L_i], d_z, d_u, and the variables' names
-    (``parted.targets`` when they name every variable, else c0, c1, ...)."""
+    """The mixture prior as plain arrays for `partedvae_figures.mixture_pictures`: per variable
+    the component means and log-variances [L_i, d_u] and p(c_i) [L_i], d_z, d_u, and the
+    variables' names (``parted.targets`` when they name every variable, else c0, c1, ...)."""
     pairs = self.prior_components(params["vae"])
     names = tuple(self.batch_spec(self.config).targets)
     if len(names) != len(pairs):
@@ -358,8 +358,8 @@ class PartedVAE(base.VAEMethod):
 
   def evaluation_pictures(self, params, images, rep, *, decode, span, values) -> dict:
     """z and u traversals, attribute transfer, prior components, samples (Figs. 4-10;
-    `viz.mixture_pictures`), concat(z, u) decoded as it is (d = None)."""
+    `partedvae_figures.mixture_pictures`), concat(z, u) decoded as it is (d = None)."""
     def decode_latent(z):
       return np.asarray(decode(params, jnp.asarray(z, jnp.float32), None))
-    return viz.mixture_pictures(self.mixture_prior(params), decode_latent, images, rep,
-                                span=span, values=values)
+    return partedvae_figures.mixture_pictures(self.mixture_prior(params), decode_latent, images,
+                                              rep, span=span, values=values)

@@ -14,4 +14,6 @@ the caller passes the table, a ``config_of(module, variant)`` that builds a row'
   (std, ddof 0) and best over seeds beside the published cell (`aggregate.summarize`).
 - `study_figures`: Locatello et al. 2019's pictures from a study table's runs (the metrics' rank
   correlations, each metric against each model's hyper-parameter), PNGs beside ``table.md``.
+- `slot`: ``python -m experiments.slot``, a short GPU slot spent on throughput figures, then on a
+  queue of tables up to its end; `utilisation`: the device's busy share sampled from nvidia-smi.
 """

@@ -118,19 +118,6 @@ def _norm(v):
   return list(v) if isinstance(v, tuple) else v
 
 
-def run_dirs(config, workdir: pathlib.Path) -> list[pathlib.Path]:
-  if config.num_seeds == 1:
-    return [workdir]
-  return [workdir / f"seed_{config.seed + i}" for i in range(config.num_seeds)]
-
-
-def seed_config(config, i: int):
-  c = ml_collections.ConfigDict(config.to_dict())
-  c.seed = config.seed + i
-  c.num_seeds = 1
-  return c
-
-
 def load_training_data(config):
   """The training set ``dataset.name`` / ``dataset.train_split``; says which folder it reads."""
   d = config.dataset

@@ -1,14 +1,14 @@
 """Spend a short GPU slot: throughput figures first, then paper tables up to the slot's end.
 
-  python -m benchmarks.gpu_slot --minutes=25 --out=DIR [--slot_workdir=W]
-      [--queue=TABLE[/ROWS][:SEEDS[:FRACTION]],...] [--smoke] [--redo_throughput]
-      [--runs=1,10,20,40] [--throughput_minutes=M]
+The command is ``python -m experiments.slot`` (its flags: `experiments.slot`); this module is its
+logic: `parse_slot` checks the input, `run_slot` spends the slot.
 
-1. Throughput (`benchmarks.throughput`; skipped when ``DIR/throughput.json`` exists, unless
-   ``--redo_throughput``): for dSprites CascadeVAE ``m6`` and MNIST ``m10`` (``--smoke``: their
-   ``smoke`` variants, 1-2 runs), N runs in one program for each N of ``--runs``, before and after
-   t_d, with the host solver and with ``cascade.solver='hungarian'`` after t_d: run-steps/s and
-   the device's busy share (nvidia-smi, sampled in a background thread; null without it), the
+1. Throughput (the ``measure`` the command passes, `benchmarks.throughput.measure`; skipped
+   when ``DIR/throughput.json`` exists, unless ``--redo_throughput``): for dSprites CascadeVAE
+   ``m6`` and MNIST ``m10`` (``--smoke``: their ``smoke`` variants, 1-2 runs), N runs in one
+   program for each N of ``--runs``, before and after t_d, with the host solver and with
+   ``cascade.solver='hungarian'`` after t_d: run-steps/s and the device's busy share (nvidia-smi,
+   sampled in a background thread, `disentangle.reproduce.utilisation`; null without it), the
    counts in the order given. Budget: ``--throughput_minutes`` (default 15% of the slot, at most
    5 minutes); the first figure is always measured, what would start past it is listed as skipped.
 2. The queue (``DEFAULT_QUEUE``: the papers' claims first, CascadeVAE's rows, Table 1's ``m6``
@@ -42,24 +42,18 @@ import collections
 import dataclasses
 import datetime
 import fractions
-import functools
 import json
 import math
 import os
 import pathlib
-import shlex
 import sys
 import tempfile
 import time
 from typing import Any, Callable, Mapping, Optional
 
-from absl import app
-from absl import flags
-
-from benchmarks import throughput
 from disentangle import atomic
-from disentangle import command_line
 from disentangle import paths
+from disentangle.reproduce import utilisation
 
 # CascadeVAE's rows (the papers' claims) before the baselines and ablations of the same tables.
 DEFAULT_QUEUE = ("cascadevae_table1/dsprites_cascade.m6,cascadevae_table3/mnist_cascade,"
@@ -68,22 +62,7 @@ THROUGHPUT_SHARE, THROUGHPUT_MAX_S = 0.15, 300.0
 MARGIN_SHARE, MARGIN_MAX_S = 0.10, 180.0
 LOG_TAIL_LINES = 300
 CACHE = "jax_cache"
-
-_MINUTES = flags.DEFINE_string("minutes", None, "Length of the slot in minutes (> 0).")
-_OUT = flags.DEFINE_string("out", None, "Folder of the compact summary (six files at most).")
-# Not --workdir: the entry points define it, and a process (a test worker) may import both.
-_WORKDIR = flags.DEFINE_string("slot_workdir", None, "Folder of the tables' runs and the "
-                               "compilation cache (default: <out>_workdir beside --out).")
-_QUEUE = flags.DEFINE_string("queue", DEFAULT_QUEUE, "Tables to run in order, "
-                             "table[/rows][:seeds[:fraction]] separated by commas ('' : none); "
-                             "rows: config[.variant] joined by '+'.")
-_SMOKE = flags.DEFINE_bool("smoke", False, "Throughput of the smoke variants, 1-2 runs, 2 steps.")
-_REDO = flags.DEFINE_bool("redo_throughput", False, "Measure again when throughput.json exists.")
-_THROUGHPUT_MINUTES = flags.DEFINE_string(
-    "throughput_minutes", None, "Minutes of the throughput figures (default: 15% of the slot, "
-    "at most 5); the first figure is always measured.")
-_RUNS = flags.DEFINE_list("runs", None, "Runs per program of the throughput figures (default "
-                          "1,10,20,40; with --smoke 1,2).")
+RUNS, SMOKE_RUNS = (1, 10, 20, 40), (1, 2)  # runs per program of the throughput figures
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,7 +98,7 @@ class Slot:
   queue: tuple[Entry, ...]
   smoke: bool = False
   redo_throughput: bool = False
-  runs: tuple[int, ...] = throughput.RUNS
+  runs: tuple[int, ...] = RUNS
   command: str = ""
   throughput_minutes: Optional[float] = None  # None: THROUGHPUT_SHARE of the slot, at most MAX
 
@@ -208,10 +187,10 @@ def _absolute(path):
 
 def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=None,
                smoke: bool = False, redo_throughput: bool = False, command: str = "",
-               throughput_minutes=None, tables: Optional[Mapping] = None) -> Slot:
+               throughput_minutes=None, tables: Mapping) -> Slot:
   """The command's input checked, nothing created; `plan.BadInput` naming the flag otherwise.
 
-  ``tables``: the known tables (default `experiments.tables.TABLES`).
+  ``tables``: the known tables by name (the command's: `experiments.tables.TABLES`).
   """
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
@@ -242,14 +221,11 @@ def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=N
                         "small")
   check_writable("--slot_workdir", workdir)
   try:
-    counts = tuple(int(r) for r in (runs or (throughput.SMOKE_RUNS if smoke else throughput.RUNS)))
+    counts = tuple(int(r) for r in (runs or (SMOKE_RUNS if smoke else RUNS)))
   except ValueError:
     counts = ()
   if not counts or min(counts) < 1:
     raise plan.BadInput(f"--runs: whole numbers >= 1 separated by commas, got {runs!r}")
-  if tables is None:
-    from experiments import tables as tables_lib  # pylint: disable=g-import-not-at-top
-    tables = tables_lib.TABLES
   entries = parse_queue(queue, tables)
   slot = Slot(length, out, workdir, entries, smoke, redo_throughput, counts, command, share)
   for entry in entries:  # a folder of something else is refused before anything starts
@@ -301,9 +277,9 @@ def _iso(t: float) -> str:
 
 
 def write_summary(slot: Slot, call: dict, status: Mapping[str, dict],
-                  sampler: throughput.GpuSampler, log: Log) -> None:
+                  sampler: utilisation.GpuSampler, log: Log) -> None:
   """The files of ``DIR`` (module docstring), each written atomically."""
-  tables, text = [], [f"# Tables of `{slot.command or 'benchmarks.gpu_slot'}`\n"]
+  tables, text = [], [f"# Tables of `{slot.command or 'experiments.slot'}`\n"]
   shown = set()  # entries of some rows share their table's folder: its table.md once
   for entry in slot.queue:
     folder = slot.table_dir(entry)
@@ -334,12 +310,14 @@ def write_summary(slot: Slot, call: dict, status: Mapping[str, dict],
 # ---------------------------------------------------------------------------------------------
 # The slot.
 # ---------------------------------------------------------------------------------------------
-def run_slot(slot: Slot, *, modules: Mapping, scale: Callable, dataset=None,
+def run_slot(slot: Slot, *, measure: Callable, modules: Mapping, scale: Callable, dataset=None,
              evaluate_kwargs: Optional[dict] = None, started: Optional[float] = None) -> int:
   """The throughput, then the queue up to the deadline, summarised in ``slot.out``.
 
   Args:
     slot: the parsed input (`parse_slot`).
+    measure: ``measure(counts, smoke, sampler, budget_end, log) -> dict``, the throughput
+      figures (`benchmarks.throughput.measure`), written to ``throughput.json``.
     modules, scale, dataset, evaluate_kwargs: as `disentangle.reproduce.run.run_table`.
     started: the ``time.time()`` the slot began (default: now).
 
@@ -360,9 +338,9 @@ def run_slot(slot: Slot, *, modules: Mapping, scale: Callable, dataset=None,
       stack.enter_context(run.holding(slot.workdir))
     except plan.BadInput:
       raise plan.BadInput(f"--slot_workdir: {slot.workdir} is in use by another command "
-                          "(gpu_slot or experiments.reproduce); wait for it to end or choose "
-                          "another --slot_workdir") from None
-    return _run_locked(slot, modules=modules, scale=scale, dataset=dataset,
+                          "(experiments.slot or experiments.reproduce); wait for it to end or "
+                          "choose another --slot_workdir") from None
+    return _run_locked(slot, measure=measure, modules=modules, scale=scale, dataset=dataset,
                        evaluate_kwargs=evaluate_kwargs,
                        started=time.time() if started is None else started)
 
@@ -374,7 +352,8 @@ def _read_json(path: pathlib.Path) -> dict:
     return {}
 
 
-def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started: float) -> int:
+def _run_locked(slot: Slot, *, measure, modules, scale, dataset, evaluate_kwargs,
+                started: float) -> int:
   """`run_slot`'s work, under the workdir's lock."""
   import jax  # pylint: disable=g-import-not-at-top
 
@@ -414,19 +393,19 @@ def _run_locked(slot: Slot, *, modules, scale, dataset, evaluate_kwargs, started
                        else "stopped by a signal")
   log(f"slot of {slot.minutes:g} min on {call['device']['device_kind']}: the queue stops at "
       f"{call['budget']['deadline']}; summary in {slot.out}, runs in {slot.workdir}")
-  with throughput.GpuSampler(slot.out / "utilisation.csv") as sampler:
+  with utilisation.GpuSampler(slot.out / "utilisation.csv") as sampler:
     summary = lambda: write_summary(slot, call, status, sampler, log)
     try:
       if (slot.out / "throughput.json").is_file() and not slot.redo_throughput:
         call["throughput"] = "kept: throughput.json exists (--redo_throughput measures again)"
         log(f"throughput: {call['throughput']}")
       else:
-        data = throughput.measure(slot.runs, slot.smoke, sampler, throughput_end, log)
+        data = measure(slot.runs, slot.smoke, sampler, throughput_end, log)
         atomic.write_text(slot.out / "throughput.json", json.dumps(data, indent=1))
         call["throughput"] = (f"measured: {len(data['figures'])} figures, "
                               f"{len(data['skipped'])} skipped")
       summary()
-      sampler.interval_s = throughput.SAMPLE_S["queue"]
+      sampler.interval_s = utilisation.SAMPLE_S["queue"]
       for entry in slot.queue:
         folder = slot.table_dir(entry)
         sampler.label, began, state = entry.spec, time.time(), {"status": "ended by an error"}
@@ -474,39 +453,3 @@ def use_compilation_cache(folder: pathlib.Path) -> None:
   jax.config.update("jax_compilation_cache_dir", str(folder))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
-STARTED = time.time()  # the slot counts from the start of the command
-
-
-def main(argv) -> None:
-  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
-  if len(argv) > 1:
-    command_line.fail(f"unexpected argument {argv[1]!r}; see --helpfull")
-  if command_line.DEADLINE.value is not None:
-    command_line.fail("--deadline: not a flag of this command; the slot ends after --minutes")
-  command = "python -m benchmarks.gpu_slot " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-  try:
-    slot = parse_slot(minutes=_MINUTES.value, out=_OUT.value, workdir=_WORKDIR.value,
-                      queue=_QUEUE.value, runs=_RUNS.value, smoke=_SMOKE.value,
-                      redo_throughput=_REDO.value, command=command,
-                      throughput_minutes=_THROUGHPUT_MINUTES.value)
-  except plan.BadInput as e:
-    command_line.fail(str(e))
-  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
-
-  from benchmarks import common  # pylint: disable=g-import-not-at-top
-  from experiments import aggregate  # pylint: disable=g-import-not-at-top
-  from experiments.configs import common as configs  # pylint: disable=g-import-not-at-top
-  common.configure_host()
-  use_compilation_cache(slot.workdir / CACHE)
-  absl_logging.set_verbosity(absl_logging.WARNING)
-  modules = {m.__name__.rpartition(".")[2]: m for m in aggregate.config_modules()}
-  scale = functools.partial(configs.scale_schedule, round_steps=True)
-  with command_line.exits(command):
-    status = run_slot(slot, modules=modules, scale=scale, started=STARTED)
-  sys.exit(status)
-
-
-if __name__ == "__main__":
-  app.run(main)

@@ -1,6 +1,6 @@
-"""``python -m benchmarks.gpu_slot``: bad input, the throughput figures of the smoke configs, and
-a tiny table queued, stopped at the slot's deadline, resumed by the same call and equal to an
-uninterrupted run (`disentangle.reproduce.run.run_table`)."""
+"""``python -m experiments.slot`` (`disentangle.reproduce.slot`): bad input, the throughput
+figures of the smoke configs, and a tiny table queued, stopped at the slot's deadline, resumed by
+the same call and equal to an uninterrupted run (`disentangle.reproduce.run.run_table`)."""
 import functools
 import json
 import os
@@ -12,10 +12,11 @@ import types
 import ml_collections
 import pytest
 
-from benchmarks import gpu_slot
 from benchmarks import throughput
 from disentangle.reproduce import plan
 from disentangle.reproduce import run
+from disentangle.reproduce import slot as slot_lib
+from disentangle.reproduce import utilisation
 from experiments.configs import common
 from tests import helpers
 
@@ -24,8 +25,12 @@ FILES = {"throughput.json", "utilisation.csv", "table.json", "table.md", "log_ta
          "slot.json"}
 
 
+# The command's throughput figures; in the calls below throughput.json exists and they are kept.
+_run_slot = functools.partial(slot_lib.run_slot, measure=throughput.measure)
+
+
 def _cli(*args, env=None):
-  return subprocess.run([sys.executable, "-m", "benchmarks.gpu_slot", *args], cwd=REPO, env=env,
+  return subprocess.run([sys.executable, "-m", "experiments.slot", *args], cwd=REPO, env=env,
                         capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -57,7 +62,7 @@ def _values(lines):
 
 def test_bad_queue_runs_and_workdir_name_the_flag(tmp_path):
   table, _, _ = _tiny_table()
-  parse = functools.partial(gpu_slot.parse_slot, minutes=5, out=tmp_path / "out",
+  parse = functools.partial(slot_lib.parse_slot, minutes=5, out=tmp_path / "out",
                             tables={"tiny": table})
   for kwargs, message in (
       ({"queue": "table9"}, "--queue: unknown table 'table9'; known tables: tiny"),
@@ -101,7 +106,7 @@ def test_default_queue_starts_with_cascadevae_rows(tmp_path):
   did): Table 1's m6 CascadeVAE, Table 3's CascadeVAE rows, every other CascadeVAE row, then the
   baselines; every row of Tables 1 and 3 is queued once."""
   from experiments import tables  # pylint: disable=g-import-not-at-top
-  slot = gpu_slot.parse_slot(minutes=5, out=tmp_path / "out")
+  slot = slot_lib.parse_slot(minutes=5, out=tmp_path / "out", tables=tables.TABLES)
   order = []
   for entry in slot.queue:
     rows = range(len(entry.table.rows)) if entry.rows is None else entry.rows
@@ -121,7 +126,7 @@ def test_default_queue_starts_with_cascadevae_rows(tmp_path):
 
 
 def test_nvidia_smi_lines_parse_per_gpu():
-  assert throughput.GpuSampler.parse("87, 1024\n[N/A], 3\n\n") == [(87.0, 1024.0), (None, 3.0)]
+  assert utilisation.GpuSampler.parse("87, 1024\n[N/A], 3\n\n") == [(87.0, 1024.0), (None, 3.0)]
 
 
 @pytest.mark.slow
@@ -155,33 +160,33 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   proc = _cli("--smoke", "--minutes=2", "--runs=1", f"--out={out}", f"--slot_workdir={workdir}",
               "--queue=", env=env)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  throughput = json.loads((out / "throughput.json").read_text())
-  units = {(f["config"], f["phase"], f["solver"]) for f in throughput["figures"]}
-  units |= {(s["config"], s["phase"], s["solver"]) for s in throughput["skipped"]}
+  measured = json.loads((out / "throughput.json").read_text())
+  units = {(f["config"], f["phase"], f["solver"]) for f in measured["figures"]}
+  units |= {(s["config"], s["phase"], s["solver"]) for s in measured["skipped"]}
   after = {("after", "scipy"), ("after", "hungarian")}
   assert units == {("dsprites_cascade", p, s) for p, s in after | {("before", "scipy")}} | {
       ("mnist_cascade", p, s) for p, s in after}  # MNIST m10: t_d = 0, no step before it
-  assert throughput["figures"][0]["phase"] == "before" and throughput["smoke"]
-  for f in throughput["figures"]:
+  assert measured["figures"][0]["phase"] == "before" and measured["smoke"]
+  for f in measured["figures"]:
     assert f["runs"] == 1 and f["run_steps_per_s"] > 0 and f["timed_steps"] >= 2
     assert f["callbacks_per_step"] == (1.0 if (f["phase"], f["solver"]) == ("after", "scipy")
                                        else 0.0)
     assert f["busy_share"] in (0.55, None) and f["memory_used_mib_max"] in (1234, None)
-  assert any(f["busy_share"] == 0.55 for f in throughput["figures"])
+  assert any(f["busy_share"] == 0.55 for f in measured["figures"])
   rows = (out / "utilisation.csv").read_text().splitlines()
   assert rows[0] == "time,label,gpu,utilization_gpu_percent,memory_used_mib"
   assert any(r.endswith(",dsprites_cascade:m6;smoke runs=1 solver=scipy,0,55,1234") for r in rows)
-  assert any((workdir / gpu_slot.CACHE).iterdir())  # kept for the next call
+  assert any((workdir / slot_lib.CACHE).iterdir())  # kept for the next call
   _check_summary(out)
 
   # A tiny table queued; the deadline passes at its first step: a checkpoint, the summary.
   table, modules, kwargs = _tiny_table()
-  slot = gpu_slot.parse_slot(minutes=3, out=out, workdir=workdir, queue="tiny",
+  slot = slot_lib.parse_slot(minutes=3, out=out, workdir=workdir, queue="tiny",
                              tables={"tiny": table}, command="slot")
   kept = (out / "throughput.json").stat().st_mtime_ns
   monkeypatch.setattr(preemption.Signals, "passed", lambda self: self.deadline is not None)
   with pytest.raises(preemption.DeadlineReached, match="at step 1 of 4"):
-    gpu_slot.run_slot(slot, modules=modules, **kwargs)
+    _run_slot(slot, modules=modules, **kwargs)
   monkeypatch.undo()
   program = slot.table_dir(slot.queue[0]) / "runs" / "fake_tiny"
   assert sorted(p.name for p in (program / "checkpoints").iterdir()) == ["1"]
@@ -194,7 +199,7 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   _check_summary(out)
 
   # The same call again resumes and finishes: the table equals an uninterrupted run's.
-  assert gpu_slot.run_slot(slot, modules=modules, **kwargs) == 0
+  assert _run_slot(slot, modules=modules, **kwargs) == 0
   reference = run.run_table(table, tmp_path / "reference", modules, seeds=2, **kwargs)
   (merged,) = json.loads((out / "table.json").read_text())["tables"]
   assert merged["status"] == "done" and merged["evaluated"] == 1
@@ -203,7 +208,7 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
 
   # Once more: nothing trained or evaluated again.
   files = {p: p.stat().st_mtime_ns for p in program.rglob("*") if p.is_file()}
-  assert gpu_slot.run_slot(slot, modules=modules, **kwargs) == 0
+  assert _run_slot(slot, modules=modules, **kwargs) == 0
   assert {p: p.stat().st_mtime_ns for p in program.rglob("*") if p.is_file()} == files
   state = json.loads((out / "slot.json").read_text())
   assert state["status"] == "done" and len(state["previous_calls"]) == 3
@@ -224,10 +229,10 @@ def test_a_failed_table_is_reported_and_the_queue_goes_on(tmp_path):
   out = tmp_path / "out"
   out.mkdir()
   (out / "throughput.json").write_text("{}")
-  slot = gpu_slot.parse_slot(minutes=1, out=out, queue="broken,tiny",
+  slot = slot_lib.parse_slot(minutes=1, out=out, queue="broken,tiny",
                              tables={"broken": broken, "tiny": table}, command="slot")
   with pytest.raises(preemption.DeadlineReached, match="before the training of program 1/1"):
-    gpu_slot.run_slot(slot, modules=dict(modules, bad=bad), started=0.0, **kwargs)
+    _run_slot(slot, modules=dict(modules, bad=bad), started=0.0, **kwargs)
   state = json.loads((out / "slot.json").read_text())
   failed, tiny = state["queue"]
   assert failed["status"].startswith("failed: ") and "cascade.solver" in failed["status"]
@@ -248,8 +253,8 @@ def test_queued_rows_train_first_and_the_whole_table_later_only_the_others(tmp_p
   out = tmp_path / "out"
   out.mkdir()
   (out / "throughput.json").write_text("{}")
-  first = gpu_slot.parse_slot(minutes=30, out=out, queue="two/fake.other", tables={"two": two})
-  assert gpu_slot.run_slot(first, modules=modules, **kwargs) == 0
+  first = slot_lib.parse_slot(minutes=30, out=out, queue="two/fake.other", tables={"two": two})
+  assert _run_slot(first, modules=modules, **kwargs) == 0
   folder = first.table_dir(first.queue[0])
   assert sorted(p.name for p in (folder / "runs").iterdir()) == ["fake_other"]
   lines = json.loads((folder / "table.json").read_text())["lines"]
@@ -257,9 +262,9 @@ def test_queued_rows_train_first_and_the_whole_table_later_only_the_others(tmp_p
                                                                       ("other", True)]
   files = {p: p.stat().st_mtime_ns for p in (folder / "runs" / "fake_other").rglob("*")
            if p.is_file()}
-  both = gpu_slot.parse_slot(minutes=30, out=out, queue="two/fake.other,two",
+  both = slot_lib.parse_slot(minutes=30, out=out, queue="two/fake.other,two",
                              tables={"two": two})
-  assert gpu_slot.run_slot(both, modules=modules, **kwargs) == 0
+  assert _run_slot(both, modules=modules, **kwargs) == 0
   assert {p: p.stat().st_mtime_ns for p in (folder / "runs" / "fake_other").rglob("*")
           if p.is_file()} == files
   lines = json.loads((folder / "table.json").read_text())["lines"]

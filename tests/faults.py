@@ -1,6 +1,6 @@
 """Kill a training run at random instants, resume it each time, and compare with a run never killed.
 
-  python -m benchmarks.faults [--kills=50] [--seed=0] [--steps=40] [--workdir=DIR]
+  python -m tests.faults [--kills=50] [--seed=0] [--steps=40] [--workdir=DIR]
 
 The command (:data:`COMMAND`: the dSprites beta-VAE smoke config, ``--steps`` steps, a
 checkpoint every 10, an evaluation every 20, a metrics line every 5) trains once without
@@ -23,6 +23,7 @@ the final checkpoint (parameters, optimiser state, step) bitwise, ``metrics.json
 
 Prints one JSON line: ``kills``, ``resumes``, ``differences`` (files or checkpoints unequal to
 the reference), ``problems`` (half-written files seen after kills), wall time and load average.
+`tests.test_faults` and `tests.test_background_eval` use its pieces with fewer kills.
 The children share a persistent compilation cache (``JAX_COMPILATION_CACHE_DIR``, under the
 work directory unless set), so a resume compiles in seconds.
 """
@@ -212,7 +213,7 @@ def start(run: pathlib.Path, steps: int, env: dict, log: pathlib.Path,
           kill_at: str | None = None) -> subprocess.Popen:
   """The command (:data:`COMMAND`) training ``steps`` steps in ``run``, output to ``log``."""
   env = dict(env, **({KILL_ENV: kill_at} if kill_at else {}))
-  args = [sys.executable, "-c", "from benchmarks import faults; faults.child()", *COMMAND,
+  args = [sys.executable, "-c", "from tests import faults; faults.child()", *COMMAND,
           f"--config.num_steps={steps}", f"--workdir={run}"]
   with open(log, "w") as f:
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
