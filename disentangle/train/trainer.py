@@ -4,12 +4,15 @@
 config or a missing / corrupt data file fails before anything is created on disk), then create
 the run directories, resume from ``<workdir>/checkpoints`` if a checkpoint exists, then loop over
 jit-compiled steps (state donated, batch sharded along the ``data`` axis). Metrics are read on
-host only at log steps; the evaluators run every ``eval_every`` steps, beside the training steps
-(``eval.background``, `disentangle.train.background`: one evaluation in flight on a worker
-thread, reading copies of that step's parameters; the eval points of every run encoded in one
-call on the device when the factory offers ``runs_encoder``); checkpoints are written
-atomically every ``checkpoint_every`` steps and at the end. A non-finite loss raises
-:class:`NonFiniteError` before anything bad is saved. A signal (`disentangle.train.preemption`) or
+host only at log steps and handed to a writer thread (`writers.BackgroundWriter`), flushed and
+synced before each checkpoint, at a stop and at the end; the evaluators run every
+``eval_every`` steps, beside the training steps (``eval.background``,
+`disentangle.train.background`: one evaluation in flight on a worker thread, reading copies of
+that step's parameters; the eval points of every run encoded in one call on the device when the
+factory offers ``runs_encoder``); checkpoints are started every ``checkpoint_every`` steps and
+at the end and written atomically on orbax's threads (`checkpoint.Checkpointer`
+``asynchronous``), each waited for before the next, at a stop and at the end. A non-finite loss
+raises :class:`NonFiniteError` before anything bad is saved. A signal (`disentangle.train.preemption`) or
 ``deadline`` ends the loop at a step with a checkpoint, closed writers and `preemption.Preempted`
 (`preemption.DeadlineReached`); an evaluation that would end past the deadline (as long as the
 last one took; the first: its encoding estimated from one timed batch, `train.eval_duration`) is
@@ -206,8 +209,10 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
 
   state = methods.init_states_of(method, [c.seed for c in cfgs], out_shardings=state_sharding)
 
-  ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.keep_checkpoints)
-  metric_writers = [writers.MetricWriter(d, enabled=is_main) for d in dirs]
+  # The loop only starts each save and hands each metrics line over (module docstring).
+  ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.keep_checkpoints, asynchronous=True)
+  metric_writers = [writers.BackgroundWriter(writers.MetricWriter(d, enabled=is_main))
+                    for d in dirs]
   if ckpt.latest_step() is not None:
     state = ckpt.restore(state)
     if is_main:
@@ -263,7 +268,7 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
       for i, ev in enumerate(evaluators):
         params_i = seeds.take(params, i) if multi else params
         result = ev.run(params_i, done) if reps is None else ev.run(params_i, done, rep=reps[i])
-        metric_writers[i].write(done, result)
+        metric_writers[i].write_now(done, result)
         if selectors:
           selectors[i].offer(done, result, lambda i=i: _seed_state(kept, i, multi),
                              num_points=len(getattr(ev, "indices", ())) or None)
@@ -322,11 +327,14 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
         if not bool(all_finite(state.params)):
           raise NonFiniteError(f"parameters became non-finite by step {done}; not saved. The last "
                                f"good checkpoint (step {ckpt.latest_step()}) is intact")
+        for w in metric_writers:  # the lines of the steps it holds durable before it starts
+          w.flush()
         ckpt.save(done, state)
       if stopping:
         stopped = done
         break
     evals.wait()
+    ckpt.wait()  # the last save complete before the run stops or returns
   if stopped is not None and stop.at_deadline:
     later = " (its evaluation runs first when resumed)" if deferred else ""
     raise preemption.DeadlineReached(
