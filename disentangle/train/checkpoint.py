@@ -46,6 +46,7 @@ through epath. Setting a checkpoint aside (`restore`) copies its objects and del
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import sys
 import traceback
@@ -97,6 +98,7 @@ class Checkpointer:
     self.asynchronous = asynchronous and not read_only
     self._in_flight: int | None = None  # the step of the save started and not waited for
     self._quiet = None  # the `_QuietFailedSave` of that save
+    self._failed = False  # an asynchronous save failed
     extra = {}
     if single_process and jax.process_count() > 1:
       extra["multiprocessing_options"] = ocp.options.MultiprocessingOptions(
@@ -166,9 +168,13 @@ class Checkpointer:
       self._manager.wait_until_finished()
       self._manager.check_for_errors()
     except BaseException as e:
-      self._end(e)
       if isinstance(e, Exception):  # ENOSPC and other write failures
-        raise atomic.write_error(f"checkpoint {step} in {self.directory}", e) from e
+        error = atomic.write_error(f"checkpoint {step} in {self.directory}", e)
+        _release_writes(e)
+        self._failed = True
+        self._end(e)
+        raise error from None
+      self._end(e)
       raise
     self._end(None)
 
@@ -272,14 +278,18 @@ class Checkpointer:
       self.wait()
     finally:
       self._manager.close()
+      if self._failed:  # the writes of a failed save that ended since (`_release_writes`)
+        gc.collect()
 
 
 def _is_thread_error(record: logging.LogRecord) -> bool:
   """orbax's record (through absl) of an exception in one of its save threads, or of the
   failed save it was waiting for (``wait_until_finished``)."""
   text = str(record.msg)
-  return bool(record.exc_info) and ("_SignalingThread.run() raised" in text or (
-      "[wait_until_finished]" in text and "failed" in text))
+  return bool(record.exc_info) and (
+      "_SignalingThread.run() raised" in text
+      or ("[wait_until_finished]" in text and "failed" in text)
+      or ("Failed to run" in text and "in background save thread" in text))
 
 
 def _is_unretrieved_write(record: logging.LogRecord) -> bool:
@@ -356,6 +366,20 @@ def _quiet_failed_save():
     quiet.end(failed=True)
     raise
   quiet.end(failed=False)
+
+
+def _release_writes(e: BaseException) -> None:
+  """Lets the writes of a failed asynchronous save go now: the frames of ``e``'s tracebacks
+  (orbax keeps ``e`` on its threads) hold its write coroutines, still waiting on tensorstore,
+  which would otherwise be collected when the interpreter shuts down and print one
+  ``Exception ignored`` traceback each. Collected here, while the save's records and late
+  callbacks are held (and dropped)."""
+  seen = set()
+  while e is not None and id(e) not in seen:
+    seen.add(id(e))
+    traceback.clear_frames(e.__traceback__)
+    e = e.__cause__ or e.__context__
+  gc.collect()
 
 
 def _is_closed_loop_callback(unraisable) -> bool:
