@@ -22,6 +22,8 @@ event file is synced at each write): a checkpoint is started only after the line
 are durable, so that a resumed run (`MetricWriter.truncate_after`) finds them. A write that
 fails on the thread stops the thread's writing and is raised, the same one-line
 `atomic.WriteError`, in the caller at the next hand-over, flush or close (and at each one after).
+On a bucket the lines are written in the caller as before (each one an upload of the whole
+object and of the event file): a run killed there keeps every line handed over.
 """
 from __future__ import annotations
 
@@ -135,9 +137,9 @@ class MetricWriter:
 
 
 class BackgroundWriter:
-  """A `MetricWriter` written on its own thread (module docstring): `write` hands a line over;
-  `flush` waits for every line handed over to be written and synced; `write_now` writes in
-  the caller after those (an evaluation's lines, on the evaluation's thread).
+  """A `MetricWriter` written on its own thread (module docstring; on a bucket, in the caller):
+  `write` hands a line over; `flush` waits for every line handed over to be written and synced;
+  `write_now` writes in the caller after those (an evaluation's lines, on its thread).
 
   ``metrics`` handed over must not change afterwards (the trainer's are host copies).
   """
@@ -145,6 +147,8 @@ class BackgroundWriter:
   def __init__(self, writer: MetricWriter):
     self.writer = writer
     self.enabled = writer.enabled
+    # On a bucket every line is written in the caller, as by `MetricWriter` (module docstring).
+    self.background = not paths.is_remote(writer.path)
     self._queue: queue.Queue = queue.Queue()
     self._thread: threading.Thread | None = None
     self._error: BaseException | None = None  # the thread's failed write: nothing more written
@@ -162,6 +166,9 @@ class BackgroundWriter:
     """Hands the line of ``step`` over to the thread; raises the error of an earlier write."""
     self._raise()
     if not self.enabled:
+      return
+    if not self.background:
+      self.writer.write(step, metrics)
       return
     if self._thread is None:
       self._thread = threading.Thread(target=self._run, name="metrics-writer", daemon=True)
