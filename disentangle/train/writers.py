@@ -1,9 +1,10 @@
 """Run-directory writers: ``metrics.jsonl`` (one JSON object per log step) and TensorBoard.
 
 Only process 0 writes. Vector metrics (e.g. ``kl_per_dim``) are stored as lists in JSON and as
-``name/j`` scalars in TensorBoard. The TensorBoard event file is written and flushed at each log
-step in the calling thread (tensorboardX's file format, without its writer thread), so that a
-failed write (a full disk) is one `atomic.WriteError` like any other file of the run.
+``name/j`` scalars in TensorBoard. `MetricWriter.write` appends the line and writes and flushes
+(fsync) the TensorBoard event file in the thread that calls it (tensorboardX's file format,
+without its writer thread), so that a failed write (a full disk) is one `atomic.WriteError` like
+any other file of the run.
 
 **On a bucket** (a ``gs://`` workdir) an object cannot be appended to: each `MetricWriter.write`
 uploads the whole ``metrics.jsonl`` again (the lines kept in memory, read once from the object
@@ -14,9 +15,8 @@ to a local file (tensorboardX's format) and that file is uploaded whole after ea
 on close) to an object of the same name in ``tensorboard/``.
 
 **In the background** (`BackgroundWriter`, the trainer's): the loop only hands each line over; one
-thread per writer writes them, in order, with `MetricWriter.write` (local file and TensorBoard
-events, or on a bucket the whole objects), so the files equal those written in the loop line for
-line. `BackgroundWriter.flush` (the trainer's, before each checkpoint, at a stop and at the end)
+thread per writer writes them, in order, with `MetricWriter.write`, so the files equal those
+written in the loop line for line. `BackgroundWriter.flush` (the trainer's, before each checkpoint, at a stop and at the end)
 returns once every line handed over is written and ``metrics.jsonl`` is on the disk (fsync; the
 event file is synced at each write): a checkpoint is started only after the lines of its steps
 are durable, so that a resumed run (`MetricWriter.truncate_after`) finds them. A write that
