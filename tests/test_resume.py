@@ -13,6 +13,11 @@ the same config. The interruptions:
   handlers in place before come back (`preemption.Signals`);
 - ``error_in_loop``: an error raised from a hook at step 5 (as an evaluator's or a writer's
   would be): the metric writers and the checkpointer are closed, no thread of the run is left;
+- ``sigkill_in_checkpoint``: a child process trains and is killed (SIGKILL) inside orbax's
+  asynchronous write of checkpoint 6 (its temporary folder written, not yet renamed), once the
+  loop has gone on to step 7 (a save that held the loop would never let it): checkpoint 3 is
+  the newest complete one and the lines of steps 2-6 are on the disk (synced before the save
+  started); the resumed run drops those past 3 and logs them again;
 - ``full_disk_<where>``: ENOSPC at the step-6 checkpoint, at the step-4 metrics line or at the
   first write (config.json): the run stops with the error, step 3 (or nothing) stays;
 - ``deadline_step`` / ``deadline_evaluation``: an evaluation every 3 steps (0.2 s each); the
@@ -28,7 +33,10 @@ device data (``dataset.placement`` is a resumable field).
 """
 import json
 import os
+import pathlib
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -209,6 +217,38 @@ def _error_in_loop(config, data, run, monkeypatch, **kw):
   assert _steps(run / "checkpoints") == [3]
 
 
+_KILLED_IN_CHECKPOINT = """
+import os, pathlib, signal, sys, threading
+import jax
+jax.config.update("jax_num_cpu_devices", 8)  # as in the tests' process (conftest)
+from orbax.checkpoint._src.path import atomicity
+from disentangle.train import trainer
+from tests import test_resume
+run, past_7 = pathlib.Path(sys.argv[1]), threading.Event()
+finalize = atomicity.AtomicRenameTemporaryPath.finalize
+async def killing_finalize(self, *args, **kwargs):
+  if str(self.get_final()).rsplit("/", 1)[-1] == "6":  # on orbax's thread, the loop going on
+    os.kill(os.getpid(), signal.SIGKILL) if past_7.wait(60) else os._exit(3)
+  return await finalize(self, *args, **kwargs)
+atomicity.AtomicRenameTemporaryPath.finalize = killing_finalize
+config, data = test_resume.RUNS[sys.argv[2]]()
+trainer.train(config, run, dataset=data, hooks=[lambda state, step: step == 7 and past_7.set()])
+os._exit(4)
+"""
+
+
+def _sigkill_in_checkpoint(config, data, run, monkeypatch, **kw):
+  del config, data, monkeypatch, kw
+  root = pathlib.Path(__file__).resolve().parents[1]
+  proc = subprocess.run([sys.executable, "-c", _KILLED_IN_CHECKPOINT, str(run), "betavae"],
+                        cwd=root, env=dict(os.environ, PYTHONPATH=str(root)),
+                        capture_output=True, text=True, timeout=600, check=False)
+  assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-3000:])
+  assert _steps(run / "checkpoints") == [3]
+  assert any(p.name.startswith("6.") for p in (run / "checkpoints").iterdir())  # the partial one
+  assert [l["step"] for l in _lines(run)][:4] == [2, 3, 4, 6]
+
+
 def _line_count(path) -> int:
   """Lines of ``path`` so far (0 when absent)."""
   return len(open(path).read().splitlines()) if os.path.exists(path) else 0
@@ -271,7 +311,8 @@ def _deadline(where):
 
 INTERRUPTIONS = {
     "kill": _kill, "sigterm": _signal(signal.SIGTERM), "sigint": _signal(signal.SIGINT),
-    "error_in_loop": _error_in_loop, "full_disk_checkpoint": _full_disk("checkpoint"),
+    "error_in_loop": _error_in_loop, "sigkill_in_checkpoint": _sigkill_in_checkpoint,
+    "full_disk_checkpoint": _full_disk("checkpoint"),
     "full_disk_metrics": _full_disk("metrics"), "full_disk_config": _full_disk("config"),
     "deadline_step": _deadline("step"), "deadline_evaluation": _deadline("evaluation"),
 }

@@ -19,7 +19,16 @@ that restores, warns in one line naming the skipped ones and, when writable, mov
 ``<subdir>_skipped/<step>`` (never deleted; the resumed run then saves those steps afresh). When
 none restores, `CheckpointError` names the folder and nothing is moved.
 
-A save that fails (a full disk) raises `atomic.WriteError`, one line. Orbax's writer threads log
+``Checkpointer(workdir, asynchronous=True)`` (the trainer's) only starts each save: `save` copies
+the arrays to the host and returns while orbax writes them on its own threads; the next `save`,
+`wait` and `close` wait for the save in flight first (the trainer waits before it stops at a
+signal or the deadline and at the end). A save is complete only once orbax has renamed its
+temporary folder (a bucket: written its commit marker); a kill before that leaves the previous
+checkpoint as the newest, which is where the next start resumes. `all_steps` and `latest_step`
+name complete checkpoints only, never the one in flight.
+
+A save that fails (a full disk) raises `atomic.WriteError`, one line (an asynchronous one at the
+next `save`, `wait` or `close`). Orbax's writer threads log
 the same error first (``_SignalingThread.run() raised an exception``, with its traceback) and
 tensorstore's writes still in flight, once they end, call back into the closed event loop of the
 failed save (``Event loop is closed``, one traceback each, through `sys.unraisablehook`) and
@@ -37,6 +46,7 @@ through epath. Setting a checkpoint aside (`restore`) copies its objects and del
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import sys
 import traceback
@@ -74,15 +84,21 @@ class Checkpointer:
     with_record: every step also holds a JSON record (`save`'s ``record``, `record`).
     single_process: only this process writes (the selected slot, written by process 0 in a
       multi-process run).
+    asynchronous: `save` starts the save and returns; it is complete after the next `save`,
+      `wait` or `close` (module docstring).
   """
 
   def __init__(self, workdir, *, keep: int = 2, read_only: bool = False,
                subdir: str = "checkpoints", with_record: bool = False,
-               single_process: bool = False):
+               single_process: bool = False, asynchronous: bool = False):
     workdir = paths.as_path(workdir)
     self.directory = (workdir if paths.is_remote(workdir) else workdir.resolve()) / subdir
     self.read_only = read_only
     self.with_record = with_record
+    self.asynchronous = asynchronous and not read_only
+    self._in_flight: int | None = None  # the step of the save started and not waited for
+    self._quiet = None  # the `_QuietFailedSave` of that save
+    self._failed = False  # an asynchronous save failed
     extra = {}
     if single_process and jax.process_count() > 1:
       extra["multiprocessing_options"] = ocp.options.MultiprocessingOptions(
@@ -94,22 +110,30 @@ class Checkpointer:
                                              save_interval_steps=0, **extra)
     else:
       options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
-                                             enable_async_checkpointing=False, **extra)
+                                             enable_async_checkpointing=self.asynchronous,
+                                             **extra)
     self._manager = ocp.CheckpointManager(self.directory, options=options)
     self.restored_step: int | None = None
 
   def latest_step(self) -> int | None:
-    return self._manager.latest_step()
+    """The newest complete checkpoint (not the one in flight), or None."""
+    steps = self.all_steps()
+    return steps[-1] if steps else None
 
   def all_steps(self) -> list[int]:
-    """Steps of every complete checkpoint, ascending."""
-    return sorted(int(s) for s in self._manager.all_steps())
+    """Steps of every complete checkpoint, ascending (not the one in flight)."""
+    return sorted(int(s) for s in self._manager.all_steps() if s != self._in_flight)
 
   def save(self, step: int, state, record: dict | None = None) -> None:
     """Save ``state`` at ``step`` (with ``record`` when ``with_record``). A slot with records
-    first drops its steps >= ``step`` (a resumed run replacing a step it had gone past)."""
+    first drops its steps >= ``step`` (a resumed run replacing a step it had gone past).
+
+    Synchronous: returns once the checkpoint is complete. Asynchronous: first waits for the
+    save in flight (raising its `atomic.WriteError`), then returns once ``state`` is copied to
+    the host; the write goes on (complete after the next `save`, `wait` or `close`)."""
     if self.read_only:
       raise ReadOnlyError(f"{self.directory} is open read-only: not saving step {step}")
+    self.wait()
     if self.with_record:
       if record is None:
         raise ValueError(f"{self.directory} keeps a record with each step: give one")
@@ -120,14 +144,45 @@ class Checkpointer:
                                 record=ocp.args.JsonSave(record))
     else:
       args = ocp.args.StandardSave(state)
-    try:  # orbax writes into a temporary folder: a failed save leaves the older steps intact
-      with _quiet_failed_save():
-        self._manager.save(step, args=args)
-        self._manager.wait_until_finished()
-    except ocp.checkpoint_manager.StepAlreadyExistsError:
+    # orbax writes into a temporary folder: a failed save leaves the older steps intact
+    self._quiet, self._in_flight = _QuietFailedSave(), step
+    try:
+      self._manager.save(step, args=args)
+    except BaseException as e:
+      self._end(e)
+      if isinstance(e, ocp.checkpoint_manager.StepAlreadyExistsError):
+        raise
+      if isinstance(e, Exception):
+        raise atomic.write_error(f"checkpoint {step} in {self.directory}", e) from e
       raise
-    except Exception as e:  # pylint: disable=broad-except  (ENOSPC and other write failures)
-      raise atomic.write_error(f"checkpoint {step} in {self.directory}", e) from e
+    if not self.asynchronous:
+      self.wait()
+
+  def wait(self) -> None:
+    """Waits for the save in flight (if any) to be complete; `atomic.WriteError` (one line)
+    when it failed. Nothing in flight: returns at once."""
+    if self._in_flight is None:
+      return
+    step = self._in_flight
+    try:
+      self._manager.wait_until_finished()
+      self._manager.check_for_errors()
+    except BaseException as e:
+      if isinstance(e, Exception):  # ENOSPC and other write failures
+        error = atomic.write_error(f"checkpoint {step} in {self.directory}", e)
+        _release_writes(e)
+        self._failed = True
+        self._end(e)
+        raise error from None
+      self._end(e)
+      raise
+    self._end(None)
+
+  def _end(self, error: BaseException | None) -> None:
+    """The save in flight has ended (``error``: it failed)."""
+    quiet, self._quiet, self._in_flight = self._quiet, None, None
+    if quiet is not None:
+      quiet.end(failed=error is not None)
 
   def restore(self, target, step: int | None = None):
     """Restore ``step`` into arrays shaped and sharded like ``target`` (arrays or
@@ -217,12 +272,24 @@ class Checkpointer:
     return None
 
   def close(self) -> None:
-    self._manager.close()
+    """Waits for the save in flight (raising its error, after closing) and closes orbax's
+    manager (its threads and event loops)."""
+    try:
+      self.wait()
+    finally:
+      self._manager.close()
+      if self._failed:  # the writes of a failed save that ended since (`_release_writes`)
+        gc.collect()
 
 
 def _is_thread_error(record: logging.LogRecord) -> bool:
-  """orbax's record (through absl) of an exception in one of its save threads."""
-  return bool(record.exc_info) and "_SignalingThread.run() raised" in str(record.msg)
+  """orbax's record (through absl) of an exception in one of its save threads, or of the
+  failed save it was waiting for (``wait_until_finished``)."""
+  text = str(record.msg)
+  return bool(record.exc_info) and (
+      "_SignalingThread.run() raised" in text
+      or ("[wait_until_finished]" in text and "failed" in text)
+      or ("Failed to run" in text and "in background save thread" in text))
 
 
 def _is_unretrieved_write(record: logging.LogRecord) -> bool:
@@ -253,36 +320,66 @@ class _DropUnretrievedWrites(logging.Filter):
     return not _is_unretrieved_write(record)
 
 
+class _QuietFailedSave:
+  """From its creation to `end`, orbax's records of its threads' and write tasks' exceptions
+  and the callbacks of its writes into a closed event loop are held back: dropped when the save
+  fails (its error is raised as one line), passed on as usual when it succeeds. After a failure,
+  the late callbacks and collected tasks of its cancelled writes keep being dropped
+  (`_drop_closed_loop_callbacks`, `_drop_unretrieved_writes`). An asynchronous save holds them
+  from its start to the wait that ends it."""
+
+  def __init__(self):
+    self._loggers = [logging.getLogger("absl"), logging.getLogger("asyncio")]  # orbax: absl
+    self._held = _HeldThreadErrors()
+    for logger in self._loggers:
+      logger.addFilter(self._held)
+    self._previous = previous = sys.unraisablehook
+    self._callbacks = callbacks = []
+    self._ended = False
+    # Once ended, a hook still chained below a later one (two saves overlapping) passes through.
+    sys.unraisablehook = self._hook = lambda u: (
+        callbacks.append(u) if not self._ended and _is_closed_loop_callback(u) else previous(u))
+
+  def end(self, failed: bool) -> None:
+    self._ended = True
+    if sys.unraisablehook is self._hook:
+      sys.unraisablehook = self._previous
+    for logger in self._loggers:
+      logger.removeFilter(self._held)
+    if failed:
+      _drop_closed_loop_callbacks()
+      _drop_unretrieved_writes()
+      return
+    for record in self._held.held:  # the save succeeded: whatever was held is not about it
+      logging.getLogger(record.name).handle(record)
+    for unraisable in self._callbacks:
+      self._previous(unraisable)
+
+
 @contextlib.contextmanager
 def _quiet_failed_save():
-  """While a save runs, orbax's records of its threads' and write tasks' exceptions and the
-  callbacks of its writes into a closed event loop are held back: dropped when the save fails
-  (its error is raised as one line), passed on as usual when it succeeds. After a failure, the
-  late callbacks and collected tasks of its cancelled writes keep being dropped
-  (`_drop_closed_loop_callbacks`, `_drop_unretrieved_writes`)."""
-  loggers = [logging.getLogger("absl"), logging.getLogger("asyncio")]  # orbax logs through absl
-  held = _HeldThreadErrors()
-  for logger in loggers:
-    logger.addFilter(held)
-  previous = sys.unraisablehook
-  callbacks = []
-  sys.unraisablehook = lambda u: (callbacks.append(u) if _is_closed_loop_callback(u)
-                                  else previous(u))
+  """`_QuietFailedSave` around a synchronous piece of work: ended as failed by an exception."""
+  quiet = _QuietFailedSave()
   try:
     yield
   except BaseException:
-    sys.unraisablehook = previous
-    _drop_closed_loop_callbacks()
-    _drop_unretrieved_writes()
+    quiet.end(failed=True)
     raise
-  finally:
-    sys.unraisablehook = previous
-    for logger in loggers:
-      logger.removeFilter(held)
-  for record in held.held:  # the save succeeded: whatever was held is not about it
-    logging.getLogger(record.name).handle(record)
-  for unraisable in callbacks:
-    previous(unraisable)
+  quiet.end(failed=False)
+
+
+def _release_writes(e: BaseException) -> None:
+  """Lets the writes of a failed asynchronous save go now: the frames of ``e``'s tracebacks
+  (orbax keeps ``e`` on its threads) hold its write coroutines, still waiting on tensorstore,
+  which would otherwise be collected when the interpreter shuts down and print one
+  ``Exception ignored`` traceback each. Collected here, while the save's records and late
+  callbacks are held (and dropped)."""
+  seen = set()
+  while e is not None and id(e) not in seen:
+    seen.add(id(e))
+    traceback.clear_frames(e.__traceback__)
+    e = e.__cause__ or e.__context__
+  gc.collect()
 
 
 def _is_closed_loop_callback(unraisable) -> bool:

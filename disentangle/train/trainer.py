@@ -6,12 +6,16 @@ fails before anything is created on disk), then creates the run directories and 
 ``<workdir>/checkpoints`` if a checkpoint exists. ``loop`` calls the compiled step of each step's
 phase, ``train_step(state, batch)`` (state donated, batch sharded along the ``data`` axis; one
 run's is the method's own ``train_step``, `runs.Program.jitted_step`). Metrics are read on
-host only at log steps; the evaluators run every ``eval_every`` steps, beside the training steps
-(``eval.background``, `disentangle.train.background`: one evaluation in flight on a worker
-thread, reading copies of that step's parameters; the eval points of every run encoded in one
-call on the device when the factory offers ``runs_encoder``); checkpoints are written
-atomically every ``checkpoint_every`` steps and at the end. A non-finite loss raises
-:class:`NonFiniteError` before anything bad is saved. A signal (`disentangle.train.preemption`) or
+host only at log steps and handed to a writer thread (`writers.BackgroundWriter`), flushed and
+synced before each checkpoint, at a stop and at the end; the evaluators run every
+``eval_every`` steps, beside the training steps (``eval.background``,
+`disentangle.train.background`: one evaluation in flight on a worker thread, reading copies of
+that step's parameters; the eval points of every run encoded in one call on the device when the
+factory offers ``runs_encoder``); checkpoints are started every ``checkpoint_every`` steps and
+at the end and written atomically on orbax's threads (`checkpoint.Checkpointer`
+``asynchronous``), each waited for before the next, at a stop and at the end. A non-finite loss
+raises :class:`NonFiniteError` before anything bad is saved. A signal
+(`disentangle.train.preemption`) or
 ``deadline`` ends the loop at a step with a checkpoint, closed writers and `preemption.Preempted`
 (`preemption.DeadlineReached`); an evaluation that would end past the deadline (as long as the
 last one took; the first: its encoding estimated from one timed batch, `train.eval_duration`) is
@@ -154,7 +158,7 @@ class Run:
   start: int                      # the first step to run
   step_at: Callable               # step -> the compiled ``train_step(state, batch)`` of its phase
   ckpt: checkpoint_lib.Checkpointer
-  metric_writers: list            # one `writers.MetricWriter` per run
+  metric_writers: list            # one `writers.BackgroundWriter` per run
   evaluators: list                # process 0's evaluators (none without a factory)
   selectors: list                 # the best-checkpoint keepers (eval.select)
   encoder: Callable | None        # every run's eval points encoded in one call, where offered
@@ -229,8 +233,10 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None) -> Run:
         {"runs": [d.name for d in dirs], "sweep": config.sweep}, indent=1))
 
   state = methods.init_states_of(method, [c.seed for c in cfgs], out_shardings=program.states)
-  ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.keep_checkpoints)
-  metric_writers = [writers.MetricWriter(d, enabled=is_main) for d in dirs]
+  # The loop only starts each save and hands each metrics line over (module docstring).
+  ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.keep_checkpoints, asynchronous=True)
+  metric_writers = [writers.BackgroundWriter(writers.MetricWriter(d, enabled=is_main))
+                    for d in dirs]
   if ckpt.latest_step() is not None:
     state = ckpt.restore(state)
     if is_main:
@@ -295,7 +301,7 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
       for i, ev in enumerate(evaluators):
         params_i = seeds.take(params, i) if multi else params
         result = ev.run(params_i, done) if reps is None else ev.run(params_i, done, rep=reps[i])
-        metric_writers[i].write(done, result)
+        metric_writers[i].write_now(done, result)
         if selectors:
           selectors[i].offer(done, result, lambda i=i: _seed_state(kept, i, multi),
                              num_points=len(getattr(ev, "indices", ())) or None)
@@ -355,11 +361,14 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
         if not bool(all_finite(state.params)):
           raise NonFiniteError(f"parameters became non-finite by step {done}; not saved. The last "
                                f"good checkpoint (step {ckpt.latest_step()}) is intact")
+        for w in metric_writers:  # the lines of the steps it holds durable before it starts
+          w.flush()
         ckpt.save(done, state)
       if stopping:
         stopped = done
         break
     evals.wait()
+    ckpt.wait()  # the last save complete before the run stops or returns
   return state, stopped, stop, deferred
 
 

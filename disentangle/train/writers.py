@@ -1,9 +1,10 @@
 """Run-directory writers: ``metrics.jsonl`` (one JSON object per log step) and TensorBoard.
 
 Only process 0 writes. Vector metrics (e.g. ``kl_per_dim``) are stored as lists in JSON and as
-``name/j`` scalars in TensorBoard. The TensorBoard event file is written and flushed at each log
-step in the calling thread (tensorboardX's file format, without its writer thread), so that a
-failed write (a full disk) is one `atomic.WriteError` like any other file of the run.
+``name/j`` scalars in TensorBoard. `MetricWriter.write` appends the line and writes and flushes
+(fsync) the TensorBoard event file in the thread that calls it (tensorboardX's file format,
+without its writer thread), so that a failed write (a full disk) is one `atomic.WriteError` like
+any other file of the run.
 
 **On a bucket** (a ``gs://`` workdir) an object cannot be appended to: each `MetricWriter.write`
 uploads the whole ``metrics.jsonl`` again (the lines kept in memory, read once from the object
@@ -12,13 +13,27 @@ complete write, with the same lines, in the same order, as a local run's file; a
 the line being written, which the resumed run writes again. The TensorBoard events are written
 to a local file (tensorboardX's format) and that file is uploaded whole after each log step (and
 on close) to an object of the same name in ``tensorboard/``.
+
+**In the background** (`BackgroundWriter`, the trainer's): the loop only hands each line over; one
+thread per writer writes them, in order, with `MetricWriter.write`, so the files equal those
+written in the loop line for line. `BackgroundWriter.flush` (the trainer's, before each checkpoint, at a stop and at the end)
+returns once every line handed over is written and ``metrics.jsonl`` is on the disk (fsync; the
+event file is synced at each write): a checkpoint is started only after the lines of its steps
+are durable, so that a resumed run (`MetricWriter.truncate_after`) finds them. A write that
+fails on the thread stops the thread's writing and is raised, the same one-line
+`atomic.WriteError`, in the caller at the next hand-over, flush or close (and at each one after).
+On a bucket the lines are written in the caller as before (each one an upload of the whole
+object and of the event file): a run killed there keeps every line handed over.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
+import queue
 import shutil
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -102,9 +117,110 @@ class MetricWriter:
     atomic.write_text(self.path, "".join(l + "\n" for l in self._lines + [line]))
     self._lines.append(line)
 
+  def sync(self) -> None:
+    """``metrics.jsonl`` on the disk (fsync); the TensorBoard file is synced at each `write`. On
+    a bucket each write is already a whole object: nothing to do."""
+    if not self.enabled or paths.is_remote(self.path) or not self.path.exists():
+      return
+    try:
+      fd = os.open(self.path, os.O_RDONLY)
+      try:
+        os.fsync(fd)
+      finally:
+        os.close(fd)
+    except OSError as e:
+      raise atomic.write_error(self.path, e) from e
+
   def close(self) -> None:
     if self._tb is not None:
       self._tb.close()
+
+
+class BackgroundWriter:
+  """A `MetricWriter` written on its own thread (module docstring; on a bucket, in the caller):
+  `write` hands a line over; `flush` waits for every line handed over to be written and synced;
+  `write_now` writes in the caller after those (an evaluation's lines, on its thread).
+
+  ``metrics`` handed over must not change afterwards (the trainer's are host copies).
+  """
+
+  def __init__(self, writer: MetricWriter):
+    self.writer = writer
+    self.enabled = writer.enabled
+    # On a bucket every line is written in the caller, as by `MetricWriter` (module docstring).
+    self.background = not paths.is_remote(writer.path)
+    self._queue: queue.Queue = queue.Queue()
+    self._thread: threading.Thread | None = None
+    self._error: BaseException | None = None  # the thread's failed write: nothing more written
+
+  @property
+  def path(self):
+    return self.writer.path
+
+  def truncate_after(self, step: int, evaluated: int | None = None) -> None:
+    """`MetricWriter.truncate_after`, in the caller (before any line is handed over)."""
+    self.flush()
+    self.writer.truncate_after(step, evaluated)
+
+  def write(self, step: int, metrics: dict) -> None:
+    """Hands the line of ``step`` over to the thread; raises the error of an earlier write."""
+    self._raise()
+    if not self.enabled:
+      return
+    if not self.background:
+      self.writer.write(step, metrics)
+      return
+    if self._thread is None:
+      self._thread = threading.Thread(target=self._run, name="metrics-writer", daemon=True)
+      self._thread.start()
+    self._queue.put((step, metrics))
+
+  def write_now(self, step: int, metrics: dict) -> None:
+    """Writes the line of ``step`` in the caller, after every line handed over before."""
+    self._drain()
+    self._raise()
+    self.writer.write(step, metrics)
+
+  def flush(self) -> None:
+    """Returns once every line handed over is written and ``metrics.jsonl`` is synced; raises
+    the error of a failed write (one line, `atomic.WriteError`)."""
+    self._drain()
+    self._raise()
+    self.writer.sync()
+
+  def close(self) -> None:
+    """Flushes, stops the thread and closes the writer (the TensorBoard file); the writer is
+    closed even when the flush fails."""
+    try:
+      self.flush()
+    finally:
+      if self._thread is not None:
+        self._queue.put(None)
+        self._thread.join()
+        self._thread = None
+      self.writer.close()
+
+  def _drain(self) -> None:
+    if self._thread is not None:
+      self._queue.join()
+
+  def _raise(self) -> None:
+    if self._error is not None:
+      raise self._error
+
+  def _run(self) -> None:
+    while True:
+      item = self._queue.get()
+      try:
+        if item is None:
+          return
+        if self._error is None:
+          try:
+            self.writer.write(*item)
+          except BaseException as e:  # pylint: disable=broad-except  (raised in the caller)
+            self._error = e
+      finally:
+        self._queue.task_done()
 
 
 def _complete(line: str) -> bool:
