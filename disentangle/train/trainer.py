@@ -88,14 +88,11 @@ class NonFiniteError(errors.UserError, FloatingPointError):
 def check_config_matches(path: pathlib.Path, config) -> None:
   """On resume, the saved config must equal the new one except for ``RESUMABLE_FIELDS``; a field
   the saved config lacks (added to the schema since) counts only when set off its default."""
-  old = dict(config_lib._flatten(ml_collections.ConfigDict(json.loads(path.read_text()))))  # pylint: disable=protected-access
-  new = dict(config_lib._flatten(config))  # pylint: disable=protected-access
-  flatten = config_lib._flatten  # pylint: disable=protected-access
-  default = dict(flatten(methods.schema(config.method)))
+  saved = ml_collections.ConfigDict(json.loads(path.read_text()))
+  old = dict(config_lib.flatten(config_lib.fill_missing(saved, methods.schema(config.method))))
+  new = dict(config_lib.flatten(config))
   diff = sorted(k for k in set(old) | set(new)
-                if k not in RESUMABLE_FIELDS and _norm(old.get(k)) != _norm(new.get(k))
-                and not (k not in old and k in default and
-                         _norm(new.get(k)) == _norm(default[k])))
+                if k not in RESUMABLE_FIELDS and _norm(old.get(k)) != _norm(new.get(k)))
   if diff:
     details = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff[:6])
     raise config_lib.ConfigError(
