@@ -98,7 +98,11 @@ def check_sweep(config) -> list[tuple[str, list[str]]]:
 
 
 def run_configs(config) -> list[ml_collections.ConfigDict]:
-  """Each run's own config (grid points x seeds, in that order), validated (ConfigError)."""
+  """Each run's own config (grid points x seeds, in that order) from the validated ``config``.
+
+  A sweep's values enter here: each point's config is validated once (a value outside its
+  field's rule names the field and the value, ConfigError); the seeds change nothing else.
+  """
   grid = check_sweep(config)
   fields = [f for f, _ in grid]
   out = []
@@ -107,7 +111,8 @@ def run_configs(config) -> list[ml_collections.ConfigDict]:
       c = ml_collections.ConfigDict(config.to_dict())
       c.seed, c.num_seeds, c.sweep = config.seed + i, 1, ""
       config_lib.apply_overrides(c, dict(zip(fields, point)))
-      methods.validate(c)  # a value outside its field's rule names the field and the value
+      if grid and i == 0:
+        methods.validate(c)
       out.append(c)
   return out
 

@@ -165,13 +165,17 @@ class Run:
 
 
 def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
-          evaluator_factory: Callable | None = None, deadline: float | None = None):
+          evaluator_factory: Callable | None = None, deadline: float | None = None,
+          validated: bool = False):
   """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint). Returns the state.
 
   ``deadline``: a `time.time()` at which training stops with a checkpoint
-  (`preemption.DeadlineReached`); None: none.
+  (`preemption.DeadlineReached`); None: none. ``validated``: the caller has run
+  `methods.validate` on ``config`` (the entry point does, before it announces the run); else it
+  is validated here, once: the modules below trust a validated config.
   """
-  run = setup(config, workdir, dataset=dataset, evaluator_factory=evaluator_factory)
+  run = setup(config, workdir, dataset=dataset, evaluator_factory=evaluator_factory,
+              validated=validated)
   state, stopped, stop, deferred = loop(run, hooks=hooks or (), deadline=deadline,
                                         evaluating=evaluator_factory is not None)
   if stopped is not None:
@@ -179,10 +183,12 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   return state
 
 
-def setup(config, workdir, *, dataset=None, evaluator_factory=None) -> Run:
+def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=False) -> Run:
   """Checks ``config`` against the data and the devices, then creates the run directories and
-  restores the last checkpoint: nothing is written before every check has passed."""
-  methods.validate(config)
+  restores the last checkpoint: nothing is written before every check has passed. ``config`` is
+  validated here unless the caller did (``validated``, `train`)."""
+  if not validated:
+    methods.validate(config)
   selection.check(config)
   if selection.rule(config) != "final" and evaluator_factory is None:
     raise config_lib.ConfigError(f"config field 'eval.select' ({selection.rule(config)!r}) "
