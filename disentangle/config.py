@@ -82,9 +82,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.dataset.placement = PLACEMENTS[0]     # 'device' (the set on the device, batches gathered in
                                           # the step), 'host' or 'auto' (train/device_data.py)
   c.dataset.eval_split = "test"           # split of the evaluated set (data.SPLITS)
-  c.dataset.variant_draw = VARIANT_DRAWS[0]  # colour / noisy / scream dSprites: 'per_image' (one draw
-                                          # per row) or 'per_sample' (anew for every image, as
-                                          # disentanglement_lib; data/datasets/dsprites_variants.py)
+  # colour / noisy / scream dSprites: 'per_image' (one draw per row) or 'per_sample' (anew for
+  # every image, as disentanglement_lib; data/datasets/dsprites_variants.py)
+  c.dataset.variant_draw = VARIANT_DRAWS[0]
   c.dataset.update(UNFAIR_DEFAULTS)       # dsprites_unfair's law and draw (UNFAIR_DEFAULTS)
 
   c.model = ml_collections.ConfigDict()
