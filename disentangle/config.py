@@ -21,6 +21,42 @@ class ConfigError(errors.UserError, ValueError):
   """A config field is unknown, of the wrong type, or holds an impossible value."""
 
 
+# ---------------------------------------------------------------------------------------------
+# The allowed values of fields that other modules read, each tuple's first entry the default.
+# These modules import the names from here (the config imports no other part of the package).
+
+# ``dataset.placement``: where the training set lives during training. 'auto' resolves per set
+# and device to 'device' or 'host' (train/device_data.py).
+PLACEMENTS = ("auto", "device", "host")
+# ``dataset.source``: dSprites 'file', 'render' or 'auto'; any set 'tfds' (data.load_dataset).
+SOURCES = ("auto", "file", "render", "tfds")
+# ``dataset.variant_draw``: colour / noisy / scream dSprites, one draw per row or per image
+# (data/datasets/dsprites_variants.py).
+VARIANT_DRAWS = ("per_image", "per_sample")
+# ``eval.estimators``: the scikit-learn classifiers of disentanglement_lib's suite, the pinned
+# version's defaults or 0.20's as Locatello et al.'s study ran them (metrics/estimators.py).
+ESTIMATORS = ("current", "study2019")
+
+# The dataset names (``dataset.name``, ``dataset.eval_name``); ``data`` loads them and takes its
+# registry (``data.DATASETS``, ``data.DLIB_SETS``, ``data.TFDS_ONLY``) from here.
+# disentanglement_lib's dSprites views (data/datasets/dsprites_variants.py) and MPI3D sets
+# (data/datasets/mpi3d.py).
+DSPRITES_VARIANTS = ("color_dsprites", "noisy_dsprites", "scream_dsprites", "dsprites_noshape")
+MPI3D_DATASETS = ("mpi3d_toy", "mpi3d_realistic", "mpi3d_real")
+# disentanglement_lib's sets (data/ground_truth/named_data.py) beyond dSprites and the TFDS ones.
+DLIB_DATASETS = DSPRITES_VARIANTS + ("cars3d",) + MPI3D_DATASETS
+# The sets read from their files (or TFDS); then those read only from TFDS (source='tfds').
+DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "dsprites_unfair",
+            *DLIB_DATASETS)
+TFDS_ONLY_DATASETS = ("shapes3d", "smallnorb")
+
+# dsprites_unfair (FFVAE App. B; data/datasets/dsprites_unfair.py): P(shape, x) ∝ (i_S/3)^q_shape
+# + (i_X/32)^q_x with indices counted from unfair_index_base; unfair_size rows drawn with
+# unfair_seed. The ``dataset.unfair_*`` fields' defaults.
+UNFAIR_DEFAULTS = {"unfair_q_shape": 1.0, "unfair_q_x": 3.0, "unfair_index_base": 1,
+                   "unfair_size": 737_280, "unfair_seed": 0}
+
+
 def base_config() -> ml_collections.ConfigDict:
   """Fields shared by every method. Method sections are added by the experiment configs."""
   c = ml_collections.ConfigDict()
@@ -38,24 +74,18 @@ def base_config() -> ml_collections.ConfigDict:
   c.dataset.data_dir = ""                 # '' = $DISENTANGLE_DATA_DIR if set, else ~/disentangle_data
   c.dataset.train_split = "train"         # data.SPLITS; CelebA 'train' = all 202599 images
   c.dataset.eval_name = ""                # set evaluated on; '' = the training set (dataset.name)
-  c.dataset.source = "auto"               # dSprites: 'file', 'render' or 'auto'; any set: 'tfds'
+  c.dataset.source = SOURCES[0]           # SOURCES: dSprites 'file', 'render' or 'auto'; 'tfds'
   c.dataset.tfds_data_dir = ""            # source 'tfds': prepared sets (gs://... ok); '' = TFDS's
   c.dataset.tfds_name = ""                # source 'tfds': builder to read; '' = catalog name
   c.dataset.synthetic_if_missing = False  # smoke variants: generate canonical-format stand-ins
   c.dataset.allow_download = True
-  c.dataset.placement = "auto"            # 'device' (the set on the device, batches gathered in
+  c.dataset.placement = PLACEMENTS[0]     # 'device' (the set on the device, batches gathered in
                                           # the step), 'host' or 'auto' (train/device_data.py)
   c.dataset.eval_split = "test"           # split of the evaluated set (data.SPLITS)
-  c.dataset.variant_draw = "per_image"    # colour / noisy / scream dSprites: 'per_image' (one draw
-                                          # per row) or 'per_sample' (anew for every image, as
-                                          # disentanglement_lib; data/datasets/dsprites_variants.py)
-  # dsprites_unfair (FFVAE App. B; data/dsprites_unfair.py): P(shape, x) ∝ (i_S/3)^q_shape +
-  # (i_X/32)^q_x with indices counted from unfair_index_base; unfair_size rows drawn with unfair_seed.
-  c.dataset.unfair_q_shape = 1.0
-  c.dataset.unfair_q_x = 3.0
-  c.dataset.unfair_index_base = 1
-  c.dataset.unfair_size = 737_280
-  c.dataset.unfair_seed = 0
+  # colour / noisy / scream dSprites: 'per_image' (one draw per row) or 'per_sample' (anew for
+  # every image, as disentanglement_lib; data/datasets/dsprites_variants.py)
+  c.dataset.variant_draw = VARIANT_DRAWS[0]
+  c.dataset.update(UNFAIR_DEFAULTS)       # dsprites_unfair's law and draw (UNFAIR_DEFAULTS)
 
   c.model = ml_collections.ConfigDict()
   c.model.latent_dim = 10
@@ -110,7 +140,7 @@ def base_config() -> ml_collections.ConfigDict:
                                       # strong
   c.eval.fairness_dlib = False        # the unfairness of Locatello et al. 2019b
   c.eval.unified_scores = False       # the unified scores
-  c.eval.estimators = "current"       # the suite's scikit-learn classifiers: 'current' (the pinned
+  c.eval.estimators = ESTIMATORS[0]   # the suite's scikit-learn classifiers: 'current' (the pinned
                                       # version's defaults) / 'study2019' (0.20's, as Locatello et
                                       # al.'s study ran them: metrics/estimators.py)
   c.eval.representation = "mean"      # what disentanglement_lib's suite scores: 'mean' / 'sampled'
@@ -160,7 +190,7 @@ def parse_arg(arg: str | None) -> tuple[list[str], dict[str, str]]:
 def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, str]) -> None:
   """Set dotted fields from strings, parsed to the type of the existing value."""
   for key, text in overrides.items():
-    parent, leaf = _lookup_parent(config, key)
+    parent, leaf = field_parent(config, key)
     old = parent[leaf]
     if isinstance(old, ml_collections.ConfigDict):
       fields = sorted(old.keys())
@@ -182,21 +212,47 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, str]
       parent[leaf] = value
 
 
-def _lookup_parent(config, key: str):
-  parts = key.split(".")
+def field_parent(config, path: str):
+  """``(section, leaf)`` of the dotted field ``path`` (``section[leaf]`` is its value);
+  :class:`ConfigError` naming the nearest known field when ``config`` lacks it. The one walker of
+  dotted paths over a config."""
+  parts = path.split(".")
   node = config
   for p in parts[:-1]:
-    if p not in node or not isinstance(node[p], ml_collections.ConfigDict):
-      raise unknown_field(key, config)
+    if p not in node or not isinstance(node[p], (ml_collections.ConfigDict,
+                                                 ml_collections.FrozenConfigDict)):
+      raise unknown_field(path, config)
     node = node[p]
   if parts[-1] not in node:
-    raise unknown_field(key, config)
+    raise unknown_field(path, config)
   return node, parts[-1]
+
+
+def get_field(config, path: str):
+  """The value of the dotted field ``path`` (``'dataset.placement'``); ConfigError if unknown."""
+  node, leaf = field_parent(config, path)
+  return node[leaf]
+
+
+def has_field(config, path: str) -> bool:
+  """Whether ``config`` has the dotted field ``path``."""
+  try:
+    field_parent(config, path)
+  except ConfigError:
+    return False
+  return True
+
+
+def set_field(config, path: str, value) -> None:
+  """Set the existing dotted field ``path`` to ``value`` as is (no parsing; ConfigError if
+  unknown)."""
+  node, leaf = field_parent(config, path)
+  node[leaf] = value
 
 
 def unknown_field(path: str, config) -> ConfigError:
   """The error for a field ``path`` that ``config`` lacks, with the nearest known field's name."""
-  known = [p for p, _ in _flatten(config)]
+  known = [p for p, _ in flatten(config)]
   same_leaf = [p for p in known if p.split(".")[-1] == path.split(".")[-1]]
   near = same_leaf or difflib.get_close_matches(path, known, n=1, cutoff=0.75)
   hint = f" (did you mean {near[0]!r}?)" if near else ""
@@ -282,10 +338,6 @@ def int_tuple(*, min_len: int = 1, min_value: int | None = None) -> Rule:
 DATASET_SPLITS = ("train", "all", "test", "official_train", "official_valid", "official_test",
                   "train50k", "valid10k")
 
-# disentanglement_lib's sets (``data.DLIB_SETS``; config does not import the data package).
-DLIB_DATASETS = ("color_dsprites", "noisy_dsprites", "scream_dsprites", "dsprites_noshape",
-                 "cars3d", "mpi3d_toy", "mpi3d_realistic", "mpi3d_real")
-
 RULES: dict[str, Rule] = {
     "seed": NONNEG,
     "num_seeds": POSITIVE,
@@ -293,15 +345,13 @@ RULES: dict[str, Rule] = {
     "num_steps": POSITIVE,
     "batch_size": POSITIVE,
     "weight_decay": NONNEG,
-    "dataset.name": one_of("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "shapes3d",
-                           "smallnorb", "dsprites_unfair", *DLIB_DATASETS),
-    "dataset.source": one_of("auto", "file", "render", "tfds"),
-    "dataset.placement": one_of("auto", "device", "host"),
-    "dataset.variant_draw": one_of("per_image", "per_sample"),
+    "dataset.name": one_of(*DATASETS, *TFDS_ONLY_DATASETS),
+    "dataset.source": one_of(*SOURCES),
+    "dataset.placement": one_of(*PLACEMENTS),
+    "dataset.variant_draw": one_of(*VARIANT_DRAWS),
     "dataset.train_split": one_of(*DATASET_SPLITS),
     "dataset.eval_split": one_of(*DATASET_SPLITS),
-    "dataset.eval_name": one_of("", "dsprites", "mnist", "fashion_mnist", "chairs", "celeba",
-                                "shapes3d", "smallnorb", "dsprites_unfair", *DLIB_DATASETS),
+    "dataset.eval_name": one_of("", *DATASETS, *TFDS_ONLY_DATASETS),
     "dataset.unfair_q_shape": NONNEG,
     "dataset.unfair_q_x": NONNEG,
     "dataset.unfair_index_base": one_of(0, 1),
@@ -335,7 +385,7 @@ RULES: dict[str, Rule] = {
     "eval.repeats": POSITIVE,
     "eval.suite_points": NONNEG,
     "eval.dci_trees": one_of("together", "sklearn"),
-    "eval.estimators": one_of("current", "study2019"),
+    "eval.estimators": one_of(*ESTIMATORS),
     "eval.representation": one_of("mean", "sampled", "both"),
     "eval.udr_correlation": one_of("lasso", "spearman"),
     "eval.select": one_of("final", "best_validation", "best_metric"),
@@ -345,12 +395,13 @@ RULES: dict[str, Rule] = {
 }
 
 
-def _flatten(config, prefix=""):
+def flatten(config, prefix=""):
+  """``(dotted path, value)`` of every field of ``config`` (sections walked, not yielded)."""
   for key in config.keys():
     value = config[key]
     path = f"{prefix}{key}"
     if isinstance(value, (ml_collections.ConfigDict, ml_collections.FrozenConfigDict)):
-      yield from _flatten(value, path + ".")
+      yield from flatten(value, path + ".")
     else:
       yield path, value
 
@@ -374,9 +425,9 @@ def validate(config, schema, rules: dict[str, Rule] | None = None) -> None:
   fields the schema lacks, each value must have the schema's type (ints are accepted for floats),
   and each value must satisfy ``RULES`` plus the method's ``rules``.
   """
-  schema_flat = dict(_flatten(schema))
+  schema_flat = dict(flatten(schema))
   all_rules = dict(RULES, **(rules or {}))
-  for path, value in _flatten(config):
+  for path, value in flatten(config):
     if path not in schema_flat:
       raise unknown_field(path, schema)
     expected = schema_flat[path]
@@ -389,6 +440,22 @@ def validate(config, schema, rules: dict[str, Rule] | None = None) -> None:
       ok, what = all_rules[path]
       if not ok(value):
         raise ConfigError(f"config field {path!r} must be {what}, got {value!r}")
+
+
+def fill_missing(config, schema) -> ml_collections.ConfigDict:
+  """``config`` with every field of ``schema`` it lacks added with the schema's default: a saved
+  config written before those fields existed reads as the run it was (the defaults are what the
+  code did before a field was added). Fields the schema lacks are kept (validation names them)."""
+  with config.unlocked() if hasattr(config, "unlocked") else _null():
+    for key in schema.keys():
+      value = schema[key]
+      if key not in config:
+        config[key] = (ml_collections.ConfigDict(value.to_dict())
+                       if isinstance(value, ml_collections.ConfigDict) else value)
+      elif isinstance(value, ml_collections.ConfigDict) and isinstance(
+          config[key], ml_collections.ConfigDict):
+        fill_missing(config[key], value)
+  return config
 
 
 def to_json(config) -> str:

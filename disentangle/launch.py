@@ -115,10 +115,10 @@ def _run(_):
   config = _CONFIG.value
   workdir = paths.as_path(_WORKDIR.value)  # a folder or a bucket URL (gs://bucket/run)
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
-    methods.validate(config)  # a bad field: its one line alone, before the run is announced
+    methods.validate(config)  # once; a bad field: its one line alone, before the announcement
     print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config),
-                  deadline=deadline)
+                  deadline=deadline, validated=True)
   print(f"done: {workdir}", flush=True)
 
 

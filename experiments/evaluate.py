@@ -27,6 +27,7 @@ from absl import flags
 from absl import logging
 
 from disentangle import command_line
+from disentangle import config as config_lib
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (or multi-seed workdir).",
                                required=True)
@@ -44,7 +45,7 @@ _USE_DISCRETE = flags.DEFINE_enum("use_discrete", None, ["protocol", "include", 
                                   "Override eval.use_discrete (default: the run's).")
 _EVAL_NAME = flags.DEFINE_string("eval_name", None, "Override dataset.eval_name.")
 _EVAL_SPLIT = flags.DEFINE_string("eval_split", None, "Override dataset.eval_split.")
-_ESTIMATORS = flags.DEFINE_enum("estimators", None, ["current", "study2019"],
+_ESTIMATORS = flags.DEFINE_enum("estimators", None, list(config_lib.ESTIMATORS),
                                 "Override eval.estimators: the suite's scikit-learn classifiers "
                                 "with today's defaults or the 2019 study's.")
 _DOWNSTREAM = flags.DEFINE_bool("downstream", None, "Override eval.downstream: also the "

@@ -105,11 +105,7 @@ def tiny_config(method="betavae", **overrides):
     c.ffvae.fair.subgroup = ("right",)
     c.ffvae.fair.target = "low"
   for k, v in overrides.items():
-    node = c
-    parts = k.split(".")
-    for p in parts[:-1]:
-      node = node[p]
-    node[parts[-1]] = v
+    config_lib.set_field(c, k, v)
   return c
 
 

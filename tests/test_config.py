@@ -158,3 +158,63 @@ def test_auto_implementation_choices_resolve_per_backend():
   assert config_lib.resolve("cascade.unary_batching", "auto", "cpu") == "per_class"
   assert config_lib.resolve("cascade.unary_batching", "auto", "tpu") == "stacked"
   assert config_lib.resolve("model.conv_impl", "flax", "cpu") == "flax"
+
+
+def test_dotted_fields_are_read_and_written_through_one_walker():
+  c = cfg()
+  assert config_lib.get_field(c, "dataset.placement") == c.dataset.placement == "auto"
+  assert config_lib.has_field(c, "betavae.beta") and not config_lib.has_field(c, "betavae.bta")
+  assert not config_lib.has_field(c, "seed.x")  # a field is not a section
+  with c.unlocked():
+    config_lib.set_field(c, "eval.estimators", "study2019")
+  assert c.eval.estimators == "study2019"
+  with pytest.raises(config_lib.ConfigError, match="did you mean 'eval.estimators'"):
+    config_lib.get_field(c, "eval.estimator")
+  flat = dict(config_lib.flatten(c))
+  assert flat["dataset.unfair_size"] == 737_280 and "dataset" not in flat
+  assert all(config_lib.get_field(c, k) == v for k, v in flat.items())
+
+
+def test_the_allowed_values_are_the_rules_and_the_first_is_the_default():
+  base = config_lib.base_config()
+  for field, values in [("dataset.placement", config_lib.PLACEMENTS),
+                        ("dataset.source", config_lib.SOURCES),
+                        ("dataset.variant_draw", config_lib.VARIANT_DRAWS),
+                        ("eval.estimators", config_lib.ESTIMATORS)]:
+    ok, _ = config_lib.RULES[field]
+    assert all(ok(v) for v in values) and not ok("other"), field
+    assert config_lib.get_field(base, field) == values[0], field
+  ok, _ = config_lib.RULES["dataset.name"]
+  assert all(ok(n) for n in config_lib.DATASETS + config_lib.TFDS_ONLY_DATASETS)
+  assert {k: base.dataset[k] for k in config_lib.UNFAIR_DEFAULTS} == config_lib.UNFAIR_DEFAULTS
+
+
+def test_a_saved_config_missing_fields_is_filled_from_the_schema():
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  schema = methods.schema("betavae")
+  saved = ml_collections.ConfigDict({"method": "betavae", "seed": 3,
+                                     "dataset": {"name": "mnist"}, "gone": 1})
+  filled = config_lib.fill_missing(saved, schema)
+  assert filled.seed == 3 and filled.dataset.name == "mnist" and filled.gone == 1
+  assert filled.dataset.placement == "auto" and filled.betavae.beta == schema.betavae.beta
+  assert set(dict(config_lib.flatten(filled))) == set(dict(config_lib.flatten(schema))) | {"gone"}
+  with pytest.raises(config_lib.ConfigError, match="'gone'"):  # still named by validation
+    methods.validate(filled)
+
+
+def test_a_sweep_validates_each_point_once_and_plain_seeds_not_again(monkeypatch):
+  from disentangle.train import runs  # pylint: disable=g-import-not-at-top
+  calls = []
+  real = methods.validate
+  monkeypatch.setattr(methods, "validate", lambda c: calls.append(c.betavae.beta) or real(c))
+  c = cfg()
+  with c.unlocked():
+    c.num_seeds = 3
+  assert len(runs.run_configs(c)) == 3 and calls == []
+  with c.unlocked():
+    c.sweep = "betavae.beta=1|2"
+  assert len(runs.run_configs(c)) == 6 and calls == [1.0, 2.0]
+  with c.unlocked():
+    c.sweep = "betavae.beta=1|-2"
+  with pytest.raises(config_lib.ConfigError, match="betavae.beta"):
+    runs.run_configs(c)

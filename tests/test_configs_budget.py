@@ -61,7 +61,7 @@ def test_cpu_variant_changes_only_the_schedule(name):
   paper, cpu = config(name, ""), config(name, "cpu")
   f = fractions.Fraction(cpu.num_steps, paper.num_steps)
   assert f == common.CPU_FRACTION
-  flat_paper, flat_cpu = dict(config_lib._flatten(paper)), dict(config_lib._flatten(cpu))
+  flat_paper, flat_cpu = dict(config_lib.flatten(paper)), dict(config_lib.flatten(cpu))
   scheduled = set(common.schedule_fields(paper))
   for path, value in flat_paper.items():
     if path in scheduled:
@@ -127,7 +127,7 @@ def test_parted_cpu_variant_keeps_capacities_and_plateau_epoch(name, row, fracti
   epochs = lambda c: c.num_steps / c.parted.plateau_epoch_steps  # 30 (dSprites), ~60 (MNIST)
   assert abs(epochs(cpu) - epochs(paper)) < 0.01 * epochs(paper)
   # everything but the schedule, the periods and the plateau epoch is the paper's
-  flat_paper, flat_cpu = dict(config_lib._flatten(paper)), dict(config_lib._flatten(cpu))
+  flat_paper, flat_cpu = dict(config_lib.flatten(paper)), dict(config_lib.flatten(cpu))
   changed = {p for p in flat_paper if flat_paper[p] != flat_cpu[p]}
   allowed = (set(common.schedule_fields(paper)) | set(common.PERIODS)
              | {"parted.plateau_epoch_steps"})

@@ -105,9 +105,12 @@ def test_index_order_matches_the_official_file():
     dsprites.index_to_factors([737280])
 
 
-def test_rendered_dataset(shared_data_dir):
-  with pytest.warns(dsprites.ProceduralDataWarning, match="NOT comparable"):
+def test_rendered_dataset(shared_data_dir, caplog):
+  with pytest.warns(dsprites.ProceduralDataWarning, match="NOT comparable") as said:
     ds = dsprites.DSprites(shared_data_dir, source="auto")  # the official file is not there
+  # Said once: the warning, no log line repeating it.
+  assert len([w for w in said if "NOT comparable" in str(w.message)]) == 1
+  assert not [r for r in caplog.records if "NOT comparable" in r.getMessage()]
   assert ds.source == "render" and isinstance(ds, ground_truth.GroundTruthData)
   assert (ds.num_examples, ds.image_shape, ds.factor_sizes) == (737280, (64, 64, 1),
                                                                 (3, 6, 40, 32, 32))

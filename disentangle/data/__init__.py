@@ -1,12 +1,12 @@
 """Datasets: loaders of the canonical files, the dSprites renderer, synthetic stand-ins.
 
-``load_dataset(name, data_dir=..., split=...)`` is the one entry point used by experiments; it
-returns an object with ``num_examples``, ``image_shape``, ``get_images(indices)`` (float32 NHWC
-in [0, 1]), ``labels`` (int64 array or None) and its named supervision (``supervision``: target
-columns and binary attributes asked for by name; MNIST "digit", Fashion-MNIST "class", dSprites
-its five factors, CelebA its 40 attributes, Chairs none). dSprites also implements the
-ground-truth protocol (``ground_truth.GroundTruthData``) used by the metrics. ``SPLITS`` lists
-the splits each set accepts.
+``load_dataset(name, data_dir=..., split=...)`` (`loading`) is the one entry point used by
+experiments; it returns an object with ``num_examples``, ``image_shape``, ``get_images(indices)``
+(float32 NHWC in [0, 1]), ``labels`` (int64 array or None) and its named supervision
+(``supervision``: target columns and binary attributes asked for by name; MNIST "digit",
+Fashion-MNIST "class", dSprites its five factors, CelebA its 40 attributes, Chairs none). dSprites
+also implements the ground-truth protocol (``ground_truth.GroundTruthData``) used by the metrics.
+``SPLITS`` lists the splits each set accepts.
 
 disentanglement_lib's other sets (``DLIB_SETS``) are ground-truth sets too: its dSprites variants
 (``dsprites_variants``: color, noisy, scream, noshape) over our dSprites, Cars3D (``cars3d``) and
@@ -15,27 +15,13 @@ MPI3D toy / realistic / real (``mpi3d``), read from their published files.
 ``source='tfds'`` reads any of them (and the ground-truth sets ``shapes3d``, ``smallnorb``, which
 exist only there) from a prepared TFDS set, by index, without TensorFlow (``tfds_source``);
 ``builders`` holds the project's own sets as TFDS builders (``python -m disentangle.data.build``).
+
+This file only names the package's public parts; the loading logic is `loading`'s, the dataset
+names the config's (``config.DATASETS``).
 """
-from __future__ import annotations
-
-import logging
-import os
-import pathlib
-
-from disentangle import config as config_lib
-from disentangle import paths
-from disentangle.data import files
 from disentangle.data.arrays import ArrayImages
 from disentangle.data.arrays import ImageDataset
 from disentangle.data.arrays import to_float_images
-from disentangle.data.datasets import cars3d
-from disentangle.data.datasets import celeba
-from disentangle.data.datasets import chairs
-from disentangle.data.datasets import dsprites_draws
-from disentangle.data.datasets import dsprites_variants
-from disentangle.data.datasets import mnist
-from disentangle.data.datasets import mpi3d
-from disentangle.data.datasets import synthetic
 from disentangle.data.datasets.dsprites import DSprites
 from disentangle.data.datasets.dsprites import ProceduralDataWarning
 from disentangle.data.datasets.dsprites_unfair import DSpritesUnfair
@@ -49,25 +35,25 @@ from disentangle.data.labels.batch_spec import IMAGES_ONLY
 from disentangle.data.labels.batch_spec import BatchSpec
 from disentangle.data.labels.batch_spec import LabelledSpec
 from disentangle.data.labels.labelled import check_batch_spec
-
-_LOG = logging.getLogger(__name__)
-
-# disentanglement_lib's sets (data/ground_truth/named_data.py) beyond dSprites and the TFDS ones.
-DLIB_SETS = dsprites_variants.VARIANTS + ("cars3d",) + mpi3d.NAMES
-DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "dsprites_unfair",
-            *DLIB_SETS)
-# Datasets drawn from the dSprites images (file or renderer): they take source='render'.
-DSPRITES_BASED = ("dsprites", "dsprites_unfair", *dsprites_variants.VARIANTS)
-TFDS_ONLY = ("shapes3d", "smallnorb")  # ground-truth sets read only with source='tfds'
-# The sets whose files `files.fetch` reads, so that their data folder may be a bucket URL.
-BUCKET_READABLE = tuple(n for n in DSPRITES_BASED if n != "scream_dsprites") + ("mnist",
-                                                                               "fashion_mnist")
+from disentangle.data.loading import ALL_SPLITS
+from disentangle.data.loading import BUCKET_READABLE
+from disentangle.data.loading import DATASETS
+from disentangle.data.loading import DLIB_SETS
+from disentangle.data.loading import DSPRITES_BASED
+from disentangle.data.loading import SPLITS
+from disentangle.data.loading import TFDS_ONLY
+from disentangle.data.loading import VALIDATION_SPLITS
+from disentangle.data.loading import check_split
+from disentangle.data.loading import check_variant_draw
+from disentangle.data.loading import load_dataset
+from disentangle.data.loading import tfds_kwargs
+from disentangle.data.loading import unfair_settings
 
 __all__ = [
     # loading
     "DATASETS", "DLIB_SETS", "DSPRITES_BASED", "TFDS_ONLY", "SPLITS", "ALL_SPLITS",
-    "VALIDATION_SPLITS", "load_dataset", "check_split", "check_variant_draw", "tfds_kwargs",
-    "unfair_settings",
+    "VALIDATION_SPLITS", "BUCKET_READABLE", "load_dataset", "check_split", "check_variant_draw",
+    "tfds_kwargs", "unfair_settings",
     "data_dir_origin",
     # what a loaded set is
     "ImageDataset", "ArrayImages", "to_float_images", "GroundTruthData", "InMemoryGroundTruth",
@@ -77,178 +63,3 @@ __all__ = [
     # errors and warnings
     "DataFileError", "MissingDataError", "ChecksumError", "ProceduralDataWarning",
 ]
-
-
-# load_dataset's CelebA splits -> load_celeba's: the papers train on all 202599 images.
-_CELEBA_SPLITS = {"train": "all", "all": "all", "official_train": "train",
-                  "official_valid": "valid", "official_test": "test"}
-
-# The splits each dataset accepts. MNIST / Fashion-MNIST: the official 60000 / 10000, and the
-# training file cut into 'train50k' / 'valid10k' (`VALIDATION_SPLITS`). dSprites,
-# Chairs: 'train' = 'all' images. CelebA: 'train' = 'all' 202599 images (as the papers train),
-# 'official_train' / 'official_valid' / 'official_test' the official partition (162770 / 19867 /
-# 19962, list_eval_partition.txt).
-SPLITS: dict[str, tuple[str, ...]] = {
-    "dsprites": ("train", "all"),
-    "dsprites_unfair": ("train", "all"),
-    "mnist": ("train", "test", "train50k", "valid10k"),
-    "fashion_mnist": ("train", "test", "train50k", "valid10k"),
-    "chairs": ("train", "all"),
-    "celeba": tuple(_CELEBA_SPLITS),
-    "shapes3d": ("train", "all"),
-    "smallnorb": ("train", "test", "all"),  # 'all' = train + test (48600), as disentanglement_lib
-    **{name: ("train", "all") for name in DLIB_SETS},  # 'train' = 'all', as in the papers
-}
-# Held-out validation (``eval.select='best_validation'``): dataset -> (training part,
-# validation part), both cut from its training file (MNIST / Fashion-MNIST: the first 50000 and
-# the last 10000 of the 60000 training images, `mnist.HELD_OUT`). The test split never selects.
-VALIDATION_SPLITS: dict[str, tuple[str, str]] = {
-    "mnist": ("train50k", "valid10k"),
-    "fashion_mnist": ("train50k", "valid10k"),
-}
-ALL_SPLITS = tuple(dict.fromkeys(s for splits in SPLITS.values() for s in splits))
-
-
-def check_split(name: str, split: str, field: str = "dataset.train_split") -> None:
-  """Raise ``ConfigError`` naming ``field`` unless ``split`` is one of ``SPLITS[name]``."""
-  if name in SPLITS and split not in SPLITS[name]:
-    raise config_lib.ConfigError(f"config field {field!r}: {name} has no split {split!r}; valid "
-                                 f"splits of {name}: {list(SPLITS[name])}")
-
-
-def unfair_settings(dataset_config) -> dict:
-  """``DSpritesUnfair`` keyword arguments from ``config.dataset``'s ``unfair_*`` fields."""
-  d = dataset_config
-  return {"q_shape": float(d.get("unfair_q_shape", 1.0)), "q_x": float(d.get("unfair_q_x", 3.0)),
-          "index_base": int(d.get("unfair_index_base", 1)),
-          "num_examples": int(d.get("unfair_size", 737_280)),
-          "seed": int(d.get("unfair_seed", 0))}
-
-
-def check_variant_draw(dataset_config) -> None:
-  """``ConfigError`` naming ``dataset.variant_draw`` when it asks for per-sample draws of a
-  training set without them: only the colour, noisy and scream dSprites built here
-  (``dsprites_draws.NAMES``, not read from TFDS) draw (``dsprites_variants``)."""
-  d = dataset_config
-  draw = d.get("variant_draw", "per_image")
-  if draw == "per_sample" and (d.name not in dsprites_draws.NAMES or d.source == "tfds"):
-    raise config_lib.ConfigError(
-        f"config field 'dataset.variant_draw' is 'per_sample', which only the sets "
-        f"{', '.join(dsprites_draws.NAMES)} have (read from their files, not TFDS); "
-        f"dataset.name is {d.name!r} with source {d.source!r}: use 'per_image'")
-
-
-def _load(name, data_dir, split, source, allow_download, verify, unfair=None, painting=None,
-          variant_draw="per_image"):
-  if split not in SPLITS[name]:
-    raise ValueError(f"{name} has no {split!r} split; valid splits: {list(SPLITS[name])}")
-  if name in dsprites_variants.VARIANTS:  # disentanglement_lib's views of the dSprites rows
-    base = _load("dsprites", data_dir, split, source, allow_download, verify)
-    draw = {"draw": variant_draw} if name in dsprites_draws.NAMES else {}
-    return dsprites_variants.make(name, base, painting=painting, **draw)
-  if name == "cars3d":
-    return cars3d.load_cars3d(data_dir)
-  if name in mpi3d.NAMES:
-    return mpi3d.load_mpi3d(name, data_dir)
-  if name == "dsprites_unfair":  # FFVAE App. B: an unfair draw of rows of the dSprites base
-    base = _load("dsprites", data_dir, split, source, allow_download, verify)
-    return DSpritesUnfair(base, **(unfair or {}))
-  if name in ("mnist", "fashion_mnist"):
-    loader = mnist.load_mnist if name == "mnist" else mnist.load_fashion_mnist
-    return loader(data_dir, split, allow_download=allow_download, verify=verify)
-  if name == "celeba":
-    return celeba.load_celeba(data_dir, _CELEBA_SPLITS[split])
-  if name == "chairs":
-    return chairs.load_chairs(data_dir)
-  if verify:
-    return DSprites(data_dir, source=source, allow_download=allow_download)
-  return DSprites(path=pathlib.Path(data_dir) / synthetic.DSPRITES_SUBSET)
-
-
-def tfds_kwargs(dataset_config) -> dict:
-  """``load_dataset``'s TFDS arguments from a config's ``dataset`` section ({} unless
-  ``source='tfds'``)."""
-  if dataset_config.get("source", "auto") != "tfds":
-    return {}
-  return {"tfds_data_dir": dataset_config.get("tfds_data_dir", ""),
-          "tfds_name": dataset_config.get("tfds_name", "")}
-
-
-def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = "train",
-                 source: str = "auto", synthetic_if_missing: bool = False,
-                 allow_download: bool = True, synthetic_dir: str | os.PathLike | None = None,
-                 tfds_data_dir: str | os.PathLike | None = None, tfds_name: str = "",
-                 unfair: dict | None = None, variant_draw: str = "per_image"):
-  """Loads dataset ``name`` from the data folder.
-
-  Args:
-    name: one of ``DATASETS``: 'dsprites', 'mnist', 'fashion_mnist', 'chairs', 'celeba',
-      'dsprites_unfair', or one of ``DLIB_SETS`` (no synthetic stand-ins for Cars3D, MPI3D).
-    data_dir: the configured data folder; ``''`` / ``None``: ``$DISENTANGLE_DATA_DIR`` if set,
-      else ``~/disentangle_data`` (``files.data_dir_origin``).
-    split: one of ``SPLITS[name]``. MNIST / Fashion-MNIST: 'train' (60000) or 'test' (10000),
-      'train50k' / 'valid10k' (the first 50000 / last 10000 of 'train', `VALIDATION_SPLITS`).
-      dSprites, Chairs and CelebA: 'train' (= 'all' images, as the papers train on). CelebA also
-      takes 'official_train' / 'official_valid' / 'official_test' (needs
-      list_eval_partition.txt).
-    source: dSprites: 'auto' (official file, else the procedural renderer with a warning),
-      'file' or 'render'. Other datasets: 'auto' or 'file' (both read the files). Any set of
-      ``tfds_source.LAYOUTS`` (all but chairs, plus ``TFDS_ONLY``): 'tfds', a prepared TFDS set
-      read by index (never downloaded; ``data_dir``, ``synthetic_if_missing`` unused).
-    synthetic_if_missing: when the real files are missing, load small synthetic stand-ins
-      (``synthetic.ensure_synthetic``; logged loudly). For dSprites this applies only with
-      ``source='file'`` (with 'auto' the renderer already stands in for the missing file).
-    allow_download: download missing canonical files (MNIST, Fashion-MNIST, dSprites).
-    synthetic_dir: where stand-ins are written (``resolve_synthetic_dir``; never the data folder).
-    unfair: 'dsprites_unfair' only: ``DSpritesUnfair`` keyword arguments (``unfair_settings``
-      of ``config.dataset``) over the dSprites base loaded for ``source``.
-    tfds_data_dir: source 'tfds': the TFDS data folder (``gs://`` too); '' / None: TFDS's default.
-    tfds_name: source 'tfds': the builder to read ('' = the catalog set of ``name``).
-    variant_draw: the colour, noisy and scream dSprites (``dsprites_draws.NAMES``): 'per_image'
-      (one draw per row) or 'per_sample' (a new draw for every image, disentanglement_lib's;
-      ``dsprites_variants``); the other sets draw nothing and ignore it.
-
-  Returns:
-    An object with ``num_examples``, ``image_shape``, ``get_images(indices)`` and ``labels``.
-  """
-  if name not in DATASETS + TFDS_ONLY:
-    raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS + TFDS_ONLY)}")
-  if source not in ("auto", "file", "render", "tfds"):
-    raise ValueError(f"source must be 'auto', 'file', 'render' or 'tfds', got {source!r}")
-  if variant_draw not in dsprites_variants.DRAWS:
-    raise ValueError(f"variant_draw must be one of {list(dsprites_variants.DRAWS)}, got "
-                     f"{variant_draw!r}")
-  if source == "tfds" and split in {s for pair in VALIDATION_SPLITS.values() for s in pair}:
-    raise config_lib.ConfigError(f"config field 'dataset.source': the held-out split {split!r} "
-                                 f"is cut from the IDX files (source 'auto' or 'file'), not TFDS")
-  if source == "tfds":
-    from disentangle.data.tfds import source as tfds_source  # pylint: disable=g-import-not-at-top
-    if name == "dsprites_unfair":  # a view over the dSprites set read from TFDS
-      return DSpritesUnfair(tfds_source.load("dsprites", split, tfds_data_dir=tfds_data_dir,
-                                             tfds_name=tfds_name), **(unfair or {}))
-    return tfds_source.load(name, split, tfds_data_dir=tfds_data_dir, tfds_name=tfds_name)
-  if name in TFDS_ONLY:
-    raise config_lib.ConfigError(f"config field 'dataset.source': {name} is read only from TFDS "
-                                 f"(source='tfds'), not {source!r}")
-  if source == "render" and name not in DSPRITES_BASED:
-    raise ValueError(f"source='render' only exists for dsprites, not {name}")
-  root = files.resolve_data_dir(data_dir)
-  if paths.is_remote(root) and name not in BUCKET_READABLE:
-    raise DataFileError(f"{name} is read from a folder of files on a disk, not from {root}: copy "
-                        f"its folder to a local data folder, or read it from TFDS "
-                        f"(dataset.source='tfds', dataset.tfds_data_dir may be a gs:// URL); "
-                        f"from a bucket: {', '.join(sorted(BUCKET_READABLE))}")
-  # The painting first: a missing one stops before dSprites is read or downloaded.
-  painting = dsprites_variants.read_scream(root) if name == "scream_dsprites" else None
-  try:
-    return _load(name, root, split, source, allow_download, verify=True, unfair=unfair,
-                 painting=painting, variant_draw=variant_draw)
-  except MissingDataError as e:
-    if not synthetic_if_missing or name == "cars3d" or name in mpi3d.NAMES:
-      raise
-    folder = synthetic.ensure_synthetic("dsprites" if name in DSPRITES_BASED else name,
-                              files.resolve_synthetic_dir(synthetic_dir))
-    _LOG.warning("%s is missing (%s); loading the SYNTHETIC stand-in from %s instead", name,
-                 str(e).splitlines()[0], folder)
-    return _load(name, folder, split, source, allow_download, verify=False, unfair=unfair,
-                 painting=painting, variant_draw=variant_draw)

@@ -71,8 +71,7 @@ IGNORED_PREFIXES = ("eval.", "mesh.", "distributed.")
 
 def significant_fields(config) -> dict:
   """Flattened config without `IGNORED_FIELDS` (tuples as lists)."""
-  flatten = config_lib._flatten  # pylint: disable=protected-access
-  flat = dict(flatten(ml_collections.ConfigDict(config)))
+  flat = dict(config_lib.flatten(ml_collections.ConfigDict(config)))
   return {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(flat.items())
           if k not in IGNORED_FIELDS and not k.startswith(IGNORED_PREFIXES)}
 

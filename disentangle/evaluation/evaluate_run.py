@@ -80,7 +80,9 @@ class NotARun(errors.UserError, FileNotFoundError):
 
 
 def load_config(path) -> ml_collections.ConfigDict:
-  """A run's resolved config (``config.json``); `NotARun` when the file is not one."""
+  """A run's resolved config (``config.json``), with the fields added to the schema since it was
+  written filled with their defaults (`config.fill_missing`); `NotARun` when the file is not
+  one."""
   try:
     loaded = json.loads(paths.as_path(path).read_text())
   except json.JSONDecodeError as e:
@@ -88,7 +90,8 @@ def load_config(path) -> ml_collections.ConfigDict:
   missing = [f for f in ("method", "num_seeds") if not isinstance(loaded, dict) or f not in loaded]
   if missing:
     raise NotARun(f"{path} has no field {missing[0]!r}: not a run's config")
-  return ml_collections.ConfigDict(loaded)
+  config = ml_collections.ConfigDict(loaded)
+  return config_lib.fill_missing(config, methods.schema(config.method))
 
 
 def locate_run(workdir) -> tuple[ml_collections.ConfigDict, list[pathlib.Path]]:

@@ -113,8 +113,9 @@ def smoke(config, **kwargs) -> None:
 def build(config, image_shape, *, mesh=None):
   """Instantiate ``config``'s method (``mesh``: the trainer's device mesh).
 
-  ``config`` must be valid: :func:`validate` runs once, where a config enters (``trainer.train``,
-  before data or directories; tests and benchmarks build from shipped configs).
+  ``config`` must be valid: :func:`validate` runs once, where a config enters (the entry point,
+  ``trainer.train`` for a library caller, ``evaluate_run``; before data or directories; tests and
+  benchmarks build from shipped configs).
   """
   return REGISTRY[config.method].cls(config, image_shape, mesh=mesh)
 

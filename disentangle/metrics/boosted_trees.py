@@ -90,6 +90,8 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.special
 
+from disentangle.config import ESTIMATORS
+
 NUM_STAGES = 100        # n_estimators
 LEARNING_RATE = 0.1
 MAX_DEPTH = 3
@@ -318,7 +320,7 @@ def _grow(g, h, factor, x32, scan, order, values, past, two, low, rank, *, depth
   return feature, threshold, value, importance, leaf
 
 
-FITS = ("current", "study2019")  # `fit_columns`' ``estimators`` (module doc)
+FITS = ESTIMATORS  # `fit_columns`' ``estimators``: eval.estimators' names (module doc)
 MIN_IMPURITY_SPLIT_020 = 1e-7   # scikit-learn 0.20 tree.py:286, min_impurity_split=None -> 1e-7
 FEATURE_THRESHOLD_020 = 1e-7    # scikit-learn 0.20 _splitter.pyx, cdef DTYPE_t (float32)
 SEQUENTIAL_BLOCK = 8            # trees per compiled call where a stage's classes come in turn

@@ -53,15 +53,17 @@ from sklearn import model_selection
 from sklearn import multiclass
 from sklearn import svm
 
+from disentangle.config import ESTIMATORS
 from disentangle.metrics.representation import MetricInputError
 
-ESTIMATORS = ("current", "study2019")
-DEFAULT = "current"
+DEFAULT = ESTIMATORS[0]  # eval.estimators' default (config.base_config)
 
 
 def check(estimators: str) -> str:
-  """``estimators`` if it is one of `ESTIMATORS`, else `MetricInputError` naming the field (the
-  metrics that build no classifier still run)."""
+  """``estimators`` if it is one of `ESTIMATORS` (``config.ESTIMATORS``: the names of
+  ``eval.estimators`` live with the config's other allowed values, the config importing nothing
+  of the metrics), else `MetricInputError` naming the field: a metric called with its settings
+  directly, not through a validated config (the metrics that build no classifier still run)."""
   if estimators not in ESTIMATORS:
     raise MetricInputError(f"eval.estimators must be one of {list(ESTIMATORS)}, got {estimators!r}")
   return estimators

@@ -211,7 +211,7 @@ def _text(value) -> str:
 
 def _flat(config) -> dict:
   return {k: (list(v) if isinstance(v, tuple) else v)
-          for k, v in config_lib._flatten(config)}  # pylint: disable=protected-access
+          for k, v in config_lib.flatten(config)}
 
 
 def changed_fields(config) -> dict:
@@ -227,8 +227,7 @@ def changed_fields(config) -> dict:
 
 def _sweepable_fields(config) -> set:
   schema = methods.schema(config.method)
-  return {k for k, _ in config_lib._flatten(schema)  # pylint: disable=protected-access
-          if runs_lib.sweepable(config, k)}
+  return {k for k, _ in config_lib.flatten(schema) if runs_lib.sweepable(config, k)}
 
 
 def group_rows(configs: Mapping[int, ml_collections.ConfigDict]) -> list[tuple[tuple, dict]]:

@@ -1,6 +1,7 @@
 """Training sets on the device: placed once in compact form, each batch gathered inside the step.
 
-``config.dataset.placement``:
+``config.dataset.placement`` (one of ``config.PLACEMENTS``, checked with the config's validation;
+this module resolves ``'auto'``):
 
 - ``'device'``: the set's compact images (``dataset.compact_images()``: uint8; dSprites
   bit-packed, 377 MB for the 737,280 images; the renderer draws the whole set first) and the
@@ -46,7 +47,6 @@ from disentangle.data.datasets import dsprites_draws
 from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.train import input_pipeline
 
-PLACEMENTS = ("auto", "device", "host")
 DEVICE_SHARE = 0.25  # 'auto': the compact set may take this share of one device's memory
 _MB = 1 << 20
 
@@ -183,11 +183,9 @@ def _available() -> int:
 
 
 def on_device(placement: str, dataset, compact, spec, devices) -> bool:
-  """Whether the set goes to the device (module docstring); ConfigError for ``'device'`` when
-  it cannot."""
-  if placement not in PLACEMENTS:
-    raise config_lib.ConfigError(f"config field 'dataset.placement' must be one of "
-                                 f"{list(PLACEMENTS)}, got {placement!r}")
+  """Whether the set goes to the device: ``placement`` (a validated ``dataset.placement``,
+  `config.PLACEMENTS`) with ``'auto'`` resolved (module docstring); ConfigError for ``'device'``
+  when it cannot."""
   if placement == "host":
     return False
   name = getattr(dataset, "name", "") or type(dataset).__name__
@@ -248,6 +246,6 @@ def prepare(config, dataset, spec, source, mesh):
   compact_fn = getattr(dataset, "compact_images", None)
   compact = compact_fn() if compact_fn is not None else None
   devices = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
-  if not on_device(config.dataset.get("placement", "auto"), dataset, compact, spec, devices):
+  if not on_device(config.dataset.placement, dataset, compact, spec, devices):
     return source, None
   return input_pipeline.RowSource(source), place(dataset, compact, spec, mesh)

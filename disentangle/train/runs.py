@@ -70,7 +70,7 @@ def sweepable(config, field: str) -> bool:
   """Whether ``field`` may vary between the runs of one program (module docstring)."""
   schema = methods.schema(config.method)
   section = methods.spec(config.method).section
-  flat = dict(config_lib._flatten(schema))  # pylint: disable=protected-access
+  flat = dict(config_lib.flatten(schema))
   if field not in flat or field in NOT_SWEEPABLE:
     return False
   value = flat[field]
@@ -84,7 +84,7 @@ def check_sweep(config) -> list[tuple[str, list[str]]]:
   """The parsed ``config.sweep``; ConfigError for an unknown or a non-sweepable field."""
   grid = parse_sweep(config.get("sweep", ""))
   schema = methods.schema(config.method)
-  flat = dict(config_lib._flatten(schema))  # pylint: disable=protected-access
+  flat = dict(config_lib.flatten(schema))
   for field, values in grid:
     if field not in flat:
       raise config_lib.unknown_field(field, schema)
@@ -98,7 +98,11 @@ def check_sweep(config) -> list[tuple[str, list[str]]]:
 
 
 def run_configs(config) -> list[ml_collections.ConfigDict]:
-  """Each run's own config (grid points x seeds, in that order), validated (ConfigError)."""
+  """Each run's own config (grid points x seeds, in that order) from the validated ``config``.
+
+  A sweep's values enter here: each point's config is validated once (a value outside its
+  field's rule names the field and the value, ConfigError); the seeds change nothing else.
+  """
   grid = check_sweep(config)
   fields = [f for f, _ in grid]
   out = []
@@ -107,19 +111,20 @@ def run_configs(config) -> list[ml_collections.ConfigDict]:
       c = ml_collections.ConfigDict(config.to_dict())
       c.seed, c.num_seeds, c.sweep = config.seed + i, 1, ""
       config_lib.apply_overrides(c, dict(zip(fields, point)))
-      methods.validate(c)  # a value outside its field's rule names the field and the value
+      if grid and i == 0:
+        methods.validate(c)
       out.append(c)
   return out
 
 
 def swept_values(config, cfgs) -> dict[str, list]:
   """{field: each run's value} of the swept fields."""
-  return {f: [_get(c_i, f) for c_i in cfgs] for f, _ in check_sweep(config)}
+  return {f: [config_lib.get_field(c_i, f) for c_i in cfgs] for f, _ in check_sweep(config)}
 
 
 def run_name(config, cfg) -> str:
   """A run's directory name: ``seed_<s>``, after its swept values (``field=value_...``)."""
-  parts = [f"{f}={_get(cfg, f):g}" for f, _ in check_sweep(config)]
+  parts = [f"{f}={config_lib.get_field(cfg, f):g}" for f, _ in check_sweep(config)]
   return "_".join(parts + [f"seed_{cfg.seed}"])
 
 
@@ -164,19 +169,8 @@ def traced_config(config, values: dict):
   """A copy of ``config`` whose fields ``values`` (dotted name -> array) hold traced values."""
   c = ml_collections.ConfigDict(config.to_dict(), type_safe=False)
   for field, value in values.items():
-    *parents, leaf = field.split(".")
-    node = c
-    for p in parents:
-      node = node[p]
-    node[leaf] = value
+    config_lib.set_field(c, field, value)
   return c
-
-
-def _get(cfg, field: str):
-  node = cfg
-  for p in field.split("."):
-    node = node[p]
-  return node
 
 
 def values_arrays(config, cfgs) -> dict:

@@ -92,14 +92,11 @@ class NonFiniteError(errors.UserError, FloatingPointError):
 def check_config_matches(path: pathlib.Path, config) -> None:
   """On resume, the saved config must equal the new one except for ``RESUMABLE_FIELDS``; a field
   the saved config lacks (added to the schema since) counts only when set off its default."""
-  old = dict(config_lib._flatten(ml_collections.ConfigDict(json.loads(path.read_text()))))  # pylint: disable=protected-access
-  new = dict(config_lib._flatten(config))  # pylint: disable=protected-access
-  flatten = config_lib._flatten  # pylint: disable=protected-access
-  default = dict(flatten(methods.schema(config.method)))
+  saved = ml_collections.ConfigDict(json.loads(path.read_text()))
+  old = dict(config_lib.flatten(config_lib.fill_missing(saved, methods.schema(config.method))))
+  new = dict(config_lib.flatten(config))
   diff = sorted(k for k in set(old) | set(new)
-                if k not in RESUMABLE_FIELDS and _norm(old.get(k)) != _norm(new.get(k))
-                and not (k not in old and k in default and
-                         _norm(new.get(k)) == _norm(default[k])))
+                if k not in RESUMABLE_FIELDS and _norm(old.get(k)) != _norm(new.get(k)))
   if diff:
     details = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff[:6])
     raise config_lib.ConfigError(
@@ -172,13 +169,17 @@ class Run:
 
 
 def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
-          evaluator_factory: Callable | None = None, deadline: float | None = None):
+          evaluator_factory: Callable | None = None, deadline: float | None = None,
+          validated: bool = False):
   """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint). Returns the state.
 
   ``deadline``: a `time.time()` at which training stops with a checkpoint
-  (`preemption.DeadlineReached`); None: none.
+  (`preemption.DeadlineReached`); None: none. ``validated``: the caller has run
+  `methods.validate` on ``config`` (the entry point does, before it announces the run); else it
+  is validated here, once: the modules below trust a validated config.
   """
-  run = setup(config, workdir, dataset=dataset, evaluator_factory=evaluator_factory)
+  run = setup(config, workdir, dataset=dataset, evaluator_factory=evaluator_factory,
+              validated=validated)
   state, stopped, stop, deferred = loop(run, hooks=hooks or (), deadline=deadline,
                                         evaluating=evaluator_factory is not None)
   if stopped is not None:
@@ -186,10 +187,12 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   return state
 
 
-def setup(config, workdir, *, dataset=None, evaluator_factory=None) -> Run:
+def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=False) -> Run:
   """Checks ``config`` against the data and the devices, then creates the run directories and
-  restores the last checkpoint: nothing is written before every check has passed."""
-  methods.validate(config)
+  restores the last checkpoint: nothing is written before every check has passed. ``config`` is
+  validated here unless the caller did (``validated``, `train`)."""
+  if not validated:
+    methods.validate(config)
   selection.check(config)
   if selection.rule(config) != "final" and evaluator_factory is None:
     raise config_lib.ConfigError(f"config field 'eval.select' ({selection.rule(config)!r}) "

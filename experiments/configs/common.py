@@ -210,13 +210,6 @@ def schedule_fields(c) -> tuple[str, ...]:
   return ("num_steps",) + tuple(methods.step_fields(c.method))
 
 
-def _get(c, path: str):
-  node = c
-  for part in path.split(".")[:-1]:
-    node = node[part]
-  return node, path.split(".")[-1]
-
-
 def scale_schedule(c, fraction, *, round_steps: bool = False) -> dict:
   """Shorten ``c`` to ``fraction`` of its run with every schedule scaled alike.
 
@@ -239,7 +232,7 @@ def scale_schedule(c, fraction, *, round_steps: bool = False) -> dict:
   changed = {}
   with c.unlocked():
     for path in schedule_fields(c):
-      parent, leaf = _get(c, path)
+      parent, leaf = config_lib.field_parent(c, path)
       before = parent[leaf]
       if before == NEVER:
         continue
@@ -252,23 +245,14 @@ def scale_schedule(c, fraction, *, round_steps: bool = False) -> dict:
       if parent[leaf] != before:
         changed[path] = [before, parent[leaf]]
     for path in PERIODS:
-      if not _has(c, path):
+      if not config_lib.has_field(c, path):
         continue
-      parent, leaf = _get(c, path)
+      parent, leaf = config_lib.field_parent(c, path)
       before = parent[leaf]
       parent[leaf] = max(1, round(before * f))
       if parent[leaf] != before:
         changed[path] = [before, parent[leaf]]
   return changed
-
-
-def _has(c, path: str) -> bool:
-  node = c
-  for part in path.split("."):
-    if part not in node:
-      return False
-    node = node[part]
-  return True
 
 
 def cascade_config(dataset: str, *, num_discrete: int, penalty: float, relieve_every: int,

@@ -340,8 +340,9 @@ class DSprites(FactorTargets, IndexedRows):
       msg = ("dSprites images are procedurally rendered (disentangle.data.datasets.dsprites_render), not "
              "read from the official dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz: metric scores "
              "are NOT comparable with published numbers.")
+      # Said once: a Python warning, shown once per process for its place (the training and the
+      # evaluated set are both loaded through `data.loading`), not logged again.
       warnings.warn(msg, ProceduralDataWarning, stacklevel=2)
-      _LOG.warning(msg)
     else:
       self._load_classes()
 

@@ -53,6 +53,7 @@ import pathlib
 import numpy as np
 from PIL import Image
 
+from disentangle import config as config_lib
 from disentangle.data import files
 from disentangle.data.datasets import dsprites
 from disentangle.data.datasets import dsprites_draws
@@ -62,10 +63,10 @@ from disentangle.data.datasets.dsprites import IndexedRows
 
 SCREAM_FILE = "scream/scream.jpg"
 SCREAM_URL = "https://upload.wikimedia.org/wikipedia/commons/f/f4/The_Scream.jpg"
-VARIANTS = ("color_dsprites", "noisy_dsprites", "scream_dsprites", "dsprites_noshape")
+VARIANTS = config_lib.DSPRITES_VARIANTS  # the names, with the config's other dataset names
 NOSHAPE_FACTOR_NAMES = dsprites.FACTOR_NAMES[1:]
 NOSHAPE_FACTOR_SIZES = dsprites.FACTOR_SIZES[1:]
-DRAWS = ("per_image", "per_sample")  # dataset.variant_draw
+DRAWS = config_lib.VARIANT_DRAWS  # dataset.variant_draw
 
 
 def row_rng(seed: int, index: int) -> np.random.Generator:

@@ -25,10 +25,11 @@ import zipfile
 
 import numpy as np
 
+from disentangle import config as config_lib
 from disentangle.data import files
 from disentangle.data.ground_truth import InMemoryGroundTruth
 
-NAMES = ("mpi3d_toy", "mpi3d_realistic", "mpi3d_real")
+NAMES = config_lib.MPI3D_DATASETS  # the names, with the config's other dataset names
 FACTOR_NAMES = ("object_color", "object_shape", "object_size", "camera_height",
                 "background_color", "first_dof", "second_dof")
 FACTOR_SIZES = (6, 6, 2, 3, 3, 40, 40)
