@@ -372,6 +372,7 @@ def plan_table(table: Table, modules: Mapping, *, seeds: int, fraction=1,
     while name in names:
       name += "+"
     names.add(name)
+    methods.validate(config)  # where a table's configs enter: once, before anything runs
     cfgs = runs_lib.run_configs(config)
     own = [f for f, _ in runs_lib.check_sweep(config)] if not values else []
     runs = []

@@ -331,8 +331,9 @@ def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int
         stop(f"before the training of {which}")
       log(f"{head}: training in {directory}")
       try:
-        trainer.train(p.config, directory, dataset=dataset,
-                      evaluator_factory=evaluator.factory(p.config), deadline=deadline)
+        trainer.train(p.config, directory, dataset=dataset,  # validated by plan_table
+                      evaluator_factory=evaluator.factory(p.config), deadline=deadline,
+                      validated=True)
       except preemption.DeadlineReached as e:
         stop(f"in the training of {which} at step {e.step} of {p.num_steps} (checkpoint "
              f"{e.step} in {directory / 'checkpoints'})", e.step)
