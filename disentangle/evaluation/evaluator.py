@@ -338,25 +338,34 @@ def _rows(a: np.ndarray, i: int, num_runs: int) -> np.ndarray:
   return a.reshape((-1,) + a.shape[2:])
 
 
-def factory(config, dataset=None):
-  """``evaluator_factory`` for :func:`disentangle.train.trainer.train`; shares the eval data
-  (``dataset``, or `load_eval_data`'s).
+class EvaluatorFactory:
+  """The trainer's ``evaluator_factory``: each run's :class:`Evaluator`, on one shared copy of the
+  evaluation data (``dataset``, or `load_eval_data`'s, opened once).
 
-  ``factory(config).load_data()`` opens the evaluation data (a missing or corrupt file raises
-  here): the trainer calls it before it creates anything. ``factory(config).runs_encoder``: the
-  trainer's `RunsEncoder` of the evaluators it made.
+  The trainer calls :meth:`load_data` before it creates anything (a missing or corrupt file
+  raises there), the factory itself for each run, and :meth:`runs_encoder` for the evaluators it
+  made. Any callable ``(method, run_dir, run_index) -> evaluator`` also serves as a factory.
   """
-  cache = {} if dataset is None else {"data": dataset}
 
-  def load_data():
-    if "data" not in cache:
-      cache["data"] = load_eval_data(config, "training")
-    return cache["data"]
+  def __init__(self, config, dataset=None):
+    self.config = config
+    self._data = dataset
 
-  def make(method, run_dir, seed_index):
-    del seed_index
-    return Evaluator(config, method, run_dir, dataset=load_data())
+  def load_data(self):
+    """The evaluation data, opened on the first call."""
+    if self._data is None:
+      self._data = load_eval_data(self.config, "training")
+    return self._data
 
-  make.load_data = load_data
-  make.runs_encoder = lambda evaluators: RunsEncoder.of(evaluators, config)
-  return make
+  def __call__(self, method, run_dir, run_index) -> "Evaluator":
+    del run_index  # every run is evaluated on the same data
+    return Evaluator(self.config, method, run_dir, dataset=self.load_data())
+
+  def runs_encoder(self, evaluators) -> "RunsEncoder":
+    """Every run's evaluation points encoded in one call on the device."""
+    return RunsEncoder.of(evaluators, self.config)
+
+
+def factory(config, dataset=None) -> EvaluatorFactory:
+  """:class:`EvaluatorFactory` of ``config`` (sharing ``dataset`` when given)."""
+  return EvaluatorFactory(config, dataset)
