@@ -92,10 +92,10 @@ def replacing(path: str | os.PathLike, suffix: str | None = None, *,
   try:
     yield tmp
     if sync:
-      _fsync(tmp)
+      fsync(tmp)
     os.replace(tmp, path)
     if sync:
-      _fsync(path.parent)
+      fsync(path.parent)
   except BaseException as e:
     tmp.unlink(missing_ok=True)
     if isinstance(e, OSError) and not isinstance(e, WriteError):
@@ -130,7 +130,7 @@ def _upload(path, data: bytes) -> None:
     raise write_error(path, e) from e
 
 
-def _fsync(path: pathlib.Path) -> None:
+def fsync(path: pathlib.Path) -> None:
   """Flush ``path`` (a file or a folder) to the disk."""
   fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
   try:

@@ -33,7 +33,7 @@ the same error first (``_SignalingThread.run() raised an exception``, with its t
 tensorstore's writes still in flight, once they end, call back into the closed event loop of the
 failed save (``Event loop is closed``, one traceback each, through `sys.unraisablehook`) and
 asyncio reports its write tasks' unretrieved exceptions when they are collected: all three
-repeat the one error and are dropped for a failed save only (`_quiet_failed_save`); other logging
+repeat the one error and are dropped for a failed save only (`_QuietFailedSave`); other logging
 and other unraisable exceptions are untouched.
 
 **On a bucket** (``gs://`` workdir, `disentangle.paths`) orbax writes each step straight into its

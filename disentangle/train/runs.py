@@ -196,25 +196,23 @@ def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = T
       alone); False: every run reads its swept values from ``values`` (a program shared by
       devices that hold different runs). ``vmap`` always reads ``values``.
   """
-  def phased(method):
-    return method.for_phase(phase)
-
+  built_for = lambda c: build(c).for_phase(phase)  # the method of one run, in this phase
   base = cfgs[0]
   if how == "vmap":
     def one(state, batch, values):
-      return phased(build(traced_config(base, values) if values else base)).train_step(
+      return built_for(traced_config(base, values) if values else base).train_step(
           state, batch)
     return jax.vmap(one)
   if how != "unroll":
     raise ValueError(f"run layout must be 'vmap' or 'unroll', got {how!r}")
   if concrete:
-    built = [phased(build(c)) for c in cfgs]
+    built = [built_for(c) for c in cfgs]
     return lambda state, batch, values: unrolled_steps(built, state, batch)
-  shared = phased(build(base))
+  shared = built_for(base)
 
   def unrolled(state, batch, values):
     n = jax.tree_util.tree_leaves(batch)[0].shape[0]
-    built = [phased(build(traced_config(base, seeds.take(values, i)))) if values else shared
+    built = [built_for(traced_config(base, seeds.take(values, i))) if values else shared
              for i in range(n)]
     return unrolled_steps(built, state, batch)
 

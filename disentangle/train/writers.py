@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import queue
 import shutil
 import tempfile
@@ -123,11 +122,7 @@ class MetricWriter:
     if not self.enabled or paths.is_remote(self.path) or not self.path.exists():
       return
     try:
-      fd = os.open(self.path, os.O_RDONLY)
-      try:
-        os.fsync(fd)
-      finally:
-        os.close(fd)
+      atomic.fsync(self.path)
     except OSError as e:
       raise atomic.write_error(self.path, e) from e
 
