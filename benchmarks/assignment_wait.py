@@ -1,28 +1,31 @@
-"""How long the step waits on the host's exact assignment, for N runs in one program.
+"""How long the step waits on the host's exact assignment, for N runs in one program, with and
+without the overlap of the host's solve (``assignment_overlap``, `disentangle.train.overlap`).
 
   python -m benchmarks.assignment_wait [--config=experiments/configs/dsprites_cascade.py:m6]
-      [--runs=10,40] [--steps=5] [--config.batch_size=...]
+      [--runs=10,40] [--steps=5] [--layout=vmap] [--config.batch_size=...]
 
 CascadeVAE after t_d (``cascade.discrete_start = 0``, `common.force_discrete`) with
-``cascade.solver='scipy'``: every step sends the runs' problems ``[runs, B, S]`` to the host in
-one ``jax.pure_callback`` (`disentangle.assignment.assign`, the runs ``vmap``-ped as the trainer
-lays them out on accelerators) and waits for the labels before the rest of the step. For each N
-of ``--runs`` the step (`common.build_step`, synthetic batches) is compiled and timed twice:
+``cascade.solver='scipy'``. For each N of ``--runs`` the trainer's step of N runs
+(`disentangle.train.runs.Program.stepper`, the runs laid out as ``--layout``, one device,
+synthetic batches) is timed in two forms:
 
-- ``step_ms``: with the real solver (`assignment._assign_host`: scipy's
-  ``linear_sum_assignment`` on the slot matrix of every run's problem);
-- ``stand_in_step_ms``: with the solver replaced by a zero-cost stand-in (every label 0: the same
-  shapes in and out, the same callback, so the rest of the step does the same work);
+- ``one_program``: the step as one program; its callback sends every run's problem
+  ``[N, B, S]`` to the host and the program waits for the labels before the rest of the step;
+- ``overlapped``: ``assignment_overlap = True``, the runs in two groups whose solves overlap the
+  other group's device work (four programs a step);
 
-``wait_ms`` = their difference, the time per step the device waits on the host's solve, with
-``wait_share`` = ``wait_ms / step_ms``; ``solve_ms``: the callback body alone (its median per
-step), for comparison. Medians over ``--steps`` steps after two warm-up steps. Here the device is
-the CPU, which also computes the step, so the figures are the host's cost of the solve in the
-step; on a GPU the same difference is the device's idle time.
+each twice: with the real solver (`assignment._assign_host`: scipy's ``linear_sum_assignment``
+on the slot matrix of every run's problem), and with a zero-cost stand-in (every label 0: the
+same shapes in and out, so the rest of the step does the same work). Per form:
 
-``overlap``: whether the solve is overlapped with device work (``"none"``: it is not; the module
-docstring of `disentangle.assignment` says why the exact solve stays on the step's path). One JSON
-line per N, with the load average before and after it.
+- ``step_ms`` / ``stand_in_step_ms``: medians over ``--steps`` steps after two warm-up steps;
+- ``wait_ms`` = their difference, the time per step the step waits on the host's solve, and
+  ``wait_share`` = ``wait_ms / step_ms``;
+- ``solve_ms``: the host solves' bodies per step (their median sum), for comparison.
+
+Here the device is the CPU, which also computes the step (the solve and the device's work share
+its cores), so the figures are the host's cost of the solve in the step; on a GPU the same
+difference is the device's idle time. One JSON line per N, with the load average before and after.
 """
 from __future__ import annotations
 
@@ -33,17 +36,23 @@ import time
 from absl import app
 from absl import flags
 import jax
+import ml_collections
 from ml_collections import config_flags
 import numpy as np
 
 from benchmarks import common
 from disentangle import assignment
+from disentangle import methods
+from disentangle.train import runs as runs_lib
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "experiments/configs/dsprites_cascade.py:m6", "Config file (and variant).",
     lock_config=False)
 _RUNS = flags.DEFINE_list("runs", ["10", "40"], "Runs per program, one figure each.")
 _STEPS = flags.DEFINE_integer("steps", 5, "Steps timed (medians).")
+_LAYOUT = flags.DEFINE_enum("layout", "vmap", ["vmap", "unroll"],
+                            "The runs' layout in the program (seed_layout; the accelerators' "
+                            "default is vmap).")
 
 
 def _stand_in(u, penalty=None):
@@ -54,8 +63,9 @@ def _stand_in(u, penalty=None):
 
 @contextlib.contextmanager
 def solver(fn):
-  """``assignment._assign_host`` replaced by ``fn`` while the step is built (``pure_callback``
-  captures the host function when the step is traced)."""
+  """``assignment._assign_host`` replaced by ``fn`` while the step is built and timed (the
+  one program's ``pure_callback`` captures it when the step is traced, the overlapped step calls
+  it through `assignment.solve_host`)."""
   original = assignment._assign_host  # pylint: disable=protected-access
   assignment._assign_host = fn  # pylint: disable=protected-access
   try:
@@ -64,30 +74,45 @@ def solver(fn):
     assignment._assign_host = original  # pylint: disable=protected-access
 
 
-def time_step(config, runs: int, steps: int, host_fn) -> tuple[float, float, float]:
-  """(median step ms, median callback-body ms per step, compile s) with ``host_fn`` solving."""
-  bodies = []
+def program_config(config, runs: int, overlapped: bool):
+  """``config`` as ``runs`` seeds on one device, laid out as ``--layout``."""
+  c = ml_collections.ConfigDict(config.to_dict())
+  c.num_seeds, c.seed_layout, c.assignment_overlap = runs, _LAYOUT.value, overlapped
+  c.mesh.num_devices = 1
+  return c
+
+
+def time_step(config, runs: int, steps: int, overlapped: bool, host_fn) -> tuple[float, float]:
+  """(median step ms, median ms of the host solves per step) with ``host_fn`` solving."""
+  solves = []
 
   def timed(*args, **kwargs):
     t0 = time.perf_counter()
     try:
       return host_fn(*args, **kwargs)
     finally:
-      bodies.append(time.perf_counter() - t0)
+      solves.append(time.perf_counter() - t0)
 
+  c = program_config(config, runs, overlapped)
+  shape = common.image_shape(c)
+  cfgs = runs_lib.run_configs(c)
+  program = runs_lib.Program(c, cfgs)
+  method = methods.build(c, shape, mesh=program.mesh)
+  state = methods.init_states_of(method, [x.seed for x in cfgs], out_shardings=program.states)
+  batches = [jax.device_put(b, program.batches)
+             for b in common.synthetic_batches(shape, c.batch_size, runs, 2)]
+  times, per_step = [], []
   with solver(timed):
-    bench = common.build_step(config, common.image_shape(config), num_seeds=runs,
-                              seed_batching="vmap")
-  state, times = bench.state, []
-  for i in range(steps + 2):
-    batch = bench.batches[i % len(bench.batches)]
-    t0 = time.perf_counter()
-    state, metrics = bench.compiled(state, batch)
-    jax.block_until_ready((state, metrics))
-    if i >= 2:
-      times.append(time.perf_counter() - t0)
-  calls = bodies[-steps:] if bodies else [0.0]
-  return (1e3 * float(np.median(times)), 1e3 * float(np.median(calls)), bench.compile_s)
+    train_step = program.stepper(method, shape)(0)  # t = 1 > t_d = 0: the discrete phase
+    for i in range(steps + 2):
+      before = len(solves)
+      t0 = time.perf_counter()
+      state, metrics = train_step(state, batches[i % len(batches)])
+      jax.block_until_ready((state, metrics))
+      if i >= 2:
+        times.append(time.perf_counter() - t0)
+        per_step.append(sum(solves[before:]))
+  return 1e3 * float(np.median(times)), 1e3 * float(np.median(per_step))
 
 
 def main(argv) -> None:
@@ -97,16 +122,17 @@ def main(argv) -> None:
   head = common.header("assignment_wait", flags.FLAGS["config"], config, force=True)
   for runs in (int(r) for r in _RUNS.value):
     load_before = common.load_average()
-    real_ms, solve_ms, compile_s = time_step(config, runs, _STEPS.value,
-                                             assignment._assign_host)  # pylint: disable=protected-access
-    stand_ms, _, stand_compile_s = time_step(config, runs, _STEPS.value, _stand_in)
-    record = dict(head, runs=runs, steps=_STEPS.value, problem=[runs, int(config.batch_size),
-                                                                int(config.cascade.num_discrete)],
-                  host_threads=assignment.HOST_THREADS, step_ms=round(real_ms, 3),
-                  stand_in_step_ms=round(stand_ms, 3), wait_ms=round(real_ms - stand_ms, 3),
-                  wait_share=round((real_ms - stand_ms) / real_ms, 4), solve_ms=round(solve_ms, 3),
-                  compile_s=round(compile_s + stand_compile_s, 1), overlap="none",
-                  load_before=load_before)
+    record = dict(head, runs=runs, steps=_STEPS.value, layout=_LAYOUT.value,
+                  problem=[runs, int(config.batch_size), int(config.cascade.num_discrete)],
+                  host_threads=assignment.HOST_THREADS, load_before=load_before)
+    for name, overlapped in (("one_program", False), ("overlapped", True)):
+      real_ms, solve_ms = time_step(config, runs, _STEPS.value, overlapped,
+                                    assignment._assign_host)  # pylint: disable=protected-access
+      stand_ms, _ = time_step(config, runs, _STEPS.value, overlapped, _stand_in)
+      record[name] = dict(step_ms=round(real_ms, 3), stand_in_step_ms=round(stand_ms, 3),
+                          wait_ms=round(real_ms - stand_ms, 3),
+                          wait_share=round((real_ms - stand_ms) / real_ms, 4),
+                          solve_ms=round(solve_ms, 3))
     print(json.dumps(common.finish_record(record, common.configure_host())), flush=True)
 
 

@@ -2,8 +2,10 @@
 
 For dSprites CascadeVAE ``m6`` and MNIST ``m10`` (or their ``smoke`` variants), N runs in one
 program (the trainer's, `benchmarks.phases`) for each N asked, before t_d (where t_d >= 1; MNIST
-``m10`` has t_d = 0) and after it with the host solver (``cascade.solver='scipy'``), and after it
-with the on-device one (``'hungarian'``), on synthetic batches: run-steps/s, host callbacks per
+``m10`` has t_d = 0) and after it with the host solver (``cascade.solver='scipy'``), after it
+with the on-device one (``'hungarian'``) and with the host's solves overlapped with the device's
+work (``'scipy_overlapped'``: ``assignment_overlap``, `disentangle.train.overlap`), on synthetic
+batches: run-steps/s, host callbacks per
 step, compile time and the device's busy share, the mean ``utilization.gpu`` of nvidia-smi over
 the timed steps, sampled in a background thread (`disentangle.reproduce.utilisation.GpuSampler`;
 null without nvidia-smi).
@@ -19,7 +21,10 @@ from typing import Any, Callable, Sequence
 from disentangle.reproduce import utilisation
 
 CONFIGS = (("dsprites_cascade", "m6"), ("mnist_cascade", "m10"))
-SOLVERS = (("scipy", None), ("hungarian", ("after",)))  # the on-device solver: after t_d only
+# (name, cascade.solver, assignment_overlap, phases): the host solver in the step, the on-device
+# solver and the host solver overlapped with the other half of the runs' device work (after t_d).
+SOLVERS = (("scipy", "scipy", False, None), ("hungarian", "hungarian", False, ("after",)),
+           ("scipy_overlapped", "scipy", True, ("after",)))
 TIMING = {False: dict(steps=10, warmup=2, min_seconds=2.0),  # >= 2 s: several nvidia-smi samples
           True: dict(steps=2, warmup=1, min_seconds=0.0)}
 
@@ -38,11 +43,12 @@ def measure(counts: Sequence[int], smoke: bool, sampler: utilisation.GpuSampler,
   keep_going = lambda: next(asked) == 0 or time.time() < budget_end
   figures, skipped, configs = [], [], {}
   with phases.CallbackCounter() as counter:
-    for runs, (name, variant), (solver, only) in itertools.product(counts, CONFIGS, SOLVERS):
+    for runs, (name, variant), (solver, cascade_solver, overlapped, only) in itertools.product(
+        counts, CONFIGS, SOLVERS):
       variant = f"{variant},smoke" if smoke else variant
       config = importlib.import_module(f"experiments.configs.{name}").get_config(variant)
       with config.unlocked():
-        config.cascade.solver = solver
+        config.cascade.solver, config.assignment_overlap = cascade_solver, overlapped
       # CascadeVAE's steps before t_d (t <= t_d) exist when t_d >= 1 (MNIST m10: t_d = 0).
       wanted = only or (("before", "after") if config.cascade.discrete_start > 0 else ("after",))
       where = dict(config=name, variant=variant, runs=runs, solver=solver)
@@ -73,13 +79,17 @@ def measure(counts: Sequence[int], smoke: bool, sampler: utilisation.GpuSampler,
   after = {(f["config"], f["runs"], f["solver"]): f for f in figures if f["phase"] == "after"}
   comparison = []
   for (name, runs, solver), f in after.items():
-    other = after.get((name, runs, "hungarian"))
-    if solver == "scipy" and other is not None:
-      comparison.append({"config": name, "runs": runs,
-                         "scipy_run_steps_per_s": f["run_steps_per_s"],
-                         "hungarian_run_steps_per_s": other["run_steps_per_s"],
-                         "hungarian_over_scipy": round(other["run_steps_per_s"] /
-                                                       f["run_steps_per_s"], 3)})
+    if solver != "scipy":
+      continue
+    row = {"config": name, "runs": runs, "scipy_run_steps_per_s": f["run_steps_per_s"]}
+    for other_name in ("hungarian", "scipy_overlapped"):
+      other = after.get((name, runs, other_name))
+      if other is not None:
+        row[f"{other_name}_run_steps_per_s"] = other["run_steps_per_s"]
+        row[f"{other_name}_over_scipy"] = round(other["run_steps_per_s"] / f["run_steps_per_s"],
+                                                3)
+    if len(row) > 3:
+      comparison.append(row)
   return {
       "device": run.device(), "jax_version": jax.__version__, "smoke": smoke,
       "runs": list(counts), "configs": configs, "timing": timing,
@@ -91,7 +101,8 @@ def measure(counts: Sequence[int], smoke: bool, sampler: utilisation.GpuSampler,
           "run_steps_per_s": "runs / median step time of the one program (steps blocked on)",
           "phase": "CascadeVAE before t_d (no discrete branch) and after it (the assignment "
                    "solved each step: 'scipy' on the host through a callback, 'hungarian' on "
-                   "the device)",
+                   "the device, 'scipy_overlapped' on the host beside the other group of runs' "
+                   "device work, assignment_overlap)",
           "busy_share": "mean nvidia-smi utilization.gpu / 100 over the timed steps (null: no "
                         "nvidia-smi or no sample in the span)",
           "timed_from": "time.time() span of the timed steps (utilisation.csv's time column)"},

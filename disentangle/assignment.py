@@ -38,18 +38,16 @@ No gradient flows through the labels (the costs are wrapped in ``jax.lax.stop_gr
 
 On the step's path. The host solve sits between the step's first part (the costs u, from the
 parameters of this step) and its rest (the update with the chosen codes), so a run's solve
-cannot overlap its own step, nor run ahead (u of the next step needs this step's update). The
-runs of a program could overlap one another's solve only if their steps were dispatched as
-separate programs (u of group A, then the rest of A while the host solves B): one program's
-independent parts do not help, since on a GPU the callback occupies the program's stream
-(arguments copied out, the stream synchronised, results copied back). Splitting the step in two
-programs changes XLA's fusions, so today's numbers (the golden records) would no longer be
-guaranteed bit for bit, and every program compiles twice; it is not done. What the solve costs
-the step, for 10 and 40 runs: ``benchmarks/assignment_wait.py``. On an H100 (jax 0.11.2,
-dSprites ``m6`` after t_d) the device waits 2.8 ms of a 37 ms step for 10 runs (7.6 %) and
-6.3 ms of 128 ms for 40 runs (4.9 %): an overlap could gain at most that, while the step's own
-device work bounds the throughput. ``'hungarian'`` measured 0.91-1.05x the host solver's
-run-steps/s there (10 to 40 runs, dSprites and MNIST), so ``'scipy'`` stays the default
+cannot overlap its own step, nor run ahead (u of the next step needs this step's update); on a
+GPU the callback also occupies the program's stream. The runs of one program can overlap one
+another's solves: ``assignment_overlap = True`` dispatches them as two groups of programs, one
+group's solve on the host while the device works on the other's (`disentangle.train.overlap`,
+the same codes and, on the CPU, the same numbers bit for bit). What the solve costs the step and
+what the overlap hides, for 10 and 40 runs: ``benchmarks/assignment_wait.py``. On an H100 (jax
+0.11.2, dSprites ``m6`` after t_d) the one-program step waited 2.8 ms of 37 ms for 10 runs
+(7.6 %) and 6.3 ms of 128 ms for 40 runs (4.9 %): the overlap can gain at most that, while the
+step's own device work bounds the throughput. ``'hungarian'`` measured 0.91-1.05x the host
+solver's run-steps/s there (10 to 40 runs, dSprites and MNIST), so ``'scipy'`` stays the default
 (``benchmarks/README.md``, "On a GPU").
 """
 from __future__ import annotations
@@ -176,6 +174,12 @@ def _assign_host(u: np.ndarray, penalty: np.ndarray) -> np.ndarray:
   else:  # the problems of the (vmapped) runs side by side: linear_sum_assignment drops the GIL
     list(_pool().map(solve, range(flat_u.shape[0])))
   return out.reshape(u.shape[:-1])
+
+
+def solve_host(u: np.ndarray, penalty: np.ndarray) -> np.ndarray:
+  """The host solve of the step's callback, called outside a program (the overlapped runs of
+  `disentangle.train.overlap`): int32 labels [..., n] of u [..., n, S] and penalties [...]."""
+  return _assign_host(u, penalty)
 
 
 # Threads solving the problems of one host call: half the cores (the other half feed the device),

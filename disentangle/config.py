@@ -65,6 +65,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.num_seeds = 1             # >1 trains independent seeds at once, one run dir each
   c.seed_layout = "auto"      # num_seeds > 1: 'vmap', 'unroll', 'auto' (unroll on CPU; train/seeds.py)
   c.sweep = ""                # 'field=v1|v2;field2=...': a grid of runs x seeds (train/runs.py)
+  c.assignment_overlap = False  # >1 runs: the host's assignment beside the device's work
+                                # (two groups of runs; train/overlap.py)
   c.num_steps = 1000
   c.batch_size = 64           # the global batch, split over all devices / processes
   c.weight_decay = 0.0        # L2 on kernels added to the loss (authors' CascadeVAE code: 4e-5)

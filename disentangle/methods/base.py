@@ -227,6 +227,8 @@ class VAEMethod:
     loss, (metrics, _) = self.elbo(params, batch, rng, t)
     return loss, metrics
 
+  solves_on_host = False  # whether the step solves an assignment on the host (host_assignment)
+
   def host_assignment(self, state, batch):
     """(u, penalty) of a discrete assignment the step would solve on the host, for the runs of
     one program to solve theirs in one callback (`disentangle.train.runs`), then handed back

@@ -159,15 +159,22 @@ class CascadeVAE(base.VAEMethod):
     their problems in one host callback this way. None: the phase is not fixed on, the solver is
     on device, or each shard of the mesh solves its own part (``assignment_scope='local'``).
     """
-    c = self.config.cascade
-    if (self.discrete_phase is not True or c.solver != "scipy"
-        or (c.assignment_scope == "local" and sharding.is_sharded(self.mesh))):
+    if not self.solves_on_host:
       return None
+    c = self.config.cascade
     rng, _ = self.step_key(state)
     vae_params, x = jax.lax.stop_gradient(state.params["vae"]), batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)
     return self.unary(vae_params, z, x), c.penalty
+
+  @property
+  def solves_on_host(self) -> bool:
+    """Whether the step solves one assignment on the host: the discrete phase fixed on, the
+    ``'scipy'`` solver, over the global batch (or on one device)."""
+    c = self.config.cascade
+    return (self.discrete_phase is True and c.solver == "scipy"
+            and not (c.assignment_scope == "local" and sharding.is_sharded(self.mesh)))
 
   def with_codes(self, d) -> "CascadeVAE":
     """This method with the step's discrete codes given (int [B], solved outside the step)."""

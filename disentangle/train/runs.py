@@ -21,6 +21,7 @@ and the device count), the remaining devices split the batch.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import pathlib
@@ -37,6 +38,7 @@ from disentangle import methods
 from disentangle import sharding
 from disentangle.train import host
 from disentangle.train import mesh as mesh_lib
+from disentangle.train import overlap
 from disentangle.train import seeds
 
 FIELD_SEP, VALUE_SEP = ";", "|"
@@ -302,24 +304,60 @@ class Program:
                       out_shardings=(self.states, self.repl))
     return jitted, rest
 
+  def overlapped_step(self, method, image_shape, phase, data=None) -> Callable | None:
+    """The step of ``phase`` as two groups of runs whose host assignments overlap the device's
+    work (`disentangle.train.overlap`), or None where there is nothing to overlap: fewer runs
+    than ``overlap.MIN_RUNS``, a runs axis over devices, several processes (each solves in its
+    own callback), or a phase without a host assignment."""
+    how = seeds.layout(self.config)
+    if (not self.config.get("assignment_overlap", False) or self.manual
+        or jax.process_count() > 1 or len(self.cfgs) < overlap.MIN_RUNS[how]
+        or not method.for_phase(phase).solves_on_host):
+      return None
+    build = lambda c: methods.build(c, image_shape, mesh=self.mesh).for_phase(phase)
+    values = self.values()
+    programs = []
+    for lo, hi in overlap.groups(len(self.cfgs)):
+      costs, update, penalties = overlap.group_programs(
+          build, self.cfgs, how, lo, hi,
+          lambda v: traced_config(self.cfgs[0], v) if v else self.cfgs[0])
+      rest, shardings = (values,), (self.states,)
+      if data is not None:
+        costs, update = (data.compose(costs, self.batches), data.compose(update, self.batches))
+        rest, shardings = (data.placed,) + rest, (self.repl,) + shardings
+      ins = (self.states, self.batches) + shardings
+      programs.append((host.jit(costs, self.config, in_shardings=ins, out_shardings=self.repl),
+                       host.jit(update, self.config, donate_argnums=0,
+                                in_shardings=ins + (self.repl,),
+                                out_shardings=(self.states, self.repl)),
+                       penalties))
+    step = overlap.OverlappedStep(programs, jax.jit(overlap.concatenate))
+    return lambda state, batch: step(state, batch, *rest)
+
   def stepper(self, method, image_shape, data=None) -> Callable:
     """``step -> train_step(state, batch) -> (state, metrics)`` of that step's phase.
 
     ``method`` (built from the whole config) tells the phases (``method.phase(step)``, e.g.
-    CascadeVAE's discrete branch from t_d on): one program per phase (:meth:`jitted_step`),
-    compiled on first use and switched on the host, so no predicate is read back.
+    CascadeVAE's discrete branch from t_d on): one program per phase (:meth:`jitted_step`), or
+    the overlapped groups of runs (:meth:`overlapped_step`), compiled on first use and switched
+    on the host, so no predicate is read back.
     """
     steps = {}
 
     def at(step: int) -> Callable:
       phase = method.phase(step)
       if phase not in steps:
+        steps[phase] = self.overlapped_step(method, image_shape, phase, data)
+      if steps[phase] is None:
         jitted, rest = self.jitted_step(method, image_shape, phase, data)
-        steps[phase] = (lambda state, batch, jitted=jitted, rest=rest:
-                        jitted(state, batch, *rest)) if rest else jitted
+        steps[phase] = functools.partial(_with_rest, jitted, rest) if rest else jitted
       return steps[phase]
 
     return at
+
+
+def _with_rest(jitted, rest, state, batch):
+  return jitted(state, batch, *rest)
 
 
 def on_runs_axis(step: Callable, mesh) -> Callable:

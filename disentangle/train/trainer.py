@@ -78,7 +78,7 @@ PENDING_EVAL = "eval_pending.json"
 ENVIRONMENT = "environment.json"  # the backend of each start of the run (`record_environment`)
 # Fields that may change between a run and its resumption.
 RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
-                    "progress_bar", "eval.background", "dataset.data_dir",
+                    "progress_bar", "eval.background", "assignment_overlap", "dataset.data_dir",
                     "dataset.allow_download", "dataset.placement", "mesh.num_devices",
                     "mesh.runs", "mesh.data", "model.conv_impl", "cascade.unary_batching",
                     "distributed.initialize", "distributed.coordinator_address",

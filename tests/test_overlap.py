@@ -1,0 +1,103 @@
+"""The host's assignment overlapped with the device's work (`disentangle.train.overlap`): the runs
+of a program in two groups end bit for bit where the one-program step ends them, solve each
+group's problems once per step, and stay out of the way where there is nothing to overlap."""
+import jax
+import numpy as np
+import pytest
+
+from disentangle import assignment
+from disentangle.train import overlap
+from disentangle.train import trainer
+from tests import helpers
+
+
+@pytest.mark.parametrize("num_runs, want", [(2, [(0, 1), (1, 2)]), (3, [(0, 2), (2, 3)]),
+                                            (40, [(0, 20), (20, 40)])])
+def test_groups_split_the_runs_in_two_halves(num_runs, want):
+  assert overlap.groups(num_runs) == want
+
+
+def test_one_run_has_no_groups():
+  with pytest.raises(ValueError, match="at least 2 runs"):
+    overlap.groups(1)
+
+
+class Solves:
+  """Records the shapes of the host solves (the callback's and the overlapped step's)."""
+
+  def __init__(self, monkeypatch):
+    self.shapes = []
+    original = assignment._assign_host  # pylint: disable=protected-access
+
+    def recording(u, penalty):
+      self.shapes.append(np.shape(u))
+      return original(u, penalty)
+
+    monkeypatch.setattr(assignment, "_assign_host", recording)
+
+
+def _config(**fields):
+  return helpers.tiny_config("cascadevae", num_steps=4, log_every=1, seed=3,
+                             **{"cascade.discrete_start": 1, "mesh.num_devices": 1, **fields})
+
+
+def _train(tmp_path, name, **fields):
+  dataset = (helpers.tiny_uint8() if fields.get("dataset.placement") == "device"
+             else helpers.TinyImages())
+  return trainer.train(_config(**fields), tmp_path / name, dataset=dataset)
+
+
+# Three runs unrolled (groups of 2 and 1), four under vmap (two a group); a swept penalty reaches
+# the host as the device holds it under vmap (traced) and in float64 unrolled (each run's
+# constant).
+CASES = {
+    "three_seeds_unroll": {"num_seeds": 3, "seed_layout": "unroll"},
+    "four_seeds_vmap": {"num_seeds": 4, "seed_layout": "vmap"},
+    "penalty_swept_vmap": {"sweep": "cascade.penalty=0.5|2", "num_seeds": 2,
+                           "seed_layout": "vmap"},
+    "penalty_swept_unroll": {"sweep": "cascade.penalty=0.5|2", "num_seeds": 2,
+                             "seed_layout": "unroll"},
+    # the set on the device: each group's programs gather their batches from it
+    "set_on_device_vmap": {"num_seeds": 4, "seed_layout": "vmap", "dataset.placement": "device"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_overlapped_groups_end_where_one_program_ends(tmp_path, monkeypatch, case):
+  fields = CASES[case]
+  one = _train(tmp_path, "one", **fields)
+  solves = Solves(monkeypatch)
+  both = _train(tmp_path, "overlapped", assignment_overlap=True, **fields)
+  runs = jax.tree_util.tree_leaves(one.step)[0].shape[0]
+  # t_d = 1: steps 2, 3 and 4 solve each group once: [ceil(R/2), B, S] then [R - ceil(R/2), ...]
+  sizes = [hi - lo for lo, hi in overlap.groups(runs)]
+  assert [s[0] for s in solves.shapes] == sizes * 3
+  for a, b in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(both)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  for run in sorted(p.name for p in (tmp_path / "one").iterdir() if p.is_dir()):
+    if (tmp_path / "one" / run / "metrics.jsonl").exists():
+      helpers.assert_same_metrics(tmp_path / "one" / run, tmp_path / "overlapped" / run,
+                                  rtol=0, atol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fields", [{}, {"num_seeds": 3, "seed_layout": "vmap"}],
+                         ids=["one_run", "three_runs_vmap"])
+def test_too_few_runs_keep_the_one_program_step(tmp_path, monkeypatch, fields):
+  """One run, or fewer than four under vmap (a group of one would round differently): the
+  step's own callback solves every run's problem in one call a step (steps 2 to 4)."""
+  solves = Solves(monkeypatch)
+  _train(tmp_path, "run", assignment_overlap=True, **fields)
+  c = _config(**fields)
+  runs = (fields.get("num_seeds", 1),) if fields else ()
+  assert solves.shapes == [runs + (c.batch_size, c.cascade.num_discrete)] * 3
+
+
+@pytest.mark.slow
+def test_the_device_solver_keeps_the_one_program_step(tmp_path, monkeypatch):
+  solves = Solves(monkeypatch)
+  state = _train(tmp_path, "hungarian", assignment_overlap=True, num_seeds=4,
+                 seed_layout="vmap", **{"cascade.solver": "hungarian"})
+  assert solves.shapes == []
+  assert np.all(np.isfinite(jax.tree_util.tree_leaves(state.params)[0]))
