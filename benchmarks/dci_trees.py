@@ -23,7 +23,7 @@ import numpy as np
 from sklearn import ensemble
 
 from disentangle.metrics import boosted_trees
-from disentangle.metrics import dci
+from disentangle.metrics.dlib import dci
 
 
 def _one_factor(args, rng):

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from disentangle.metrics import registry
-from disentangle.metrics import suite
-from disentangle.metrics import suite_tasks
+from disentangle.metrics.dlib import suite
+from disentangle.metrics.dlib import suite_tasks
 from tests import synthetic_factors as syn
 
 OVER = syn.small_settings(udr_sample={"num_points": 100})

@@ -56,7 +56,7 @@ import numpy as np
 from disentangle import config as config_lib
 from disentangle import paths as paths_lib
 from disentangle.metrics import registry
-from disentangle.metrics import udr as udr_lib
+from disentangle.metrics.dlib import udr as udr_lib
 
 STD_DDOF = 0
 # Fields that do not change what a run computes: seeds, logging, checkpointing, evaluation, the

@@ -265,7 +265,7 @@ def ground_truth_metrics(dataset, represent_fn, rng: np.random.Generator, *,
   inputs.encode_batch_size = encode_batch_size
   overrides = {"factor_score": {"num_votes": num_votes, "batch_size": vote_batch},
                "mig": {"num_points": mig_points}, "shape_accuracy": {"num_points": mig_points}}
-  dlib = metrics.suite.NAMES + metrics.suite_tasks.NAMES
+  dlib = metrics.dlib.suite.NAMES + metrics.dlib.suite_tasks.NAMES
   names = [m.name for m in registry.ordered("run")
            if m.ground_truth and (suite or m.name not in dlib)]
   out, timings = registry.run(inputs, eval_config, names=names, overrides=overrides)

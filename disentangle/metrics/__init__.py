@@ -5,13 +5,13 @@ function (observations -> `Representation`) and a numpy Generator, and returns a
 its number(s) and every setting that produced them. `registry` lists the metrics the evaluation
 runs (each registered once; read by the evaluator, ``experiments.evaluate`` and the tables).
 """
-from disentangle.metrics import registered  # the papers' metrics, registered in the registry
+from disentangle.metrics import papers  # the papers' metrics, registered in the registry
 from disentangle.metrics import registry
-from disentangle.metrics import suite  # disentanglement_lib's suite, registered after them
-from disentangle.metrics import suite_tasks  # its later scores (opt-in), registered last
 from disentangle.metrics.accuracy import classification_accuracy
 from disentangle.metrics.accuracy import per_variable_accuracy
 from disentangle.metrics.clustering import cluster_accuracy
+from disentangle.metrics.dlib import suite  # disentanglement_lib's suite, registered after them
+from disentangle.metrics.dlib import suite_tasks  # its later scores (opt-in), registered last
 from disentangle.metrics.factor_vae import factor_vae_score
 from disentangle.metrics.information import discrete_entropy
 from disentangle.metrics.information import discrete_mutual_information
@@ -46,7 +46,7 @@ __all__ = [
     "mutual_information_per_dim",
     "per_variable_accuracy",
     "plugin_mutual_information",
-    "registered",
+    "papers",
     "registry",
     "suite",
     "suite_tasks",

@@ -15,14 +15,14 @@ from typing import Optional
 
 import numpy as np
 
-from disentangle.metrics import downstream
 from disentangle.metrics import estimators as estimators_lib
-from disentangle.metrics import fairness_study
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
-from disentangle.metrics import sap
-from disentangle.metrics import suite_common as common
-from disentangle.metrics import unified
+from disentangle.metrics.dlib import common
+from disentangle.metrics.dlib import downstream
+from disentangle.metrics.dlib import fairness
+from disentangle.metrics.dlib import sap
+from disentangle.metrics.dlib import unified
 
 
 def _task_settings(predictor: str, sizes, num_test: int, trees: bool = False, **extra):
@@ -151,11 +151,11 @@ def _fairness_dlib(inputs: registry.Inputs, s: dict) -> Optional[dict]:
         f"the set's factor_sizes are {sizes}")
   estimators_lib.check(s["estimators"])
   seed, log = int(inputs.rng.integers(2**31)), estimators_lib.FitLog()
-  out = fairness_study.unfairness(
+  out = fairness.unfairness(
       inputs.ground_truth, inputs.represent, inputs.rng, used, s["num_train"],
       s["num_test_points_per_class"], s["predictor"], seed, inputs.encode_batch_size,
       estimators=s["estimators"], log=log)
-  scores = {name: fairness_study.summarize(out[name]) for name in ("mean_fairness",
+  scores = {name: fairness.summarize(out[name]) for name in ("mean_fairness",
                                                                    "max_fairness")}
   return {"value": scores["mean_fairness"]["mean_pred:mean_sens"],
           "value_is": "mean_fairness:mean_pred:mean_sens", "scores": scores,
@@ -230,10 +230,10 @@ registry.register(registry.Metric(
 registry.register(registry.Metric(
     "fairness_dlib", "unfairness (dlib)", _fairness_dlib,
     lambda cfg, stage: {
-        "num_train": common.points(cfg, fairness_study.NUM_TRAIN),
-        "num_test_points_per_class": min(fairness_study.NUM_TEST_POINTS_PER_CLASS, common.points(
-            cfg, fairness_study.NUM_TEST_POINTS_PER_CLASS, half=True)),
-        "predictor": fairness_study.PREDICTOR, "estimators": common.estimators_of(cfg)},
+        "num_train": common.points(cfg, fairness.NUM_TRAIN),
+        "num_test_points_per_class": min(fairness.NUM_TEST_POINTS_PER_CLASS, common.points(
+            cfg, fairness.NUM_TEST_POINTS_PER_CLASS, half=True)),
+        "predictor": fairness.PREDICTOR, "estimators": common.estimators_of(cfg)},
     training_flag="", run_flag="fairness_dlib", ground_truth=True, sampled=True, postprocessed=True,
     describe=lambda m: (f"{m['protocol']}: {m['value_is']}; max over pairs "
                         f"{m['scores']['mean_fairness']['max_pred:max_sens']:.4f}, "

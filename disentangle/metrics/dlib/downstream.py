@@ -50,9 +50,9 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from disentangle.metrics import boosted_trees
-from disentangle.metrics import dci
 from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import sampling
+from disentangle.metrics.dlib import dci
 from disentangle.metrics.representation import MetricInputError
 from disentangle.metrics.representation import encode_factors
 

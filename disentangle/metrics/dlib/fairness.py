@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from disentangle.metrics import downstream
+from disentangle.metrics.dlib import downstream
 from disentangle.metrics.representation import MetricInputError
 from disentangle.metrics.representation import encode_factors
 

@@ -15,17 +15,17 @@ from typing import Optional
 
 import numpy as np
 
-from disentangle.metrics import beta_vae
-from disentangle.metrics import dci
 from disentangle.metrics import estimators as estimators_lib
-from disentangle.metrics import irs
-from disentangle.metrics import modularity
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
-from disentangle.metrics import sap
-from disentangle.metrics import suite_common as common
-from disentangle.metrics import udr
-from disentangle.metrics import unsupervised
+from disentangle.metrics.dlib import beta_vae
+from disentangle.metrics.dlib import common
+from disentangle.metrics.dlib import dci
+from disentangle.metrics.dlib import irs
+from disentangle.metrics.dlib import modularity
+from disentangle.metrics.dlib import sap
+from disentangle.metrics.dlib import udr
+from disentangle.metrics.dlib import unsupervised
 from disentangle.metrics.factor_vae import factor_vae_score
 from disentangle.metrics.information import kl_per_dim
 

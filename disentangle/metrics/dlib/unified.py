@@ -30,12 +30,12 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.csgraph
 
-from disentangle.metrics import dci
 from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import information
-from disentangle.metrics import modularity
 from disentangle.metrics import sampling
-from disentangle.metrics import sap
+from disentangle.metrics.dlib import dci
+from disentangle.metrics.dlib import modularity
+from disentangle.metrics.dlib import sap
 from disentangle.metrics.mig import mig_from_matrix
 
 NUM_TRAIN = 10_000

@@ -1,0 +1,1 @@
+"""disentanglement_lib's metric suite (Locatello et al. 2019)."""
