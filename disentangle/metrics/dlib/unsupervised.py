@@ -16,9 +16,14 @@ discrete code enters the mutual information as one more discrete latent (its cla
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import scipy.linalg
 
+from disentangle.metrics import registry
+from disentangle.metrics import sampling
+from disentangle.metrics.dlib import common
 from disentangle.metrics.information import plugin_mutual_information
 
 NUM_TRAIN = 10_000
@@ -52,3 +57,47 @@ def scores(mean: np.ndarray, codes: np.ndarray) -> dict:
           "gaussian_wasserstein_correlation": wasserstein,
           "gaussian_wasserstein_correlation_norm": float(wasserstein / np.trace(cov)),
           "mutual_info_score": mutual_info_score(codes)}
+
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+@common.sampled_from_the_grid
+def _unsupervised(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """disentanglement_lib's unsupervised scores (`scores`) on ``num_train`` points
+  of the ground truth, else on the eval points; value: the Gaussian total correlation."""
+  if inputs.ground_truth is not None:
+    rep, _ = sampling.sample_points(inputs.ground_truth, inputs.represent, s["num_train"],
+                                    inputs.rng, inputs.encode_batch_size)
+    points = "sampled from the ground truth"
+  elif inputs.rep is not None:
+    rep = inputs.rep.take(slice(0, s["num_train"]))
+    sampling.check_finite(rep, "the eval points")
+    points = "the eval points"
+  else:
+    raise sampling.MetricInputError("no points to encode")
+  if rep.num_examples < 2:
+    raise sampling.MetricInputError(f"needs at least 2 points, got {rep.num_examples}")
+  by = {}
+  for protocol, with_codes in sampling.protocols(rep, True):
+    codes = sampling.histogram_discretize(rep.mean, s["num_bins"])
+    if with_codes:
+      codes = np.concatenate([codes, rep.codes], axis=1)
+    by[protocol] = dict(scores(rep.mean, codes), protocol=protocol)
+  return common.headline(by, "gaussian_total_correlation", s["use_discrete"], points=points,
+                         num_points=rep.num_examples, num_bins=s["num_bins"], units="nats")
+
+
+_KEYS = ("gaussian_total_correlation", "gaussian_wasserstein_correlation",
+         "gaussian_wasserstein_correlation_norm", "mutual_info_score")
+
+
+registry.register(registry.Metric(
+    "unsupervised", "Gaussian total correlation (nats)", _unsupervised,
+    lambda cfg, stage: {"num_train": common.points(cfg, NUM_TRAIN),
+                        "num_bins": NUM_BINS,
+                        "use_discrete": common.use_discrete(cfg)},
+    training_flag="", sampled=True, postprocessed=True, tabulated=False,
+    logged=lambda m: {k: m[k] for k in _KEYS},
+    describe=lambda m: (f"{common.describe_protocols(m, 'gaussian_total_correlation')}: "
+                        + ", ".join(f"{k} {m[k]:.4f}" for k in _KEYS[1:])
+                        + f", {m['num_points']} points ({m['points']}), {m['num_bins']} bins")))
