@@ -1,4 +1,4 @@
-"""Locatello et al. 2019b's unfairness (`metrics.fairness_study`): closed forms, bad input."""
+"""Locatello et al. 2019b's unfairness (`metrics.dlib.fairness`): closed forms, bad input."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""disentanglement_lib's unified scores (`metrics.unified`): hand-computed matrices."""
+"""disentanglement_lib's unified scores (`metrics.dlib.unified`): hand-computed matrices."""
 import math
 
 import numpy as np
