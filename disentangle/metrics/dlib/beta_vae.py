@@ -14,6 +14,8 @@ The fixed factor is drawn from the factors with more than one value (disentangle
 ``randint(num_factors)`` over its dSprites factors, which leave out the constant colour; ours
 lists colour). With the discrete code (``protocol='disentanglement_lib+discrete_codes'``) each code enters as a
 one-hot block, so its feature is the fraction of pairs whose codes differ (per class column).
+
+Registered in `registry` as ``beta_vae`` (settings and protocols: `common`).
 """
 from __future__ import annotations
 

@@ -18,6 +18,9 @@ threads; today's fit only).
 
 Only factors with more than one value are scored. A discrete code is one latent: its one-hot
 block is given to the trees and its importance is the sum over the block.
+
+Registered in `registry` as ``dci`` (value: disentanglement; settings and protocols:
+`common`; the trees as recorded: `TREES`, `estimator_record`).
 """
 from __future__ import annotations
 

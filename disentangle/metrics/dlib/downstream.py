@@ -42,6 +42,9 @@ Departures: only factors with more than one value are predicted (as the rest of 
 factor whose training points all hold one value is predicted as that value (scikit-learn
 refuses to fit it; recorded in ``single_class_factors``); the strong task's intervention draws
 from the metric's stream (disentanglement_lib draws it from numpy's global one).
+
+Registered in `registry` as ``downstream_logistic``, ``downstream_trees``,
+``reduced_downstream`` and ``strong_downstream``, switched on by ``eval.downstream``.
 """
 from __future__ import annotations
 

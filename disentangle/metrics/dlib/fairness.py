@@ -22,6 +22,8 @@ This is another audit than `disentangle.metrics.fairness` (FFVAE's demographic-p
 equalised-odds gaps of binary predictions against binary attributes of the data), hence its own
 module. Only factors with more than one value take part (as the rest of the suite); counts are
 normalised in float64 (disentanglement_lib: float32, differences ~1e-7).
+
+Registered in `registry` as ``fairness_dlib``, switched on by ``eval.fairness_dlib``.
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ As disentanglement_lib computes it (`evaluation/metrics/irs.py`, settings
 
 Only factors with more than one value are scored. The definition is one of deviations of real
 latents: a categorical code does not enter (the means alone).
+
+Registered in `registry` as ``irs`` (settings: `common`).
 """
 from __future__ import annotations
 

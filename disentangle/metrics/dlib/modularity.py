@@ -16,6 +16,9 @@ Departures: a constant latent (std 0) is divided by 1, not 0; a factor value abs
 test points (no AUC defined; disentanglement_lib fails there) is left out of that factor's
 mean. A discrete code is one more latent: its own classes are its bins (modularity) and its
 one-hot block enters the regression (explicitness).
+
+Registered in `registry` as ``modularity`` (value: modularity, explicitness beside it;
+settings and protocols: `common`).
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ Discrete factors (the study's setting): S_ik is the test accuracy of a scikit-le
 Continuous factors: S_ik = Cov(z_i, v_k)^2 / (Var z_i Var v_k) (ddof 1), 0 when Var z_i <= 1e-12.
 Only factors with more than one value are scored (disentanglement_lib's dSprites has no colour
 factor). A discrete code is one latent whose classifier reads its one-hot block.
+
+Registered in `registry` as ``sap`` (settings and protocols: `common`).
 """
 from __future__ import annotations
 

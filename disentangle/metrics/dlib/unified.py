@@ -21,6 +21,8 @@ Settings: no study of disentanglement_lib binds ``unified_scores``; ``num_train`
 ``num_test`` = 5,000 (DCI's and SAP's study points, which two of the matrices are) and the
 study's discretiser (histogram, 20 bins) here. Only factors with more than one value take part
 (as the rest of the suite).
+
+Registered in `registry` as ``unified_scores``, switched on by ``eval.unified_scores``.
 """
 from __future__ import annotations
 

@@ -13,6 +13,9 @@ means over the points:
 
 None needs the ground-truth factors. The Gaussian scores are defined for real latents only; a
 discrete code enters the mutual information as one more discrete latent (its classes its bins).
+
+Registered in `registry` as ``unsupervised`` (value: the Gaussian total correlation; on the
+ground truth's points, else on the eval points; settings and protocols: `common`).
 """
 from __future__ import annotations
 
