@@ -9,7 +9,7 @@ one-hot columns, by scikit-learn (one thread) and by `disentangle.metrics.booste
 interleaved ``--rounds`` times in one process (the first call, which compiles, is timed apart:
 ``compile_s``). Prints one JSON line: seconds per fit of each, their ratio, the largest difference
 of their importances and of their training accuracies, and the load average. ``--dci`` instead
-times `metrics.dci.importance_matrix` both ways on dSprites-shaped data (10,000 / 5,000 points,
+times `metrics.dlib.dci.importance_matrix` both ways on dSprites-shaped data (10,000 / 5,000 points,
 factors of 3, 6, 40, 32, 32 values, 6 means, then with a 3-class code's one-hot block).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from sklearn import ensemble
 
 from disentangle.metrics import boosted_trees
-from disentangle.metrics import dci
+from disentangle.metrics.dlib import dci
 
 
 def _one_factor(args, rng):

@@ -81,7 +81,7 @@ def main(argv=None) -> None:
   parser.add_argument("--conv_impl", choices=("flax", "fast"), default=None)
   parser.add_argument("--reps", type=int, default=3)
   parser.add_argument("--suite", action="store_true",
-                      help="also every metric of disentanglement_lib's suite (metrics.suite), "
+                      help="also every metric of disentanglement_lib's suite (metrics.dlib), "
                            "each timed: all_metrics_s against the 6-minute target")
   parser.add_argument("--dsprites_npz", default=None,
                       help="read dSprites from this npz in the official format (the file code "

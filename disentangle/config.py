@@ -137,7 +137,7 @@ def base_config() -> ml_collections.ConfigDict:
                                       # a stage grown at once, metrics/boosted_trees.py) /
                                       # 'sklearn' (scikit-learn's own, one tree at a time)
   # disentanglement_lib's later scores, in the run stage (evaluate) when switched on: each costs
-  # more than the rest of the suite (metrics/downstream.py, fairness_study.py, unified.py).
+  # more than the rest of the suite (metrics/dlib/downstream.py, fairness.py, unified.py).
   c.eval.downstream = False           # downstream tasks: plain (logistic, boosted trees), reduced,
                                       # strong
   c.eval.fairness_dlib = False        # the unfairness of Locatello et al. 2019b
@@ -148,8 +148,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.representation = "mean"      # what disentanglement_lib's suite scores: 'mean' / 'sampled'
                                       # (mean + sigma eps) / 'both', as its mean.gin and
                                       # sampled.gin postprocessing (metrics/postprocess.py)
-  c.eval.udr_correlation = "lasso"    # UDR's R across a row's seeds (aggregate, metrics/udr.py):
-                                      # 'lasso' (disentanglement_lib's default) / 'spearman'
+  c.eval.udr_correlation = "lasso"    # UDR's R across a row's seeds (aggregate,
+                                      # metrics/dlib/udr.py): 'lasso' (disentanglement_lib's
+                                      # default) / 'spearman'
   # Which checkpoint the results report beside the final one (train/selection.py):
   # 'final' (no selection), 'best_validation' (best eval.select_metric on the held-out
   # validation split, e.g. MNIST 'valid10k'; needs dataset.train_split = its training part,

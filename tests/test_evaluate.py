@@ -164,7 +164,7 @@ def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_pat
       metrics.cluster_accuracy(grid.factors[:, 0], rep.discrete)["one_to_one"]
   assert saved["metrics"]["shape_accuracy"]["num_examples"] == 64
   # disentanglement_lib's suite: every metric written with its protocol, settings and stream.
-  for name in metrics.suite.NAMES:
+  for name in metrics.dlib.NAMES:
     if registry.METRICS[name].run_flag:  # switched on by its eval field only
       assert name not in saved["metrics"]
       continue

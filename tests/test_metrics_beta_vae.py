@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from disentangle.metrics import beta_vae
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
+from disentangle.metrics.dlib import beta_vae
 from tests import synthetic_factors as syn
 
 SMALL = dict(batch_size=16, num_train=300, num_eval=300)

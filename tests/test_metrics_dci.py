@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from disentangle.metrics import boosted_trees
-from disentangle.metrics import dci
-from disentangle.metrics import downstream
 from disentangle.metrics import registry
+from disentangle.metrics.dlib import dci
+from disentangle.metrics.dlib import downstream
 from tests import synthetic_factors as syn
 
 D5 = np.diag(5.0 * np.ones(5))

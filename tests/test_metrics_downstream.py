@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from disentangle.metrics import downstream
 from disentangle.metrics import registry
+from disentangle.metrics.dlib import downstream
 from tests import synthetic_factors as syn
 
 ON = {"downstream": True}  # switched on in the run stage by its eval field

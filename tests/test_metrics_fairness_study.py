@@ -1,9 +1,9 @@
-"""Locatello et al. 2019b's unfairness (`metrics.fairness_study`): closed forms, bad input."""
+"""Locatello et al. 2019b's unfairness (`metrics.dlib.fairness`): closed forms, bad input."""
 import numpy as np
 import pytest
 
-from disentangle.metrics import fairness_study
 from disentangle.metrics import registry
+from disentangle.metrics.dlib import fairness
 from tests import synthetic_factors as syn
 
 ON = {"fairness_dlib": True}  # switched on in the run stage by its eval field
@@ -23,19 +23,19 @@ def _brute_force(counts):
 
 def test_inter_group_fairness_against_hand_and_brute_force():
   # disentanglement_lib's case: overall 1/3, 2/3; classes (0, 1) and (1/2, 1/2): TV 1/3, 1/6.
-  mean, worst = fairness_study.inter_group_fairness(np.array([[0, 100], [100, 100]]))
+  mean, worst = fairness.inter_group_fairness(np.array([[0, 100], [100, 100]]))
   assert mean == pytest.approx(2 / 9) and worst == pytest.approx(1 / 3)
   rng = np.random.default_rng(0)
   for shape in ((2, 3), (4, 2), (5, 5)):
     counts = rng.integers(0, 50, size=shape)
     counts[0] += 1  # no empty sensitive class
-    np.testing.assert_allclose(fairness_study.inter_group_fairness(counts),
+    np.testing.assert_allclose(fairness.inter_group_fairness(counts),
                                _brute_force(counts), rtol=1e-12)
 
 
 def test_summary_of_a_matrix_as_disentanglement_lib():
   scores = np.array([[0., 2., 4.], [4., 0., 8.], [2., 10., 0.]])
-  out = fairness_study.summarize(scores)
+  out = fairness.summarize(scores)
   expected = {"pred0:sens1": 2., "pred0:sens2": 4., "pred1:sens0": 4., "pred1:sens2": 8.,
               "pred2:sens0": 2., "pred2:sens1": 10., "pred0:mean_sens": 3., "pred0:max_sens": 4.,
               "pred1:mean_sens": 6., "pred1:max_sens": 8., "pred2:mean_sens": 6.,
@@ -54,7 +54,7 @@ def test_a_code_of_factor_0_alone_is_fair_towards_every_other_factor():
   prediction as it was, so TV = 0; intervening on factor 0 sends all N rows of class c to one
   prediction f(c), so TV_c = 1 - #{c': f(c') = f(c)} / |C|."""
   data = syn.dataset()
-  out = fairness_study.unfairness(data, lambda x: syn.identity(x)[:, :1],
+  out = fairness.unfairness(data, lambda x: syn.identity(x)[:, :1],
                                   np.random.default_rng(0), [0, 1, 2], num_train=200,
                                   num_test_points_per_class=30)
   for name in ("mean_fairness", "max_fairness"):

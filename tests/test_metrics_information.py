@@ -100,9 +100,9 @@ def test_the_metrics_read_one_discretiser_and_one_plugin_mi_and_keep_sklearns_nu
 
   from sklearn import metrics as skm  # pylint: disable=g-import-not-at-top
 
-  from disentangle.metrics import modularity  # pylint: disable=g-import-not-at-top
   from disentangle.metrics import sampling  # pylint: disable=g-import-not-at-top
-  from disentangle.metrics import unsupervised  # pylint: disable=g-import-not-at-top
+  from disentangle.metrics.dlib import modularity  # pylint: disable=g-import-not-at-top
+  from disentangle.metrics.dlib import unsupervised  # pylint: disable=g-import-not-at-top
   mig = importlib.import_module("disentangle.metrics.mig")  # the package exports mig(), the function
   assert mig.histogram_discretize is sampling.histogram_discretize
   gen = np.random.default_rng(1)

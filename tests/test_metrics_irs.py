@@ -1,9 +1,9 @@
 """IRS (Suter et al. 2019) as disentanglement_lib computes it."""
 import numpy as np
 
-from disentangle.metrics import irs
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
+from disentangle.metrics.dlib import irs
 from tests import synthetic_factors as syn
 
 

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from disentangle.metrics import modularity
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
+from disentangle.metrics.dlib import modularity
 from tests import synthetic_factors as syn
 
 D5 = np.diag(5.0 * np.ones(5))

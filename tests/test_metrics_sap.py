@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from disentangle.metrics import registry
-from disentangle.metrics import sap
+from disentangle.metrics.dlib import sap
 from tests import synthetic_factors as syn
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from disentangle.evaluation import aggregate
 from disentangle.metrics import registry
-from disentangle.metrics import udr
+from disentangle.metrics.dlib import udr
 from tests import synthetic_factors as syn
 
 

@@ -1,11 +1,11 @@
-"""disentanglement_lib's unified scores (`metrics.unified`): hand-computed matrices."""
+"""disentanglement_lib's unified scores (`metrics.dlib.unified`): hand-computed matrices."""
 import math
 
 import numpy as np
 import pytest
 
 from disentangle.metrics import registry
-from disentangle.metrics import unified
+from disentangle.metrics.dlib import unified
 from tests import synthetic_factors as syn
 
 ON = {"unified_scores": True}  # switched on in the run stage by its eval field

@@ -5,7 +5,7 @@ import scipy.linalg
 
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
-from disentangle.metrics import unsupervised
+from disentangle.metrics.dlib import unsupervised
 from tests import synthetic_factors as syn
 
 

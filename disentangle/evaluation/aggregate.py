@@ -37,9 +37,9 @@ and at the selected one (mean (std) / best over seeds each), and every table lis
 two figures with the selected step and its selection value. Runs evaluated before selection
 existed have no selected figures ("-").
 
-UDR (`disentangle.metrics.udr`) is scored per row from the ``udr_sample`` of its runs, with the
-correlation the runs' ``eval.udr_correlation`` names ('lasso', disentanglement_lib's default, or
-'spearman'); a row whose seeds name different ones gets no UDR and a warning.
+UDR (`disentangle.metrics.dlib.udr`) is scored per row from the ``udr_sample`` of its runs, with
+the correlation the runs' ``eval.udr_correlation`` names ('lasso', disentanglement_lib's default,
+or 'spearman'); a row whose seeds name different ones gets no UDR and a warning.
 
 The metrics and their titles are the tabulated ones of the registry
 (`disentangle.metrics.registry`). The library never imports the experiments: the caller
@@ -56,7 +56,7 @@ import numpy as np
 from disentangle import config as config_lib
 from disentangle import paths as paths_lib
 from disentangle.metrics import registry
-from disentangle.metrics import udr as udr_lib
+from disentangle.metrics.dlib import udr as udr_lib
 
 STD_DDOF = 0
 # Fields that do not change what a run computes: seeds, logging, checkpointing, evaluation, the
@@ -349,7 +349,7 @@ def udr_correlation_of(config: dict) -> str:
 
 
 def udr_of_row(samples: Sequence[tuple], correlation: str = "lasso") -> Optional[dict]:
-  """UDR (`metrics.udr`, Duan et al. 2020) across the seeds of one row, from the ``udr_sample``
+  """UDR (`metrics.dlib.udr`, Duan et al. 2020) across the seeds of one row, from the ``udr_sample``
   each run wrote (the same points for every seed), with the runs' ``eval.udr_correlation``
   (``correlation``: 'lasso' or 'spearman'); None with fewer than two such runs."""
   usable = [(seed, s) for seed, s in samples if isinstance(s, dict) and s.get("means") is not None]

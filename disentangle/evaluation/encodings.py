@@ -251,7 +251,7 @@ def ground_truth_metrics(dataset, represent_fn, rng: np.random.Generator, *,
   the dataset cannot be enumerated, see `metrics.factor_vae_score`). ``eval_config`` (a run's
   ``config.eval``) gives ``use_discrete`` and ``mig_estimator``; the keyword arguments of the
   same names override it (None: the config's, else the protocols' defaults). ``suite``: also
-  disentanglement_lib's suite (`metrics.suite`, `metrics.suite_tasks`: SAP, DCI, ...; minutes
+  disentanglement_lib's suite (`metrics.dlib`: SAP, DCI, ...; minutes
   on CPU).
   """
   eval_config = _with(eval_config, use_discrete=use_discrete, mig_estimator=mig_estimator)
@@ -265,7 +265,7 @@ def ground_truth_metrics(dataset, represent_fn, rng: np.random.Generator, *,
   inputs.encode_batch_size = encode_batch_size
   overrides = {"factor_score": {"num_votes": num_votes, "batch_size": vote_batch},
                "mig": {"num_points": mig_points}, "shape_accuracy": {"num_points": mig_points}}
-  dlib = metrics.suite.NAMES + metrics.suite_tasks.NAMES
+  dlib = metrics.dlib.NAMES
   names = [m.name for m in registry.ordered("run")
            if m.ground_truth and (suite or m.name not in dlib)]
   out, timings = registry.run(inputs, eval_config, names=names, overrides=overrides)

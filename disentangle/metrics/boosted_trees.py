@@ -1,6 +1,6 @@
 """scikit-learn's ``GradientBoostingClassifier()``, fitted with the trees of a stage grown together.
 
-DCI (`metrics.dci`) fits disentanglement_lib's estimator, scikit-learn's
+DCI (`metrics.dlib.dci`) fits disentanglement_lib's estimator, scikit-learn's
 ``GradientBoostingClassifier()`` with its defaults, once per factor. Those defaults grow, at each
 of 100 stages, one regression tree of depth 3 per class (113 trees a stage on dSprites), and
 scikit-learn grows them one after the other, about 30 ms each on a 2-core CPU. `fit` computes the

@@ -7,8 +7,8 @@ number from `Inputs` (the encodings the caller prepared). The in-training evalua
 seeds (`disentangle.evaluation.aggregate`, ``python -m experiments.aggregate``) all iterate `METRICS`;
 a new metric (PartedVAE's direct accuracy, its factor-score protocol, FFVAE's fairness gaps) is
 one `register` call and appears in all of them. The metrics themselves are registered by
-`registered` (the papers' protocols) and `suite` (disentanglement_lib's suite), both imported by
-`disentangle.metrics`, in that order.
+`papers` (the papers' protocols) and `dlib` (disentanglement_lib's suite, one module per family),
+both imported by `disentangle.metrics`, in that order.
 
 Two stages: ``"training"`` (eval steps: cheap monitors on the ``eval.num_points`` eval points,
 each switched on by its ``config.eval`` flag) and ``"run"`` (`evaluate_run`: the papers'

@@ -22,14 +22,20 @@ This is another audit than `disentangle.metrics.fairness` (FFVAE's demographic-p
 equalised-odds gaps of binary predictions against binary attributes of the data), hence its own
 module. Only factors with more than one value take part (as the rest of the suite); counts are
 normalised in float64 (disentanglement_lib: float32, differences ~1e-7).
+
+Registered in `registry` as ``fairness_dlib``, switched on by ``eval.fairness_dlib``.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from disentangle.metrics import downstream
+from disentangle.metrics import estimators as estimators_lib
+from disentangle.metrics import registry
+from disentangle.metrics import sampling
+from disentangle.metrics.dlib import common
+from disentangle.metrics.dlib import downstream
 from disentangle.metrics.representation import MetricInputError
 from disentangle.metrics.representation import encode_factors
 
@@ -110,3 +116,47 @@ def unfairness(dataset, represent: Callable, rng: np.random.Generator, used: Seq
   return {"mean_fairness": mean_f, "max_fairness": max_f, "counts": counts_of,
           "train_accuracy_per_target": models_acc, "single_class_factors": single}
 
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+@common.sampled_from_the_grid
+def _fairness_dlib(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Locatello et al. 2019b's unfairness (`unfairness`); value: the paper's score,
+  ``mean_fairness:mean_pred:mean_sens``."""
+  common.require_ground_truth(inputs)
+  sizes = [int(n) for n in inputs.ground_truth.factor_sizes]
+  used = [k for k, n in enumerate(sizes) if n > 1]
+  if len(used) < 2:
+    raise sampling.MetricInputError(
+        f"needs at least 2 factors with more than one value (a target and a sensitive one); "
+        f"the set's factor_sizes are {sizes}")
+  estimators_lib.check(s["estimators"])
+  seed, log = int(inputs.rng.integers(2**31)), estimators_lib.FitLog()
+  out = unfairness(
+      inputs.ground_truth, inputs.represent, inputs.rng, used, s["num_train"],
+      s["num_test_points_per_class"], s["predictor"], seed, inputs.encode_batch_size,
+      estimators=s["estimators"], log=log)
+  scores = {name: summarize(out[name]) for name in ("mean_fairness", "max_fairness")}
+  return {"value": scores["mean_fairness"]["mean_pred:mean_sens"],
+          "value_is": "mean_fairness:mean_pred:mean_sens", "scores": scores,
+          "mean_fairness_matrix": out["mean_fairness"], "max_fairness_matrix": out["max_fairness"],
+          "train_accuracy_per_target": out["train_accuracy_per_target"],
+          "single_class_factors": out["single_class_factors"], "protocol": sampling.PROTOCOL,
+          "use_discrete": False, "factors_used": used, "num_train": s["num_train"],
+          "num_test_points_per_class": s["num_test_points_per_class"], "tree_seed": seed,
+          "estimator": log.record(downstream.predictor_settings(s["predictor"],
+                                                                s["estimators"]))}
+
+
+registry.register(registry.Metric(
+    "fairness_dlib", "unfairness (dlib)", _fairness_dlib,
+    lambda cfg, stage: {
+        "num_train": common.points(cfg, NUM_TRAIN),
+        "num_test_points_per_class": min(NUM_TEST_POINTS_PER_CLASS, common.points(
+            cfg, NUM_TEST_POINTS_PER_CLASS, half=True)),
+        "predictor": PREDICTOR, "estimators": common.estimators_of(cfg)},
+    training_flag="", run_flag="fairness_dlib", ground_truth=True, sampled=True, postprocessed=True,
+    describe=lambda m: (f"{m['protocol']}: {m['value_is']}; max over pairs "
+                        f"{m['scores']['mean_fairness']['max_pred:max_sens']:.4f}, "
+                        f"{m['num_train']} training points, {m['num_test_points_per_class']} "
+                        f"per sensitive value, {m['estimator']['estimator']}")))

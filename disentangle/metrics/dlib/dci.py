@@ -18,6 +18,9 @@ threads; today's fit only).
 
 Only factors with more than one value are scored. A discrete code is one latent: its one-hot
 block is given to the trees and its importance is the sum over the block.
+
+Registered in `registry` as ``dci`` (value: disentanglement; settings and protocols:
+`common`; the trees as recorded: `TREES`, `estimator_record`).
 """
 from __future__ import annotations
 
@@ -30,6 +33,9 @@ import scipy.stats
 from sklearn import ensemble
 
 from disentangle.metrics import boosted_trees
+from disentangle.metrics import estimators as estimators_lib
+from disentangle.metrics import registry
+from disentangle.metrics.dlib import common
 
 NUM_TRAIN = 10_000
 NUM_TEST = 5_000
@@ -90,3 +96,61 @@ def completeness(r: np.ndarray) -> float:
   if r.sum() == 0.0:
     r = np.ones_like(r)
   return float(np.sum(per_factor * r.sum(axis=0) / r.sum()))
+
+
+TREES = {
+    "together": ("GradientBoostingClassifier() per factor, the trees of a stage grown together "
+                 "(disentangle.metrics.boosted_trees: scikit-learn's splits, leaves and "
+                 "importances)"),
+    "sklearn": "sklearn GradientBoostingClassifier() per factor",
+}
+
+
+def estimator_record(s: dict) -> dict:
+  """DCI's trees as recorded: ``eval.estimators``' fit (`boosted_trees.FIT_WORDS`); the
+  installed scikit-learn's (today's) with ``eval.dci_trees='sklearn'``."""
+  together = s["trees"] == "together"
+  return {"estimator": "GradientBoostingClassifier", "estimators": s["estimators"],
+          "implementation": "disentangle.metrics.boosted_trees" if together else "sklearn",
+          "fit": boosted_trees.FIT_WORDS[s["estimators"] if together else "current"],
+          "n_estimators": 100, "max_depth": 3, "learning_rate": 0.1, "converged": True}
+
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+@common.sampled_from_the_grid
+def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Eastwood & Williams' DCI as disentanglement_lib (`importance_matrix`); value:
+  disentanglement."""
+  estimators_lib.check(s["estimators"])
+  sets, used, code_sizes = common.sets(inputs, s)
+  seed = int(inputs.rng.integers(2**31))
+  def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
+    del with_codes
+    r, train_acc, test_acc = importance_matrix(x_tr, y_tr, x_te, y_te, groups, seed,
+                                               trees=s["trees"], estimators=s["estimators"])
+    return {"disentanglement": disentanglement(r), "completeness": completeness(r),
+            "informativeness_train": train_acc, "informativeness_test": test_acc,
+            "importance_matrix": r}
+  by = common.by_protocol(sets, code_sizes, True, fn)
+  return common.headline(by, "disentanglement", s["use_discrete"], factors_used=used,
+                         num_train=s["num_train"], num_test=s["num_test"], tree_seed=seed,
+                         classifier=TREES[s["trees"]], trees=s["trees"],
+                         estimator=estimator_record(s))
+
+
+def _dci_settings(cfg, stage):
+  return dict(common.split_settings(NUM_TRAIN, NUM_TEST)(cfg, stage),
+              trees=registry.setting(cfg, "dci_trees", "together"))
+
+
+registry.register(registry.Metric(
+    "dci", "DCI disentanglement", _dci, _dci_settings, training_flag="",
+    ground_truth=True, sampled=True, postprocessed=True,
+    logged=lambda m: {f"dci_{k}": m[k] for k in ("disentanglement", "completeness",
+                                                 "informativeness_train",
+                                                 "informativeness_test")},
+    describe=lambda m: (f"{common.describe_protocols(m, 'disentanglement')}: completeness "
+                        f"{m['completeness']:.4f}, informativeness {m['informativeness_train']:.4f}"
+                        f" / {m['informativeness_test']:.4f} (train / test accuracy), "
+                        f"{m['num_train']} / {m['num_test']} points")))

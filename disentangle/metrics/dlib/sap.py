@@ -12,6 +12,8 @@ Discrete factors (the study's setting): S_ik is the test accuracy of a scikit-le
 Continuous factors: S_ik = Cov(z_i, v_k)^2 / (Var z_i Var v_k) (ddof 1), 0 when Var z_i <= 1e-12.
 Only factors with more than one value are scored (disentanglement_lib's dSprites has no colour
 factor). A discrete code is one latent whose classifier reads its one-hot block.
+
+Registered in `registry` as ``sap`` (settings and protocols: `common`).
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from disentangle.metrics import estimators as estimators_lib
+from disentangle.metrics import registry
+from disentangle.metrics.dlib import common
 
 NUM_TRAIN = 10_000
 NUM_TEST = 5_000
@@ -52,3 +56,33 @@ def avg_diff_top_two(matrix: np.ndarray) -> float:
   if len(top) < 2:
     return float(np.mean(top[-1]))
   return float(np.mean(top[-1] - top[-2]))
+
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+@common.sampled_from_the_grid
+def _sap(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Kumar et al.'s SAP as disentanglement_lib (`score_matrix`)."""
+  estimators_lib.check(s["estimators"])
+  sets, used, code_sizes = common.sets(inputs, s)
+  settings = estimators_lib.linear_svc_settings(s["estimators"], SVC_C, "balanced")
+  def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
+    del with_codes
+    log = estimators_lib.FitLog()
+    m = score_matrix(x_tr, y_tr, x_te, y_te, groups, s["continuous_factors"],
+                     estimators=s["estimators"], log=log)
+    return {"score": avg_diff_top_two(m), "score_matrix": m,
+            "estimator": log.record(settings)}
+  by = common.by_protocol(sets, code_sizes, True, fn)
+  classifier = (f"{estimators_lib.describe(settings)} per latent and factor"
+                if not s["continuous_factors"] else "none (squared correlation)")
+  return common.headline(by, "score", s["use_discrete"], factors_used=used,
+                         num_train=s["num_train"], num_test=s["num_test"],
+                         continuous_factors=s["continuous_factors"], classifier=classifier)
+
+
+registry.register(registry.Metric(
+    "sap", "SAP", _sap, common.split_settings(NUM_TRAIN, NUM_TEST, continuous_factors=False),
+    training_flag="", ground_truth=True, sampled=True, postprocessed=True,
+    describe=lambda m: (f"{common.describe_protocols(m, 'score')}: {m['num_train']} train / "
+                        f"{m['num_test']} test points, {m['classifier']}")))

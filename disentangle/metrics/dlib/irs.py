@@ -12,10 +12,18 @@ As disentanglement_lib computes it (`evaluation/metrics/irs.py`, settings
 
 Only factors with more than one value are scored. The definition is one of deviations of real
 latents: a categorical code does not enter (the means alone).
+
+Registered in `registry` as ``irs`` (settings: `common`).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
+
+from disentangle.metrics import registry
+from disentangle.metrics import sampling
+from disentangle.metrics.dlib import common
 
 NUM_TRAIN = 10_000
 NUM_BINS = 20
@@ -49,3 +57,27 @@ def irs(factors: np.ndarray, latents: np.ndarray, diff_quantile: float = DIFF_QU
   out = ({"score": 0.0} if not active.any()
          else irs_scores(factors, latents[:, active], diff_quantile))
   return dict(out, num_active_dims=int(active.sum()), active_dims=np.flatnonzero(active).tolist())
+
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+@common.sampled_from_the_grid
+def _irs(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Suter et al.'s IRS as disentanglement_lib (`irs`); the means alone."""
+  sets, used, _ = common.sets(inputs, s, names=("train",))
+  rep, factors = sets["train"]
+  binned = sampling.histogram_discretize(factors.astype(np.float64), s["num_bins"])
+  out = irs(binned, rep.mean, s["diff_quantile"])
+  return dict(out, value=out["score"], protocol=sampling.PROTOCOL, use_discrete=False,
+              factors_used=used, num_train=s["num_train"], num_bins=s["num_bins"],
+              diff_quantile=s["diff_quantile"])
+
+
+registry.register(registry.Metric(
+    "irs", "IRS", _irs,
+    lambda cfg, stage: {"num_train": common.points(cfg, NUM_TRAIN), "num_bins": NUM_BINS,
+                        "diff_quantile": DIFF_QUANTILE},
+    training_flag="", ground_truth=True, sampled=True, postprocessed=True,
+    describe=lambda m: (f"{m['protocol']}: {m['num_train']} points, factors in {m['num_bins']} "
+                        f"bins, quantile {m['diff_quantile']}, {m['num_active_dims']} active "
+                        f"dims")))

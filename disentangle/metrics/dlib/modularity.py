@@ -16,6 +16,9 @@ Departures: a constant latent (std 0) is divided by 1, not 0; a factor value abs
 test points (no AUC defined; disentanglement_lib fails there) is left out of that factor's
 mean. A discrete code is one more latent: its own classes are its bins (modularity) and its
 one-hot block enters the regression (explicitness).
+
+Registered in `registry` as ``modularity`` (value: modularity, explicitness beside it;
+settings and protocols: `common`).
 """
 from __future__ import annotations
 
@@ -25,6 +28,9 @@ import numpy as np
 from sklearn import metrics
 
 from disentangle.metrics import estimators as estimators_lib
+from disentangle.metrics import registry
+from disentangle.metrics import sampling
+from disentangle.metrics.dlib import common
 from disentangle.metrics.information import plugin_mutual_information
 
 NUM_TRAIN = 10_000
@@ -69,3 +75,45 @@ def _auc(y: np.ndarray, proba: np.ndarray, classes: np.ndarray) -> float:
   truth = (y[:, None] == classes[None, :]).astype(int)
   ok = (truth.sum(axis=0) > 0) & (truth.sum(axis=0) < len(y))
   return float(metrics.roc_auc_score(truth[:, ok], proba[:, ok], average="macro"))
+
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+@common.sampled_from_the_grid
+def _modularity(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Ridgeway & Zemel's modularity and explicitness as disentanglement_lib
+  (`modularity`, `explicitness`); value: modularity."""
+  estimators_lib.check(s["estimators"])
+  sets, used, code_sizes = common.sets(inputs, s)
+  rep_tr, y_tr = sets["train"]
+  settings = estimators_lib.logistic_regression_settings(s["estimators"])
+  def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
+    del groups
+    log = estimators_lib.FitLog()
+    codes = sampling.histogram_discretize(rep_tr.mean, s["num_bins"])
+    if with_codes:
+      codes = np.concatenate([codes, rep_tr.codes], axis=1)
+    mi = mutual_information(codes, y_tr)
+    n_tr, n_te = sampling.normalize(x_tr, x_te)
+    train_auc, test_auc, per = explicitness(n_tr, y_tr, n_te, y_te, s["estimators"], log)
+    return {"modularity": modularity(mi), "explicitness_train": train_auc,
+            "explicitness_test": test_auc, "explicitness_per_factor": per,
+            "mutual_information": mi, "estimator": log.record(settings)}
+  by = common.by_protocol(sets, code_sizes, True, fn)
+  return common.headline(by, "modularity", s["use_discrete"], factors_used=used,
+                         num_train=s["num_train"], num_test=s["num_test"], num_bins=s["num_bins"],
+                         classifier=f"{estimators_lib.describe(settings)} on standardised latents")
+
+
+def _explicitness_logged(m: dict) -> dict:
+  return {"modularity": m["value"], "explicitness": m["explicitness_test"]}
+
+
+registry.register(registry.Metric(
+    "modularity", "modularity", _modularity,
+    common.split_settings(NUM_TRAIN, NUM_TEST, num_bins=NUM_BINS), training_flag="",
+    ground_truth=True, sampled=True, postprocessed=True, logged=_explicitness_logged,
+    describe=lambda m: (f"{common.describe_protocols(m, 'modularity')}: explicitness "
+                        f"{m['explicitness_train']:.4f} / {m['explicitness_test']:.4f} (train / "
+                        f"test ROC-AUC), {m['num_bins']} bins, {m['num_train']} / "
+                        f"{m['num_test']} points")))

@@ -42,17 +42,23 @@ Departures: only factors with more than one value are predicted (as the rest of 
 factor whose training points all hold one value is predicted as that value (scikit-learn
 refuses to fit it; recorded in ``single_class_factors``); the strong task's intervention draws
 from the metric's stream (disentanglement_lib draws it from numpy's global one).
+
+Registered in `registry` as ``downstream_logistic``, ``downstream_trees``,
+``reduced_downstream`` and ``strong_downstream``, switched on by ``eval.downstream``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from disentangle.metrics import boosted_trees
-from disentangle.metrics import dci
 from disentangle.metrics import estimators as estimators_lib
+from disentangle.metrics import registry
 from disentangle.metrics import sampling
+from disentangle.metrics.dlib import common
+from disentangle.metrics.dlib import dci
 from disentangle.metrics.representation import MetricInputError
 from disentangle.metrics.representation import encode_factors
 
@@ -275,3 +281,158 @@ def used_factors(dataset) -> list:
   if not used:
     raise MetricInputError("no factor has more than one value")
   return used
+
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+def _task_settings(predictor: str, sizes, num_test: int, trees: bool = False, **extra):
+  """Settings of a task over training ``sizes``: ``num_points`` is the evaluation's points
+  (``eval.suite_points``, else the largest size); sizes above it are left out and recorded;
+  ``trees``: DCI's importances are read (``eval.dci_trees``)."""
+  def settings(cfg, stage):
+    del stage
+    num_points = common.points(cfg, max(sizes))
+    within, above = sizes_within(sizes, num_points)
+    out = dict(predictor=predictor, num_train=within, sizes_left_out=above,
+               num_points=num_points, num_test=common.points(cfg, num_test, half=True),
+               estimators=common.estimators_of(cfg), use_discrete=common.use_discrete(cfg),
+               **extra)
+    if trees:
+      out["trees"] = registry.setting(cfg, "dci_trees", "together")
+    return out
+  return settings
+
+
+def _task_start(inputs: registry.Inputs, s: dict):
+  """(factors used, tree seed, fit log) after the checks every task shares."""
+  used = used_factors(inputs.ground_truth)
+  check_sizes(s["num_train"], s["num_points"])
+  estimators_lib.check(s["estimators"])
+  return used, int(inputs.rng.integers(2**31)), estimators_lib.FitLog()
+
+
+def _task_record(s: dict, log, seed: int, used) -> dict:
+  keys = ("num_train", "sizes_left_out", "num_points", "num_test")
+  return dict({k: s[k] for k in keys}, factors_used=used, tree_seed=seed,
+              estimator=log.record(predictor_settings(s["predictor"], s["estimators"])))
+
+
+@common.sampled_from_the_grid
+def _downstream(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """disentanglement_lib's downstream task (`accuracies`): per training size, a fresh
+  training and test set; value: the mean test accuracy at the largest size computed."""
+  used, seed, log = _task_start(inputs, s)
+  draw_set = functools.partial(draw, inputs.ground_truth, inputs.represent, rng=inputs.rng,
+                               used=used, encode_batch_size=inputs.encode_batch_size)
+  by_size = {}
+  for size in s["num_train"]:
+    (rep_tr, y_tr), (rep_te, y_te) = draw_set(size, minimum=2), draw_set(s["num_test"])
+    code_sizes = sampling.code_sizes(rep_tr, rep_te)
+    for protocol, with_codes in sampling.protocols(rep_tr, True):
+      x_tr = sampling.features(rep_tr, with_codes, code_sizes)[0]
+      x_te = sampling.features(rep_te, with_codes, code_sizes)[0]
+      try:
+        out = summary(accuracies(
+            s["predictor"], x_tr, y_tr, x_te, y_te, seed, estimators=s["estimators"], log=log))
+      except ValueError as e:  # scikit-learn's multinomial fit of a fold missing a class
+        if s["predictor"] != "logistic_regression_cv":
+          raise
+        out = {"not_computed": f"scikit-learn's LogisticRegressionCV failed at {size} points: "
+                               f"{str(e).splitlines()[0]}"}
+      by_size.setdefault(protocol, {})[str(size)] = out
+  by = {}
+  for protocol, sizes in by_size.items():
+    done = [n for n, r in sizes.items() if "not_computed" not in r]
+    if not done:
+      raise sampling.MetricInputError(f"no training size of num_train {s['num_train']} could be "
+                                      f"fitted: {sizes[str(s['num_train'][0])]['not_computed']}")
+    by[protocol] = dict(sizes[done[-1]], by_size=sizes, value_num_train=int(done[-1]),
+                        protocol=protocol)
+  return common.headline(by, "mean_test_accuracy", s["use_discrete"],
+                         **_task_record(s, log, seed, used))
+
+
+@common.sampled_from_the_grid
+def _reduced_downstream(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """disentanglement_lib's reduced downstream task (`reduced_accuracies`); value:
+  the mean test accuracy of the reduced factor at the largest size."""
+  used, seed, log = _task_start(inputs, s)
+  by_size = {}
+  for size in s["num_train"]:
+    rep_tr, y_tr = draw(inputs.ground_truth, inputs.represent, size, inputs.rng, used,
+                        inputs.encode_batch_size, minimum=2)
+    rep_te, y_te = draw(inputs.ground_truth, inputs.represent, s["num_test"], inputs.rng, used,
+                        inputs.encode_batch_size)
+    by_size[str(size)] = reduced_accuracies(
+        s["predictor"], rep_tr.mean, y_tr, rep_te.mean, y_te, s["num_factors_to_remove"], seed,
+        trees=s["trees"], estimators=s["estimators"], log=log)
+  last = by_size[str(s["num_train"][-1])]
+  return dict({k: v for k, v in last.items() if k != "per_factor"},
+              value=last["mean_test_accuracy_reduced_factor"],
+              value_is="mean_test_accuracy_reduced_factor", by_size=by_size,
+              protocol=sampling.PROTOCOL, use_discrete=False,
+              num_factors_to_remove=s["num_factors_to_remove"],
+              correlation_measure=f"factorwise_dci ({dci.TREES[s['trees']]})",
+              trees=s["trees"],
+              **_task_record(s, log, seed, used))
+
+
+@common.sampled_from_the_grid
+def _strong_downstream(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """disentanglement_lib's strong downstream task (`strong_accuracies`); value: the
+  mean strong (out-of-distribution) test accuracy at the largest size."""
+  used, seed, log = _task_start(inputs, s)
+  by_size = {}
+  for size in s["num_train"]:
+    rows = [np.asarray(inputs.ground_truth.sample_factors(n, inputs.rng), np.int64)
+            for n in (size, s["num_test"])]
+    by_size[str(size)] = strong_accuracies(
+        inputs.ground_truth, inputs.represent, inputs.rng, s["predictor"], *rows, used,
+        s["num_experiments"], seed, inputs.encode_batch_size, estimators=s["estimators"],
+        log=log)
+  last = by_size[str(s["num_train"][-1])]
+  return dict({k: v for k, v in last.items() if k != "experiments"},
+              value=last["mean_strong_test_accuracy"], value_is="mean_strong_test_accuracy",
+              by_size=by_size, protocol=sampling.PROTOCOL, use_discrete=False,
+              num_experiments=s["num_experiments"], **_task_record(s, log, seed, used))
+
+
+def _describe_task(m: dict, key: str) -> str:
+  left = (f" (above {m['num_points']} points left out: {list(m['sizes_left_out'])})"
+          if m["sizes_left_out"] else "")
+  return (f"{common.describe_protocols(m, key)}: {key} at {m['num_train'][-1]} training points; "
+          f"sizes {list(m['num_train'])}{left}, {m['num_test']} test points, "
+          f"{m['estimator']['estimator']} "
+          f"[{m['estimator'].get('estimators') or m['estimator'].get('implementation')}]")
+
+
+_GBT = "gradient_boosting_classifier"
+
+
+registry.register(registry.Metric(
+    "downstream_logistic", "downstream acc. (logistic)", _downstream,
+    _task_settings("logistic_regression_cv", NUM_TRAIN, NUM_TEST),
+    training_flag="", run_flag="downstream", ground_truth=True, sampled=True, postprocessed=True,
+    describe=lambda m: _describe_task(m, "mean_test_accuracy")))
+registry.register(registry.Metric(
+    "downstream_trees", "downstream acc. (boosted trees)", _downstream,
+    _task_settings(_GBT, NUM_TRAIN, NUM_TEST),
+    training_flag="", run_flag="downstream", ground_truth=True, sampled=True, postprocessed=True,
+    describe=lambda m: _describe_task(m, "mean_test_accuracy")))
+registry.register(registry.Metric(
+    "reduced_downstream", "reduced downstream acc.", _reduced_downstream,
+    _task_settings(_GBT, REDUCED_NUM_TRAIN, REDUCED_NUM_TEST, trees=True,
+                   num_factors_to_remove=NUM_FACTORS_TO_REMOVE),
+    training_flag="", run_flag="downstream", ground_truth=True, sampled=True, postprocessed=True,
+    describe=lambda m: (_describe_task(m, "mean_test_accuracy_reduced_factor") + f", "
+                        f"{m['num_factors_to_remove']} latent(s) removed per factor; other "
+                        f"factors {m['mean_test_accuracy_other_factors']:.4f}")))
+registry.register(registry.Metric(
+    "strong_downstream", "strong downstream acc.", _strong_downstream,
+    _task_settings(_GBT, STRONG_NUM_TRAIN, STRONG_NUM_TEST,
+                   num_experiments=STRONG_NUM_EXPERIMENTS),
+    training_flag="", run_flag="downstream", ground_truth=True, sampled=True, postprocessed=True,
+    describe=lambda m: (_describe_task(m, "mean_strong_test_accuracy") + f", "
+                        f"{m['num_experiments']} interventions per factor; in distribution "
+                        f"{m['mean_test_accuracy']:.4f}, gap "
+                        f"{m['strong_generalization_gap']:.4f}")))

@@ -14,15 +14,19 @@ The fixed factor is drawn from the factors with more than one value (disentangle
 ``randint(num_factors)`` over its dSprites factors, which leave out the constant colour; ours
 lists colour). With the discrete code (``protocol='disentanglement_lib+discrete_codes'``) each code enters as a
 one-hot block, so its feature is the fraction of pairs whose codes differ (per class column).
+
+Registered in `registry` as ``beta_vae`` (settings and protocols: `common`).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from disentangle.metrics import estimators as estimators_lib
+from disentangle.metrics import registry
 from disentangle.metrics import sampling
+from disentangle.metrics.dlib import common
 from disentangle.metrics.representation import encode_factors
 
 BATCH_SIZE = 64
@@ -100,3 +104,30 @@ def beta_vae_score(dataset, represent: Callable[[np.ndarray], Any], rng: np.rand
         "num_features": int(x["train"].shape[1]),
     }
   return out
+
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+@common.sampled_from_the_grid
+def _beta_vae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """Higgins et al.'s score as disentanglement_lib (`beta_vae_score`)."""
+  common.require_ground_truth(inputs)
+  estimators_lib.check(s["estimators"])
+  by = beta_vae_score(inputs.ground_truth, inputs.represent, inputs.rng,
+                      batch_size=s["batch_size"], num_train=s["num_train"],
+                      num_eval=s["num_eval"], estimators=s["estimators"],
+                      encode_batch_size=inputs.encode_batch_size)
+  return common.headline(by, "eval_accuracy", s["use_discrete"])
+
+
+registry.register(registry.Metric(
+    "beta_vae", "β-VAE score", _beta_vae,
+    lambda cfg, stage: {"batch_size": BATCH_SIZE,
+                        "num_train": common.points(cfg, NUM_TRAIN),
+                        "num_eval": common.points(cfg, NUM_EVAL, half=True),
+                        "use_discrete": common.use_discrete(cfg),
+                        "estimators": common.estimators_of(cfg)},
+    training_flag="", ground_truth=True, sampled=True, postprocessed=True,
+    describe=lambda m: (f"{common.describe_protocols(m, 'eval_accuracy')}: {m['num_train']} "
+                        f"train / {m['num_eval']} eval points, pairs of {m['batch_size']}, "
+                        f"{m['classifier']}, train accuracy {m['train_accuracy']:.4f}")))

@@ -3,7 +3,7 @@
 CascadeVAE's factor score (supplement C, and without the discrete code), MIG (two estimators),
 the shape accuracy of the discrete code, the information estimates, the accuracies of a
 discrete code against labels (one-to-one and, for a code named by labels, identity), and
-PartedVAE's factor score; disentanglement_lib's suite is registered by `suite`. Each function
+PartedVAE's factor score; disentanglement_lib's suite is registered by `dlib`. Each function
 computes one result from `registry.Inputs` (on the metric's own random stream) and its settings.
 """
 from __future__ import annotations

@@ -14,9 +14,10 @@ mean KL(q(z_j|x) || N(0, 1)) <= 0.01 are zeroed and left out. For each ordered p
 is the median of UDR_ij over the other runs j (its column, as disentanglement_lib). With
 ``correlation='spearman'``, R is the absolute Spearman rank correlation instead.
 
-The points: `sample` draws them from the ground truth with a fixed stream (`POINTS_SEED`), the
-same for every seed of a configuration; `aggregate` computes the scores per table row from the
-samples its runs wrote.
+The points: the metric ``udr_sample`` (registered below) draws them from the ground truth with a
+fixed stream (`POINTS_SEED`), the same for every seed of a configuration;
+`disentangle.evaluation.aggregate` computes the scores per table row from the samples its runs
+wrote.
 """
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ import scipy.stats
 from sklearn import exceptions
 from sklearn import linear_model
 from sklearn import preprocessing
+
+from disentangle.metrics import registry
+from disentangle.metrics import sampling
+from disentangle.metrics.dlib import common
+from disentangle.metrics.information import kl_per_dim
 
 NUM_POINTS = 1_000
 KL_THRESHOLD = 0.01
@@ -87,3 +93,29 @@ def udr(means: Sequence[np.ndarray], kls: Sequence[Optional[np.ndarray]], *,
   return {"model_scores": scores, "pairwise": pairwise, "correlation": correlation,
           "kl_threshold": kl_threshold, "informative_latents": [m.tolist() for m in masks],
           "num_points": int(reps[0].shape[0]), "lasso_alpha": LASSO_ALPHA}
+
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+@common.sampled_from_the_grid
+def _udr_sample(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """The means (and mean KL per latent) of `NUM_POINTS` points drawn with the fixed stream
+  `POINTS_SEED`, so that every seed of a configuration encodes the same observations;
+  `disentangle.evaluation.aggregate` computes UDR (`udr`) over a row's runs from them."""
+  common.require_ground_truth(inputs)
+  gen = np.random.default_rng(s["points_seed"])
+  rep, factors = sampling.sample_points(inputs.ground_truth, inputs.represent, s["num_points"],
+                                        gen, inputs.encode_batch_size)
+  kl = None if rep.logvar is None else kl_per_dim(rep.mean, rep.logvar)
+  return {"value": None, "means": rep.mean, "kl_per_dim": kl, "num_points": rep.num_examples,
+          "points_seed": s["points_seed"], "factors_checksum": int(np.sum(
+              factors * np.arange(1, factors.shape[1] + 1)) % 1_000_003),
+          "protocol": sampling.PROTOCOL}
+
+
+registry.register(registry.Metric(
+    "udr_sample", "UDR sample", _udr_sample,
+    lambda cfg, stage: {"num_points": NUM_POINTS, "points_seed": POINTS_SEED},
+    training_flag="", ground_truth=True, tabulated=False, logged=lambda m: {},
+    describe=lambda m: (f"{m['num_points']} points (stream {m['points_seed']}) for UDR across "
+                        f"the seeds of a configuration (aggregate)")))

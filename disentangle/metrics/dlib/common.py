@@ -1,16 +1,16 @@
-"""What the registrations of disentanglement_lib's suite share (`suite`, `suite_tasks`).
+"""What the registrations of disentanglement_lib's suite share (the family modules of `dlib`).
 
 The settings every metric reads from the config (``eval.use_discrete``, ``eval.estimators``,
-``eval.suite_points``), the points drawn from the ground truth's whole grid (`sets`, with a
-missing factor combination as `sampling.MetricInputError` through `sampled_from_the_grid`), the
-protocols of a representation with and without its discrete code (`by_protocol`, `headline`) and
-DCI's trees as recorded (`dci_estimator`).
+``eval.suite_points``; `split_settings`), the points drawn from the ground truth's whole grid
+(`sets`, with a missing factor combination as `sampling.MetricInputError` through
+`sampled_from_the_grid`) and the protocols of a representation with and without its discrete
+code (`by_protocol`, `headline`). DCI's trees as recorded are `dci.TREES` and
+`dci.estimator_record`.
 """
 from __future__ import annotations
 
 import functools
 
-from disentangle.metrics import boosted_trees
 from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
@@ -97,29 +97,11 @@ def by_protocol(sets, code_sizes, extends: bool, fn) -> dict:
   return by
 
 
-def split_settings(module, **extra):
+def split_settings(num_train: int, num_test: int, **extra):
+  """Settings of a metric on a train and a test set of disentanglement_lib's sizes ``num_train``
+  and ``num_test`` (`points`), with ``extra`` beside them."""
   def settings(cfg, stage):
     del stage
-    num_test = getattr(module, "NUM_TEST", None)
-    return dict(num_train=points(cfg, module.NUM_TRAIN),
-                num_test=None if num_test is None else points(cfg, num_test, half=True),
+    return dict(num_train=points(cfg, num_train), num_test=points(cfg, num_test, half=True),
                 use_discrete=use_discrete(cfg), estimators=estimators_of(cfg), **extra)
   return settings
-
-
-DCI_TREES = {
-    "together": ("GradientBoostingClassifier() per factor, the trees of a stage grown together "
-                 "(disentangle.metrics.boosted_trees: scikit-learn's splits, leaves and "
-                 "importances)"),
-    "sklearn": "sklearn GradientBoostingClassifier() per factor",
-}
-
-
-def dci_estimator(s: dict) -> dict:
-  """DCI's trees as recorded: ``eval.estimators``' fit (`boosted_trees.FIT_WORDS`); the
-  installed scikit-learn's (today's) with ``eval.dci_trees='sklearn'``."""
-  together = s["trees"] == "together"
-  return {"estimator": "GradientBoostingClassifier", "estimators": s["estimators"],
-          "implementation": "disentangle.metrics.boosted_trees" if together else "sklearn",
-          "fit": boosted_trees.FIT_WORDS[s["estimators"] if together else "current"],
-          "n_estimators": 100, "max_depth": 3, "learning_rate": 0.1, "converged": True}

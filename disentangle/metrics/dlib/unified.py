@@ -21,6 +21,8 @@ Settings: no study of disentanglement_lib binds ``unified_scores``; ``num_train`
 ``num_test`` = 5,000 (DCI's and SAP's study points, which two of the matrices are) and the
 study's discretiser (histogram, 20 bins) here. Only factors with more than one value take part
 (as the rest of the suite).
+
+Registered in `registry` as ``unified_scores``, switched on by ``eval.unified_scores``.
 """
 from __future__ import annotations
 
@@ -30,12 +32,14 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.csgraph
 
-from disentangle.metrics import dci
 from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import information
-from disentangle.metrics import modularity
+from disentangle.metrics import registry
 from disentangle.metrics import sampling
-from disentangle.metrics import sap
+from disentangle.metrics.dlib import common
+from disentangle.metrics.dlib import dci
+from disentangle.metrics.dlib import modularity
+from disentangle.metrics.dlib import sap
 from disentangle.metrics.mig import mig_from_matrix
 
 NUM_TRAIN = 10_000
@@ -110,3 +114,45 @@ def unified_scores(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
     r = matrix(name, x_train, y_train, x_test, y_test, **kwargs)
     out[name] = dict(matrix=r.tolist(), **precision_curve(r), **aggregate(r, y_train))
   return out
+
+
+# -- Registration in `registry` ------------------------------------------------------------------
+
+@common.sampled_from_the_grid
+def _unified_scores(inputs: registry.Inputs, s: dict) -> Optional[dict]:
+  """disentanglement_lib's unified scores (`unified_scores`) of every matrix; value: DCI
+  disentanglement of the importance matrix (the scores of each matrix under ``by_matrix``)."""
+  estimators_lib.check(s["estimators"])
+  sets, used, _ = common.sets(inputs, s)
+  (rep_tr, y_tr), (rep_te, y_te) = sets["train"], sets["test"]
+  seed, log = int(inputs.rng.integers(2**31)), estimators_lib.FitLog()
+  by_matrix = unified_scores(rep_tr.mean, y_tr, rep_te.mean, y_te, s["matrices"],
+                             random_state=seed, num_bins=s["num_bins"], trees=s["trees"],
+                             estimators=s["estimators"], log=log)
+  first = "importance_gbt_matrix" if "importance_gbt_matrix" in by_matrix else s["matrices"][0]
+  return {"value": by_matrix[first]["dci_disentanglement"],
+          "value_is": f"{first}:dci_disentanglement", "by_matrix": by_matrix,
+          "protocol": sampling.PROTOCOL, "use_discrete": False, "factors_used": used,
+          "num_train": s["num_train"], "num_test": s["num_test"], "num_bins": s["num_bins"],
+          "matrices": list(s["matrices"]), "tree_seed": seed, "trees": s["trees"],
+          "svm": log.record(estimators_lib.linear_svc_settings(s["estimators"], sap.SVC_C,
+                                                               "balanced"))}
+
+
+def _unified_settings(cfg, stage):
+  return dict(common.split_settings(NUM_TRAIN, NUM_TEST, num_bins=NUM_BINS,
+                                    matrices=MATRICES)(cfg, stage),
+              trees=registry.setting(cfg, "dci_trees", "together"))
+
+
+registry.register(registry.Metric(
+    "unified_scores", "unified scores", _unified_scores, _unified_settings, training_flag="",
+    run_flag="unified_scores",
+    ground_truth=True, sampled=True, postprocessed=True, tabulated=False,
+    logged=lambda m: {f"unified_{name}_{key}": r[key] for name, r in m["by_matrix"].items()
+                      for key in ("dci_disentanglement", "mig", "sap", "modularity",
+                                  "area_precision")},
+    describe=lambda m: (f"{m['protocol']}: " + "; ".join(
+        f"{name} DCI {r['dci_disentanglement']:.3f}, MIG {r['mig']:.3f}, SAP {r['sap']:.3f}, "
+        f"modularity {r['modularity']:.3f}, precision area {r['area_precision']:.3f}"
+        for name, r in m["by_matrix"].items()) + f"; {m['num_train']} / {m['num_test']} points")))
