@@ -76,12 +76,12 @@ def test_command_line_sigterm_stops_with_one_line_and_resumes_bitwise(tmp_path, 
 @pytest.mark.slow
 def test_kills_at_random_instants_resume_bitwise_with_no_half_written_file(tmp_path,
                                                                            uninterrupted):
-  """SIGKILL 5 times (seed 0: inside a checkpoint write, inside an evaluation write, at a step
-  after a resume, and twice at a random instant), the same command after each: no half-written
+  """SIGKILL 4 times (seed 6: at a random instant, inside a checkpoint write, inside an
+  evaluation write, at a step after a resume), the same command after each: no half-written
   file after any kill, every finished run equal to the uninterrupted one."""
-  record = faults.run(5, 0, tmp_path, STEPS, reference_run=uninterrupted)
-  assert record["kills"] == 5 and record["problems"] == [], record
+  record = faults.run(4, 6, tmp_path, STEPS, reference_run=uninterrupted)
+  assert record["kills"] == 4 and record["problems"] == [], record
   assert record["differences"] == 0, record["different"]
   assert record["temporaries_left"] == 0, record  # removed by the next write of their file
   assert record["runs_finished"] >= 1 and record["resumes"] >= 1, record
-  assert sum(v > 0 for k, v in record["kills_at"].items() if k != "timed") >= 3, record
+  assert all(record["kills_at"][k] >= 1 for k in ("timed", "checkpoint", "eval", "resume")), record
