@@ -208,43 +208,49 @@ def _stderr_lines(text: str) -> list[str]:
   return [_ABSL_PREFIX.sub(r"\1 ", l) for l in re.split(r"[\r\n]", text) if l.strip()]
 
 
+def _mounted_tmpfs(folder: pathlib.Path, size: str) -> bool:
+  """A ``size`` tmpfs mounted on ``folder`` (root only); False when it cannot be."""
+  folder.mkdir(exist_ok=True)
+  return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                        capture_output=True, check=False).returncode == 0
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("disk", ["file_size_limit", "tmpfs"])
-def test_command_line_full_disk_at_a_checkpoint_is_the_error_line_alone(tmp_path, disk):
+def test_command_line_full_disk_at_a_checkpoint_is_the_error_line_alone(tmp_path):
   """The first checkpoint cannot be written by orbax's writer threads (tensorstore, in C++): the
   WHOLE stderr of the command is what a run that succeeds prints (the data's warnings) plus the
   one error line, without the threads' logs and tracebacks; exit status 2; the same command
-  completes once the space is back. ``file_size_limit``: any file past 1 MB fails (RLIMIT_FSIZE;
-  only the checkpoint's data file is that large); ``tmpfs``: a 6 MB file system (root only)."""
+  completes once the space is back. Two full disks in one folder: a 6 MB tmpfs (root only;
+  unmounted after, the folder empty again), then any file past 1 MB failing (RLIMIT_FSIZE; only
+  the checkpoint's data file is that large), after which the same command completes there."""
   repo = pathlib.Path(__file__).resolve().parents[1]
-  workdir, limit, expected = tmp_path / "run", 1 << 20, "File too large (EFBIG)"
-  if disk == "tmpfs":
-    workdir.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(workdir)],
-                      capture_output=True, check=False).returncode != 0:
-      pytest.skip("a tmpfs cannot be mounted here (not root)")
-    limit, expected = 0, "No space left on device (ENOSPC)"
+  workdir = tmp_path / "run"
   args = [sys.executable, "-c", _FILE_SIZE_CLI,
           "--config=experiments/configs/dsprites_betavae.py:smoke", "--config.num_steps=10",
           "--config.checkpoint_every=5", "--config.eval_every=10", "--config.batch_size=16",
           "--config.eval.num_points=500", "--config.eval.factor_score_votes=20",
           "--noconfig.progress_bar", f"--workdir={workdir}"]
-  try:
-    full = subprocess.run(args + [str(limit)], capture_output=True, text=True, cwd=repo,
-                          timeout=600, check=False)
-    if disk == "tmpfs":
+  command = lambda limit: subprocess.run(args + [str(limit)], capture_output=True, text=True,  # noqa: E731
+                                         cwd=repo, timeout=600, check=False)
+  fulls = {}
+  if _mounted_tmpfs(workdir, "6m"):
+    try:
+      fulls["No space left on device (ENOSPC)"] = command(0)
       subprocess.run(["umount", str(workdir)], check=True)
-  finally:
-    subprocess.run(["umount", str(workdir)], capture_output=True, check=False)
-  assert full.returncode == 2, full.stderr[-3000:]
-  done = subprocess.run(args + ["0"], capture_output=True, text=True, cwd=repo, timeout=600,
-                        check=False)
+    finally:
+      subprocess.run(["umount", str(workdir)], capture_output=True, check=False)
+    assert list(workdir.iterdir()) == []
+  fulls["File too large (EFBIG)"] = command(1 << 20)
+  done = command(0)
   assert done.returncode == 0 and "done:" in done.stdout, done.stderr[-3000:]
-  lines, usual = _stderr_lines(full.stderr), _stderr_lines(done.stderr)
-  errors = [l for l in lines if l.startswith("error:")]
-  assert len(errors) == 1 and errors[0].startswith(
-      f"error: cannot write checkpoint 5 in {workdir / 'checkpoints'}: "), lines
-  assert expected in errors[0] and "\n" not in errors[0]
-  usual = [l for l in usual if ".orbax-checkpoint-tmp which already exists" not in l]  # the
-  # resumed run removes the failed save's temporary folder, and says so
-  assert [l for l in lines if l not in errors] == usual, full.stderr[-3000:]
+  usual = [l for l in _stderr_lines(done.stderr)
+           if ".orbax-checkpoint-tmp which already exists" not in l]  # the resumed run removes
+  # the failed save's temporary folder, and says so
+  for expected, full in fulls.items():
+    assert full.returncode == 2, full.stderr[-3000:]
+    lines = _stderr_lines(full.stderr)
+    errors = [l for l in lines if l.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: cannot write checkpoint 5 in {workdir / 'checkpoints'}: "), lines
+    assert expected in errors[0] and "\n" not in errors[0]
+    assert [l for l in lines if l not in errors] == usual, full.stderr[-3000:]
