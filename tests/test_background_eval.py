@@ -108,12 +108,13 @@ def test_background_evaluation_writes_what_the_loop_writes(tmp_path):
     assert not (tmp_path / "True" / trainer.PENDING_EVAL).exists()
 
 
-def _slowed(monkeypatch, seconds, log):
-  """`Evaluator.run` takes ``seconds`` more; ``log`` gets (step, end time) of each."""
+def _slowed(monkeypatch, seconds, log, step_slowed):
+  """`Evaluator.run` takes ``seconds`` more at ``step_slowed``; ``log`` gets (step, end time) of
+  each."""
   run = evaluator_lib.Evaluator.run
 
   def slow(self, params, step, rep=None):
-    time.sleep(seconds)
+    time.sleep(seconds if step == step_slowed else 0.0)
     out = run(self, params, step, rep)
     log.append((step, time.monotonic()))
     return out
@@ -148,7 +149,7 @@ def test_sigterm_during_a_background_evaluation_loses_nothing(tmp_path, monkeypa
   and ends equal to a run evaluated in the loop, never stopped."""
   data = helpers.TinyImages(n=64)
   log = []
-  _slowed(monkeypatch, 1.0, log)
+  _slowed(monkeypatch, 1.0, log, 3)
   sent = []
 
   def send(state, step):
