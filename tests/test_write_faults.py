@@ -172,11 +172,11 @@ runpy.run_module("experiments.dsprites_betavae", run_name="__main__")
 def test_command_line_full_disk_at_an_image_then_an_evaluation_write(tmp_path):
   """The smoke command: a picture cannot be written, then (the same command again) the
   evaluation JSON; each time exit status 2, one line naming the file and the cause, no traceback;
-  the same command then completes, resumed. (The pictures of an evaluation are written before its
-  JSON, so the second attempt reaches the JSON.)"""
+  the same command then completes, resumed (from checkpoint 5 at least). (The pictures of an
+  evaluation are written before its JSON, so the second attempt reaches the JSON.)"""
   repo = pathlib.Path(__file__).resolve().parents[1]
   args = [sys.executable, "-c", _CLI, "--config=experiments/configs/dsprites_betavae.py:smoke",
-          "--config.num_steps=40", "--config.eval_every=20", "--config.checkpoint_every=10",
+          "--config.num_steps=10", "--config.eval_every=10", "--config.checkpoint_every=5",
           "--config.batch_size=16", "--config.eval.num_points=500",
           "--config.eval.factor_score_votes=20", f"--workdir={tmp_path / 'run'}"]
   for target in (".png", "eval/"):
