@@ -146,12 +146,12 @@ def test_command_line_bad_input_is_one_line_and_creates_nothing(tmp_path, args, 
 
 @pytest.fixture(scope="module")
 def two_rows(tmp_path_factory):
-  """The table ``two`` (rows ``tiny`` and ``other``: `_tiny_table`'s config, 2 seeds) queued as
+  """The table ``two`` (rows ``tiny`` and ``other``: `_tiny_table`'s config, 1 seed) queued as
   ``two/fake.other``, then as ``two/fake.other,two``: what each call left. Its ``tiny`` row is a
   program never stopped (the reference of the slot stopped at its deadline below)."""
   table, modules, kwargs = _tiny_table()
   two = plan.Table("two", "two rows", "test", ("accuracy",),
-                   (table.rows[0], plan.Row("other", "4", "fake", "other")), "final", seeds=2)
+                   (table.rows[0], plan.Row("other", "4", "fake", "other")), "final", seeds=1)
   out = tmp_path_factory.mktemp("slot") / "out"
   out.mkdir()
   (out / "throughput.json").write_text("{}")
@@ -207,9 +207,10 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   assert any((workdir / slot_lib.CACHE).iterdir())  # kept for the next call
   _check_summary(out)
 
-  # A tiny table queued; the deadline passes at its first step: a checkpoint, the summary.
+  # A tiny table queued (one seed); the deadline passes at its first step: a checkpoint, the
+  # summary.
   table, modules, kwargs = _tiny_table()
-  slot = slot_lib.parse_slot(minutes=3, out=out, workdir=workdir, queue="tiny",
+  slot = slot_lib.parse_slot(minutes=3, out=out, workdir=workdir, queue="tiny:1",
                              tables={"tiny": table}, command="slot")
   kept = (out / "throughput.json").stat().st_mtime_ns
   monkeypatch.setattr(preemption.Signals, "passed", lambda self: self.deadline is not None)
@@ -219,7 +220,7 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   program = slot.table_dir(slot.queue[0]) / "runs" / "fake_tiny"
   assert sorted(p.name for p in (program / "checkpoints").iterdir()) == ["1"]
   state = json.loads((out / "slot.json").read_text())
-  assert state["status"] == "stopped at the deadline" and state["seeds"] == {"tiny": 2}
+  assert state["status"] == "stopped at the deadline" and state["seeds"] == {"tiny": 1}
   assert state["queue"][0]["evaluated"] == 0 and state["queue"][0]["lines"] == 1
   assert state["throughput"].startswith("kept")
   assert (out / "throughput.json").stat().st_mtime_ns == kept
@@ -282,7 +283,7 @@ def test_queued_rows_train_first_and_the_whole_table_later_only_the_others(two_r
   assert two_rows["second_files"] == two_rows["first_files"] != {}
   assert [l["status"] for l in two_rows["second_lines"]] == ["evaluated", "evaluated"]
   log = two_rows["log"]
-  assert log.count("training in") == 2 and "two: [1/1] fake:other (2 runs" in log
-  assert "two: [1/2] fake:tiny (2 runs, 4 steps): training in" in log
+  assert log.count("training in") == 2 and "two: [1/1] fake:other (1 runs" in log
+  assert "two: [1/2] fake:tiny (1 runs, 4 steps): training in" in log
   text = two_rows["text"]
   assert text.count("## two") == 2 and text.count("| tiny") == 1, text
