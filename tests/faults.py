@@ -212,8 +212,8 @@ def environment(workdir: pathlib.Path) -> dict:
 def command(steps: int) -> list[str]:
   """The arguments of :data:`COMMAND` training ``steps`` steps (a multiple of 8): a checkpoint
   every quarter of them, an evaluation every half, a metrics line every eighth."""
-  if steps % 8:
-    raise ValueError(f"steps must be a multiple of 8, got {steps}")
+  if steps <= 0 or steps % 8:
+    raise ValueError(f"steps must be a positive multiple of 8, got {steps}")
   return [*COMMAND, f"--config.checkpoint_every={steps // 4}", f"--config.eval_every={steps // 2}",
           f"--config.log_every={steps // 8}", f"--config.num_steps={steps}"]
 
@@ -307,9 +307,11 @@ def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--kills", type=int, default=50)
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--steps", type=int, default=40)
+  parser.add_argument("--steps", type=int, default=40, help="a positive multiple of 8")
   parser.add_argument("--workdir", default=None, help="kept when given; else a temporary folder")
   args = parser.parse_args(argv)
+  if args.steps <= 0 or args.steps % 8:
+    parser.error(f"--steps: a positive multiple of 8, got {args.steps}")
   if args.workdir:
     record = run(args.kills, args.seed, pathlib.Path(args.workdir), args.steps)
   else:
