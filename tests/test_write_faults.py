@@ -18,6 +18,7 @@ import pytest
 from disentangle import atomic
 from disentangle.train import checkpoint
 from disentangle.train import writers
+from tests import helpers
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -155,39 +156,32 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
     logging.getLogger().removeHandler(records)
 
 
-_CLI = r"""
-import errno, os, runpy, sys
-real, target = os.replace, sys.argv.pop()  # the last argument: what part of a path fails
-def replace(src, dst, *a, **k):
-  if target in os.fspath(dst):
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-  return real(src, dst, *a, **k)
-if target != "none":
-  os.replace = replace
-runpy.run_module("experiments.dsprites_betavae", run_name="__main__")
-"""
-
-
 @pytest.mark.slow
-def test_command_line_full_disk_at_an_image_then_an_evaluation_write(tmp_path):
-  """The smoke command: a picture cannot be written, then (the same command again) the
-  evaluation JSON; each time exit status 2, one line naming the file and the cause, no traceback;
-  the same command then completes, resumed (from checkpoint 5 at least). (The pictures of an
-  evaluation are written before its JSON, so the second attempt reaches the JSON.)"""
-  repo = pathlib.Path(__file__).resolve().parents[1]
-  args = [sys.executable, "-c", _CLI, "--config=experiments/configs/dsprites_betavae.py:smoke",
-          "--config.num_steps=10", "--config.eval_every=10", "--config.checkpoint_every=5",
-          "--config.batch_size=16", "--config.eval.num_points=500",
-          "--config.eval.factor_score_votes=20", f"--workdir={tmp_path / 'run'}"]
+def test_command_line_full_disk_at_an_image_then_an_evaluation_write(tmp_path, monkeypatch):
+  """The smoke command (run in this process, on one device; its exit status and whole stderr in
+  a process of its own: the checkpoint test below): a picture cannot be written, then (the same
+  command again) the evaluation JSON; each time exit status 2, one line naming the file and the
+  cause, no traceback; the same command then completes, resumed (from checkpoint 5 at least).
+  (The pictures of an evaluation are written before its JSON, so the second attempt reaches the
+  JSON.)"""
+  args = ["--config=experiments/configs/dsprites_betavae.py:smoke", "--config.num_steps=10",
+          "--config.eval_every=10", "--config.checkpoint_every=5", "--config.batch_size=16",
+          "--config.eval.num_points=500", "--config.eval.factor_score_votes=20",
+          "--config.mesh.num_devices=1", f"--workdir={tmp_path / 'run'}"]
+  real = os.replace
   for target in (".png", "eval/"):
-    proc = subprocess.run(args + [target], capture_output=True, text=True, cwd=repo, timeout=600,
-                          check=False)
+    def replace(src, dst, *a, target=target, **k):
+      if target in os.fspath(dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+      return real(src, dst, *a, **k)
+    monkeypatch.setattr(os, "replace", replace)
+    proc = helpers.run_in_process("experiments.dsprites_betavae", *args)
+    monkeypatch.undo()
     errors = [l for l in re.split(r"[\r\n]", proc.stderr) if l.startswith("error:")]  # after the bar
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert len(errors) == 1 and target in errors[0] and "(ENOSPC)" in errors[0], errors
-  proc = subprocess.run(args + ["none"], capture_output=True, text=True, cwd=repo, timeout=600,
-                        check=False)
+  proc = helpers.run_in_process("experiments.dsprites_betavae", *args)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "resumed from" in proc.stdout and "done:" in proc.stdout
 
