@@ -2,8 +2,9 @@
 
   python -m tests.faults [--kills=50] [--seed=0] [--steps=40] [--workdir=DIR]
 
-The command (:data:`COMMAND`: the dSprites beta-VAE smoke config, ``--steps`` steps, a
-checkpoint every 10, an evaluation every 20, a metrics line every 5) trains once without
+The command (:func:`command`: the dSprites beta-VAE smoke config, ``--steps`` steps, a
+checkpoint every quarter of them, an evaluation every half, a metrics line every eighth: every
+10, 20 and 5 steps of the default 40) trains once without
 interruption (the reference), then again in a fresh run directory, started over with the same
 command after each SIGKILL. A kill comes either after a delay drawn uniformly from [0, T]
 (T: the wall time of the latest run from scratch, start-up included) or, for about one kill in four and for each
@@ -43,8 +44,7 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MODULE = "experiments.dsprites_betavae"
-COMMAND = ("--config=experiments/configs/dsprites_betavae.py:smoke", "--config.checkpoint_every=10",
-           "--config.eval_every=20", "--config.log_every=5", "--config.batch_size=16",
+COMMAND = ("--config=experiments/configs/dsprites_betavae.py:smoke", "--config.batch_size=16",
            "--config.eval.num_points=500", "--config.eval.factor_score_votes=20",
            "--noconfig.progress_bar")
 POINTS = ("checkpoint", "eval", "metrics", "resume")
@@ -209,12 +209,21 @@ def environment(workdir: pathlib.Path) -> dict:
   return env
 
 
+def command(steps: int) -> list[str]:
+  """The arguments of :data:`COMMAND` training ``steps`` steps (a multiple of 8): a checkpoint
+  every quarter of them, an evaluation every half, a metrics line every eighth."""
+  if steps <= 0 or steps % 8:
+    raise ValueError(f"steps must be a positive multiple of 8, got {steps}")
+  return [*COMMAND, f"--config.checkpoint_every={steps // 4}", f"--config.eval_every={steps // 2}",
+          f"--config.log_every={steps // 8}", f"--config.num_steps={steps}"]
+
+
 def start(run: pathlib.Path, steps: int, env: dict, log: pathlib.Path,
           kill_at: str | None = None) -> subprocess.Popen:
-  """The command (:data:`COMMAND`) training ``steps`` steps in ``run``, output to ``log``."""
+  """The command (:func:`command`) training ``steps`` steps in ``run``, output to ``log``."""
   env = dict(env, **({KILL_ENV: kill_at} if kill_at else {}))
-  args = [sys.executable, "-c", "from tests import faults; faults.child()", *COMMAND,
-          f"--config.num_steps={steps}", f"--workdir={run}"]
+  args = [sys.executable, "-c", "from tests import faults; faults.child()", *command(steps),
+          f"--workdir={run}"]
   with open(log, "w") as f:
     return subprocess.Popen(args, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
 
@@ -290,8 +299,7 @@ def run(kills: int, seed: int, workdir: pathlib.Path, steps: int = 40,
   record.update(attempts=attempts, steps=steps, seed=seed, run_wall_s=round(wall, 1),
                 wall_s=round(time.perf_counter() - begin, 1),
                 loadavg=[round(v, 2) for v in os.getloadavg()], cpus=os.cpu_count(),
-                command=f"python -m {MODULE} " + " ".join(COMMAND) +
-                f" --config.num_steps={steps}")
+                command=f"python -m {MODULE} " + " ".join(command(steps)))
   return record
 
 
@@ -299,9 +307,11 @@ def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--kills", type=int, default=50)
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--steps", type=int, default=40)
+  parser.add_argument("--steps", type=int, default=40, help="a positive multiple of 8")
   parser.add_argument("--workdir", default=None, help="kept when given; else a temporary folder")
   args = parser.parse_args(argv)
+  if args.steps <= 0 or args.steps % 8:
+    parser.error(f"--steps: a positive multiple of 8, got {args.steps}")
   if args.workdir:
     record = run(args.kills, args.seed, pathlib.Path(args.workdir), args.steps)
   else:

@@ -118,12 +118,14 @@ def _corrupt(rng, path, how):
 def data_case(rng: random.Random, data_dir: pathlib.Path, shared: pathlib.Path,
               celeba: pathlib.Path) -> tuple[str, list[str], list[str]]:
   """A corrupted copy of MNIST (2 draws in 3) or of the CelebA stand-in ``celeba`` in
-  ``data_dir``: (kind, command-line arguments, [the corrupted file's name])."""
+  ``data_dir``: (kind: ``mnist_<how>`` or ``celeba_<how>``, command-line arguments, [the
+  corrupted file's name])."""
   if rng.random() < 2 / 3:
     shutil.copytree(shared / "mnist", data_dir / "mnist")
     target = rng.choice(sorted((data_dir / "mnist").glob("train-*.gz")))
-    _corrupt(rng, target, rng.choice(["truncate", "flip", "shape"]))
-    return "mnist", BASE + [f"--config.dataset.data_dir={data_dir}", *DATA_FLAGS], [target.name]
+    how = rng.choice(["truncate", "flip", "shape"])
+    _corrupt(rng, target, how)
+    return f"mnist_{how}", BASE + [f"--config.dataset.data_dir={data_dir}", *DATA_FLAGS], [target.name]
   shutil.copytree(celeba, data_dir / "celeba")
   target = data_dir / "celeba" / "list_attr_celeba.txt"
   lines = target.read_text().splitlines()

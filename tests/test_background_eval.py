@@ -75,12 +75,12 @@ def test_all_runs_encoded_at_once_equal_each_runs_own_encoding(tmp_path, method)
 
 @pytest.mark.slow
 def test_background_evaluation_writes_what_the_loop_writes(tmp_path):
-  """Two runs of CascadeVAE, an evaluation every 2 of 6 steps, a metrics line every step and
+  """Two runs of CascadeVAE, an evaluation every 2 of 4 steps, a metrics line every step and
   the best validation accuracy kept: background evaluation and evaluation in the loop write the
   same ``eval/step_*.json`` and pictures byte for byte, the same metrics lines (without the
   timing) in the same order and the same kept checkpoints."""
   data = helpers.TinyImages(n=64)
-  fields = {"mesh.num_devices": 1, "num_seeds": 2, "eval_every": 2, "log_every": 1,
+  fields = {"mesh.num_devices": 1, "num_seeds": 2, "num_steps": 4, "eval_every": 2, "log_every": 1,
             "dataset.train_split": "train50k", "eval.select": "best_validation",
             "eval.select_metric": "accuracy", "eval.cluster_accuracy": True,
             "eval.num_points": 50, "eval.num_images": 8}
@@ -93,7 +93,7 @@ def test_background_evaluation_writes_what_the_loop_writes(tmp_path):
   for i, run in enumerate(("seed_0", "seed_1")):
     bg, fg = tmp_path / "True" / run, tmp_path / "False" / run
     assert _lines(bg) == _lines(fg)
-    assert sum("eval/accuracy" in l for l in _lines(bg)) == 3
+    assert sum("eval/accuracy" in l for l in _lines(bg)) == 2
     for folder, pattern in (("eval", "step_*.json"), ("images", "*.png")):
       assert _files(bg, folder, pattern) == _files(fg, folder, pattern) != {}
     cfg = runs_lib.run_configs(config)[i]  # the run's own config, as the trainer builds it
@@ -108,12 +108,13 @@ def test_background_evaluation_writes_what_the_loop_writes(tmp_path):
     assert not (tmp_path / "True" / trainer.PENDING_EVAL).exists()
 
 
-def _slowed(monkeypatch, seconds, log):
-  """`Evaluator.run` takes ``seconds`` more; ``log`` gets (step, end time) of each."""
+def _slowed(monkeypatch, seconds, log, step_slowed):
+  """`Evaluator.run` takes ``seconds`` more at ``step_slowed``; ``log`` gets (step, end time) of
+  each."""
   run = evaluator_lib.Evaluator.run
 
   def slow(self, params, step, rep=None):
-    time.sleep(seconds)
+    time.sleep(seconds if step == step_slowed else 0.0)
     out = run(self, params, step, rep)
     log.append((step, time.monotonic()))
     return out
@@ -126,6 +127,14 @@ def _config(**fields):
   return helpers.tiny_config(**dict(base, **fields))
 
 
+@pytest.fixture(scope="module")
+def never_stopped(tmp_path_factory):
+  """`_config` evaluated in the loop, never stopped: what a stopped or killed run must end as."""
+  run = tmp_path_factory.mktemp("background_eval") / "never_stopped"
+  _train(_config(**{"eval.background": False}), run, helpers.TinyImages(n=64))
+  return run
+
+
 def _assert_same_runs(a, b, steps):
   """``a`` ends as ``b`` (`faults.compare`; config.json may differ by ``eval.background``)."""
   assert [d for d in faults.compare(a, b, steps) if d != "config.json"] == []
@@ -133,14 +142,14 @@ def _assert_same_runs(a, b, steps):
 
 
 @pytest.mark.slow
-def test_sigterm_during_a_background_evaluation_loses_nothing(tmp_path, monkeypatch):
+def test_sigterm_during_a_background_evaluation_loses_nothing(tmp_path, monkeypatch,
+                                                              never_stopped):
   """The evaluation of step 3 takes a second; SIGTERM arrives during step 4, while it runs: the
   run stops at step 4 once that evaluation has written everything, and the same call resumes
   and ends equal to a run evaluated in the loop, never stopped."""
   data = helpers.TinyImages(n=64)
   log = []
-  _slowed(monkeypatch, 1.0, log)
-  _train(_config(**{"eval.background": False}), tmp_path / "a", data)
+  _slowed(monkeypatch, 1.0, log, 3)
   sent = []
 
   def send(state, step):
@@ -149,7 +158,6 @@ def test_sigterm_during_a_background_evaluation_loses_nothing(tmp_path, monkeypa
       sent.append(time.monotonic())
       signal.raise_signal(signal.SIGTERM)
 
-  log.clear()
   with pytest.raises(preemption.Preempted) as e:
     _train(_config(), tmp_path / "b", data, hooks=[send])
   assert e.value.step == 4
@@ -158,7 +166,7 @@ def test_sigterm_during_a_background_evaluation_loses_nothing(tmp_path, monkeypa
   assert not (tmp_path / "b" / trainer.PENDING_EVAL).exists()
   assert [l["step"] for l in _lines(tmp_path / "b")] == [1, 2, 3, 3, 4]
   _train(_config(), tmp_path / "b", data)
-  _assert_same_runs(tmp_path / "b", tmp_path / "a", 9)
+  _assert_same_runs(tmp_path / "b", never_stopped, 9)
 
 
 _KILLED_CHILD = """
@@ -185,12 +193,12 @@ trainer.train(config, workdir, dataset=data,
 
 
 @pytest.mark.slow
-def test_a_run_killed_during_a_background_evaluation_evaluates_that_step_again(tmp_path):
+def test_a_run_killed_during_a_background_evaluation_evaluates_that_step_again(tmp_path,
+                                                                              never_stopped):
   """SIGKILL inside the background evaluation of step 3, after its metrics line and after the
   loop saved checkpoint 3: the resumed run starts at step 3, evaluates it again (its line
-  once) and ends equal to a run never killed."""
+  once) and ends equal to a run never killed (evaluated in the loop)."""
   data = helpers.TinyImages(n=64)
-  _train(_config(), tmp_path / "a", data)
   run = tmp_path / "b"
   env = dict(os.environ, PYTHONPATH=str(REPO))
   proc = subprocess.run([sys.executable, "-c", _KILLED_CHILD, str(run)], cwd=REPO, env=env,
@@ -200,7 +208,7 @@ def test_a_run_killed_during_a_background_evaluation_evaluates_that_step_again(t
   assert sum(l["step"] == 3 and "eval/mi_per_dim" in l for l in _lines(run)) == 1
   _train(_config(), run, data)
   assert not (run / trainer.PENDING_EVAL).exists()
-  _assert_same_runs(run, tmp_path / "a", 9)
+  _assert_same_runs(run, never_stopped, 9)
 
 
 @pytest.mark.slow

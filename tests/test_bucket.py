@@ -38,8 +38,17 @@ def _steps(folder):
   return sorted(int(p.name) for p in paths.as_path(folder).iterdir() if p.name.isdigit())
 
 
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+  """The 9 steps of the tests below in a local folder, never stopped: (folder, parameters)."""
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  folder = tmp_path_factory.mktemp("bucket") / "local"
+  config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
+  return folder, trainer.train(config, folder, dataset=helpers.TinyImages())
+
+
 @pytest.mark.slow
-def test_a_run_stopped_and_resumed_on_a_bucket_equals_the_local_run(tmp_path, bucket):
+def test_a_run_stopped_and_resumed_on_a_bucket_equals_the_local_run(bucket, local_run):
   """9 steps (checkpoints at 3, 6, 9; metrics lines at 2, 3, 4, 6, 8, 9) in a local folder, and
   on the bucket stopped by SIGTERM during step 4 then trained again: the bucket holds the
   checkpoints 3 and 4 after the stop, and at the end the same metrics lines and the same
@@ -47,7 +56,7 @@ def test_a_run_stopped_and_resumed_on_a_bucket_equals_the_local_run(tmp_path, bu
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   data = helpers.TinyImages()
   config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
-  local = trainer.train(config, tmp_path / "local", dataset=data)
+  folder, local = local_run
 
   def sigterm_at_4(state, step):
     del state
@@ -63,10 +72,10 @@ def test_a_run_stopped_and_resumed_on_a_bucket_equals_the_local_run(tmp_path, bu
   resumed = trainer.train(config, bucket, dataset=data)
   for a, b in zip(jax.tree_util.tree_leaves(local), jax.tree_util.tree_leaves(resumed)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-  assert _lines(bucket) == _lines(tmp_path / "local")
+  assert _lines(bucket) == _lines(folder)
   fs = _fs()
   assert json.loads(fs.cat(f"{bucket}/config.json")) == json.loads(
-      (tmp_path / "local" / "config.json").read_text())
+      (folder / "config.json").read_text())
   events = [p for p in fs.ls(f"{bucket}/tensorboard") if "tfevents" in p]
   assert len(events) == 2 and all(fs.size(p) > 0 for p in events)  # the stopped and resumed runs
   assert _steps(f"{bucket}/checkpoints") == [6, 9]
@@ -88,14 +97,14 @@ trainer.train(config, sys.argv[1], dataset=helpers.TinyImages(), hooks=[kill_at_
 
 
 @pytest.mark.slow
-def test_a_run_killed_on_a_bucket_resumes_equal_to_the_local_run(tmp_path, bucket):
+def test_a_run_killed_on_a_bucket_resumes_equal_to_the_local_run(bucket, local_run):
   """The same 9 steps in a process killed (SIGKILL, no handler runs) at step 5, past the
   checkpoint of step 3 and the metrics line of step 4, on the bucket; trained again there, it
   ends with the local run's metrics lines and parameters, bit for bit."""
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   data = helpers.TinyImages()
   config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
-  local = trainer.train(config, tmp_path / "local", dataset=data)
+  folder, local = local_run
   child = subprocess.run([sys.executable, "-c", _KILLED_CHILD, bucket], capture_output=True,
                          text=True, timeout=600, cwd=REPO)
   assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
@@ -105,7 +114,7 @@ def test_a_run_killed_on_a_bucket_resumes_equal_to_the_local_run(tmp_path, bucke
   resumed = trainer.train(config, bucket, dataset=data)
   for a, b in zip(jax.tree_util.tree_leaves(local), jax.tree_util.tree_leaves(resumed)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-  assert _lines(bucket) == _lines(tmp_path / "local")
+  assert _lines(bucket) == _lines(folder)
 
 
 @pytest.mark.slow

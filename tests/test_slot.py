@@ -14,7 +14,6 @@ import pytest
 
 from benchmarks import throughput
 from disentangle.reproduce import plan
-from disentangle.reproduce import run
 from disentangle.reproduce import slot as slot_lib
 from disentangle.reproduce import utilisation
 from experiments.configs import common
@@ -145,9 +144,37 @@ def test_command_line_bad_input_is_one_line_and_creates_nothing(tmp_path, args, 
   assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
+@pytest.fixture(scope="module")
+def two_rows(tmp_path_factory):
+  """The table ``two`` (rows ``tiny`` and ``other``: `_tiny_table`'s config, 1 seed) queued as
+  ``two/fake.other``, then as ``two/fake.other,two``: what each call left. Its ``tiny`` row is a
+  program never stopped (the reference of the slot stopped at its deadline below)."""
+  table, modules, kwargs = _tiny_table()
+  two = plan.Table("two", "two rows", "test", ("accuracy",),
+                   (table.rows[0], plan.Row("other", "4", "fake", "other")), "final", seeds=1)
+  out = tmp_path_factory.mktemp("slot") / "out"
+  out.mkdir()
+  (out / "throughput.json").write_text("{}")
+  first = slot_lib.parse_slot(minutes=30, out=out, queue="two/fake.other", tables={"two": two})
+  seen = {"first_status": _run_slot(first, modules=modules, **kwargs)}
+  folder = first.table_dir(first.queue[0])
+  files = lambda: {p: p.stat().st_mtime_ns for p in (folder / "runs" / "fake_other").rglob("*")  # noqa: E731
+                   if p.is_file()}
+  seen.update(first_programs=sorted(p.name for p in (folder / "runs").iterdir()),
+              first_lines=json.loads((folder / "table.json").read_text())["lines"],
+              first_files=files())
+  both = slot_lib.parse_slot(minutes=30, out=out, queue="two/fake.other,two",
+                             tables={"two": two})
+  seen.update(second_status=_run_slot(both, modules=modules, **kwargs), second_files=files(),
+              second_lines=json.loads((folder / "table.json").read_text())["lines"],
+              log=(out.parent / "out_workdir" / "slot.log").read_text(),
+              text=(out / "table.md").read_text())
+  return seen
+
+
 @pytest.mark.slow
 def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_resumes(
-    tmp_path, monkeypatch):
+    tmp_path, monkeypatch, two_rows):
   from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   out, workdir = tmp_path / "out", tmp_path / "w"
   # The command on the smoke configs, nothing queued: throughput figures, within the budget. A
@@ -180,9 +207,10 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   assert any((workdir / slot_lib.CACHE).iterdir())  # kept for the next call
   _check_summary(out)
 
-  # A tiny table queued; the deadline passes at its first step: a checkpoint, the summary.
+  # A tiny table queued (one seed); the deadline passes at its first step: a checkpoint, the
+  # summary.
   table, modules, kwargs = _tiny_table()
-  slot = slot_lib.parse_slot(minutes=3, out=out, workdir=workdir, queue="tiny",
+  slot = slot_lib.parse_slot(minutes=3, out=out, workdir=workdir, queue="tiny:1",
                              tables={"tiny": table}, command="slot")
   kept = (out / "throughput.json").stat().st_mtime_ns
   monkeypatch.setattr(preemption.Signals, "passed", lambda self: self.deadline is not None)
@@ -192,7 +220,7 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   program = slot.table_dir(slot.queue[0]) / "runs" / "fake_tiny"
   assert sorted(p.name for p in (program / "checkpoints").iterdir()) == ["1"]
   state = json.loads((out / "slot.json").read_text())
-  assert state["status"] == "stopped at the deadline" and state["seeds"] == {"tiny": 2}
+  assert state["status"] == "stopped at the deadline" and state["seeds"] == {"tiny": 1}
   assert state["queue"][0]["evaluated"] == 0 and state["queue"][0]["lines"] == 1
   assert state["throughput"].startswith("kept")
   assert (out / "throughput.json").stat().st_mtime_ns == kept
@@ -201,11 +229,12 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
 
   # The same call again resumes and finishes: the table equals an uninterrupted run's.
   assert _run_slot(slot, modules=modules, **kwargs) == 0
-  reference = run.run_table(table, tmp_path / "reference", modules, seeds=2, **kwargs)
+  reference = two_rows["second_lines"][:1]  # the same program, never stopped
+  assert reference[0]["label"] == "tiny" and reference[0]["status"] == "evaluated"
   (merged,) = json.loads((out / "table.json").read_text())["tables"]
   assert merged["status"] == "done" and merged["evaluated"] == 1
   assert merged["table"]["lines"][0]["status"] == "evaluated"
-  assert _values(merged["table"]["lines"]) == _values(reference["lines"])
+  assert _values(merged["table"]["lines"]) == _values(reference)
 
   # Once more: nothing trained or evaluated again.
   files = {p: p.stat().st_mtime_ns for p in program.rglob("*") if p.is_file()}
@@ -244,34 +273,17 @@ def test_a_failed_table_is_reported_and_the_queue_goes_on(tmp_path):
 
 
 @pytest.mark.slow
-def test_queued_rows_train_first_and_the_whole_table_later_only_the_others(tmp_path):
+def test_queued_rows_train_first_and_the_whole_table_later_only_the_others(two_rows):
   """``two/fake.other`` trains that row's program only, in the table's folder; the whole table
   queued next trains the other row and leaves the first program's files as they were."""
-  table, modules, kwargs = _tiny_table()
-  two = plan.Table("two", "two rows", "test", ("accuracy",),
-                   (plan.Row("tiny", "4", "fake", "tiny"), plan.Row("other", "4", "fake", "other")),
-                   "final", seeds=1)
-  out = tmp_path / "out"
-  out.mkdir()
-  (out / "throughput.json").write_text("{}")
-  first = slot_lib.parse_slot(minutes=30, out=out, queue="two/fake.other", tables={"two": two})
-  assert _run_slot(first, modules=modules, **kwargs) == 0
-  folder = first.table_dir(first.queue[0])
-  assert sorted(p.name for p in (folder / "runs").iterdir()) == ["fake_other"]
-  lines = json.loads((folder / "table.json").read_text())["lines"]
-  assert [(l["label"], l["status"] == "evaluated") for l in lines] == [("tiny", False),
-                                                                      ("other", True)]
-  files = {p: p.stat().st_mtime_ns for p in (folder / "runs" / "fake_other").rglob("*")
-           if p.is_file()}
-  both = slot_lib.parse_slot(minutes=30, out=out, queue="two/fake.other,two",
-                             tables={"two": two})
-  assert _run_slot(both, modules=modules, **kwargs) == 0
-  assert {p: p.stat().st_mtime_ns for p in (folder / "runs" / "fake_other").rglob("*")
-          if p.is_file()} == files
-  lines = json.loads((folder / "table.json").read_text())["lines"]
-  assert [l["status"] for l in lines] == ["evaluated", "evaluated"]
-  log = (out.parent / "out_workdir" / "slot.log").read_text()
+  assert two_rows["first_status"] == 0 and two_rows["second_status"] == 0
+  assert two_rows["first_programs"] == ["fake_other"]
+  assert [(l["label"], l["status"] == "evaluated") for l in two_rows["first_lines"]] == [
+      ("tiny", False), ("other", True)]
+  assert two_rows["second_files"] == two_rows["first_files"] != {}
+  assert [l["status"] for l in two_rows["second_lines"]] == ["evaluated", "evaluated"]
+  log = two_rows["log"]
   assert log.count("training in") == 2 and "two: [1/1] fake:other (1 runs" in log
   assert "two: [1/2] fake:tiny (1 runs, 4 steps): training in" in log
-  text = (out / "table.md").read_text()
+  text = two_rows["text"]
   assert text.count("## two") == 2 and text.count("| tiny") == 1, text

@@ -18,6 +18,7 @@ import pytest
 from disentangle import atomic
 from disentangle.train import checkpoint
 from disentangle.train import writers
+from tests import helpers
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -155,39 +156,32 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
     logging.getLogger().removeHandler(records)
 
 
-_CLI = r"""
-import errno, os, runpy, sys
-real, target = os.replace, sys.argv.pop()  # the last argument: what part of a path fails
-def replace(src, dst, *a, **k):
-  if target in os.fspath(dst):
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-  return real(src, dst, *a, **k)
-if target != "none":
-  os.replace = replace
-runpy.run_module("experiments.dsprites_betavae", run_name="__main__")
-"""
-
-
 @pytest.mark.slow
-def test_command_line_full_disk_at_an_image_then_an_evaluation_write(tmp_path):
-  """The smoke command: a picture cannot be written, then (the same command again) the
-  evaluation JSON; each time exit status 2, one line naming the file and the cause, no traceback;
-  the same command then completes, resumed. (The pictures of an evaluation are written before its
-  JSON, so the second attempt reaches the JSON.)"""
-  repo = pathlib.Path(__file__).resolve().parents[1]
-  args = [sys.executable, "-c", _CLI, "--config=experiments/configs/dsprites_betavae.py:smoke",
-          "--config.num_steps=40", "--config.eval_every=20", "--config.checkpoint_every=10",
-          "--config.batch_size=16", "--config.eval.num_points=500",
-          "--config.eval.factor_score_votes=20", f"--workdir={tmp_path / 'run'}"]
+def test_command_line_full_disk_at_an_image_then_an_evaluation_write(tmp_path, monkeypatch):
+  """The smoke command (run in this process, on one device; its exit status and whole stderr in
+  a process of its own: the checkpoint test below): a picture cannot be written, then (the same
+  command again) the evaluation JSON; each time exit status 2, one line naming the file and the
+  cause, no traceback; the same command then completes, resumed (from checkpoint 5 at least).
+  (The pictures of an evaluation are written before its JSON, so the second attempt reaches the
+  JSON.)"""
+  args = ["--config=experiments/configs/dsprites_betavae.py:smoke", "--config.num_steps=10",
+          "--config.eval_every=10", "--config.checkpoint_every=5", "--config.batch_size=16",
+          "--config.eval.num_points=500", "--config.eval.factor_score_votes=20",
+          "--config.mesh.num_devices=1", f"--workdir={tmp_path / 'run'}"]
+  real = os.replace
   for target in (".png", "eval/"):
-    proc = subprocess.run(args + [target], capture_output=True, text=True, cwd=repo, timeout=600,
-                          check=False)
+    def replace(src, dst, *a, target=target, **k):
+      if target in os.fspath(dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+      return real(src, dst, *a, **k)
+    monkeypatch.setattr(os, "replace", replace)
+    proc = helpers.run_in_process("experiments.dsprites_betavae", *args)
+    monkeypatch.undo()
     errors = [l for l in re.split(r"[\r\n]", proc.stderr) if l.startswith("error:")]  # after the bar
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert len(errors) == 1 and target in errors[0] and "(ENOSPC)" in errors[0], errors
-  proc = subprocess.run(args + ["none"], capture_output=True, text=True, cwd=repo, timeout=600,
-                        check=False)
+  proc = helpers.run_in_process("experiments.dsprites_betavae", *args)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "resumed from" in proc.stdout and "done:" in proc.stdout
 
@@ -208,43 +202,49 @@ def _stderr_lines(text: str) -> list[str]:
   return [_ABSL_PREFIX.sub(r"\1 ", l) for l in re.split(r"[\r\n]", text) if l.strip()]
 
 
+def _mounted_tmpfs(folder: pathlib.Path, size: str) -> bool:
+  """A ``size`` tmpfs mounted on ``folder`` (root only); False when it cannot be."""
+  folder.mkdir(exist_ok=True)
+  return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                        capture_output=True, check=False).returncode == 0
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("disk", ["file_size_limit", "tmpfs"])
-def test_command_line_full_disk_at_a_checkpoint_is_the_error_line_alone(tmp_path, disk):
+def test_command_line_full_disk_at_a_checkpoint_is_the_error_line_alone(tmp_path):
   """The first checkpoint cannot be written by orbax's writer threads (tensorstore, in C++): the
   WHOLE stderr of the command is what a run that succeeds prints (the data's warnings) plus the
   one error line, without the threads' logs and tracebacks; exit status 2; the same command
-  completes once the space is back. ``file_size_limit``: any file past 1 MB fails (RLIMIT_FSIZE;
-  only the checkpoint's data file is that large); ``tmpfs``: a 6 MB file system (root only)."""
+  completes once the space is back. Two full disks in one folder: a 6 MB tmpfs (root only;
+  unmounted after, the folder empty again), then any file past 1 MB failing (RLIMIT_FSIZE; only
+  the checkpoint's data file is that large), after which the same command completes there."""
   repo = pathlib.Path(__file__).resolve().parents[1]
-  workdir, limit, expected = tmp_path / "run", 1 << 20, "File too large (EFBIG)"
-  if disk == "tmpfs":
-    workdir.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(workdir)],
-                      capture_output=True, check=False).returncode != 0:
-      pytest.skip("a tmpfs cannot be mounted here (not root)")
-    limit, expected = 0, "No space left on device (ENOSPC)"
+  workdir = tmp_path / "run"
   args = [sys.executable, "-c", _FILE_SIZE_CLI,
           "--config=experiments/configs/dsprites_betavae.py:smoke", "--config.num_steps=10",
           "--config.checkpoint_every=5", "--config.eval_every=10", "--config.batch_size=16",
           "--config.eval.num_points=500", "--config.eval.factor_score_votes=20",
           "--noconfig.progress_bar", f"--workdir={workdir}"]
-  try:
-    full = subprocess.run(args + [str(limit)], capture_output=True, text=True, cwd=repo,
-                          timeout=600, check=False)
-    if disk == "tmpfs":
+  command = lambda limit: subprocess.run(args + [str(limit)], capture_output=True, text=True,  # noqa: E731
+                                         cwd=repo, timeout=600, check=False)
+  fulls = {}
+  if _mounted_tmpfs(workdir, "6m"):
+    try:
+      fulls["No space left on device (ENOSPC)"] = command(0)
       subprocess.run(["umount", str(workdir)], check=True)
-  finally:
-    subprocess.run(["umount", str(workdir)], capture_output=True, check=False)
-  assert full.returncode == 2, full.stderr[-3000:]
-  done = subprocess.run(args + ["0"], capture_output=True, text=True, cwd=repo, timeout=600,
-                        check=False)
+    finally:
+      subprocess.run(["umount", str(workdir)], capture_output=True, check=False)
+    assert list(workdir.iterdir()) == []
+  fulls["File too large (EFBIG)"] = command(1 << 20)
+  done = command(0)
   assert done.returncode == 0 and "done:" in done.stdout, done.stderr[-3000:]
-  lines, usual = _stderr_lines(full.stderr), _stderr_lines(done.stderr)
-  errors = [l for l in lines if l.startswith("error:")]
-  assert len(errors) == 1 and errors[0].startswith(
-      f"error: cannot write checkpoint 5 in {workdir / 'checkpoints'}: "), lines
-  assert expected in errors[0] and "\n" not in errors[0]
-  usual = [l for l in usual if ".orbax-checkpoint-tmp which already exists" not in l]  # the
-  # resumed run removes the failed save's temporary folder, and says so
-  assert [l for l in lines if l not in errors] == usual, full.stderr[-3000:]
+  usual = [l for l in _stderr_lines(done.stderr)
+           if ".orbax-checkpoint-tmp which already exists" not in l]  # the resumed run removes
+  # the failed save's temporary folder, and says so
+  for expected, full in fulls.items():
+    assert full.returncode == 2, full.stderr[-3000:]
+    lines = _stderr_lines(full.stderr)
+    errors = [l for l in lines if l.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: cannot write checkpoint 5 in {workdir / 'checkpoints'}: "), lines
+    assert expected in errors[0] and "\n" not in errors[0]
+    assert [l for l in lines if l not in errors] == usual, full.stderr[-3000:]
