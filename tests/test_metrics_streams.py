@@ -31,7 +31,8 @@ def _inputs(seed=0):
                          encode_batch_size=64)
 
 
-SMALL = {"factor_score": {"num_votes": 60, "batch_size": 10},
+SMALL = {"dci": {"num_train": 100, "num_test": 100},  # the slowest of the suite's metrics
+         "factor_score": {"num_votes": 60, "batch_size": 10},
          "factor_score_no_discrete": {"num_votes": 60, "batch_size": 10},
          "mig": {"num_points": 200}, "shape_accuracy": {"num_points": 200}}
 
