@@ -51,6 +51,13 @@ DATASETS = ("dsprites", "color_dsprites", "noisy_dsprites", "scream_dsprites", "
             "cars3d", "shapes3d")
 
 
+@functools.cache
+def _plan(dataset, seeds, fraction=1):
+  """The study's programs for ``dataset`` (planned once per arguments; the tests only read them)."""
+  return plan.plan_table(tables.TABLES[f"locatello2019_{dataset}"], MODULES, seeds=seeds,
+                         fraction=fraction, scale=SCALE)
+
+
 def _get(config, field):
   node = config
   for part in field.split("."):
@@ -88,8 +95,7 @@ def test_the_study_plans_one_program_per_model_over_its_grid_and_seeds(dataset):
 
 
 def test_a_fraction_scales_the_annealing_with_the_schedule():
-  table = tables.TABLES["locatello2019_dsprites"]
-  programs = plan.plan_table(table, MODULES, seeds=2, fraction="1/1000", scale=SCALE)
+  programs = _plan("dsprites", 2, "1/1000")
   annealed = programs[-1].config
   assert annealed.num_steps == 300 and annealed.annealedvae.iteration_threshold == 100
   # five models of 300 steps, FactorVAE of 150 (two global steps per iteration)
@@ -110,8 +116,7 @@ def test_the_study_variants_leave_the_cascadevae_baselines_as_they_were():
 
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_the_study_trains_disentanglement_libs_networks_and_the_baselines_keep_theirs(dataset):
-  programs = plan.plan_table(tables.TABLES[f"locatello2019_{dataset}"], MODULES, seeds=1,
-                             fraction=1, scale=SCALE)
+  programs = _plan(dataset, 1)
   for p in programs:
     assert (p.config.model.architecture, p.config.model.init) == ("dlib", "tensorflow")
     if p.config.method == "factorvae":
@@ -162,9 +167,7 @@ def test_the_study_trains_and_scores_smallnorb_on_both_chunks():
 def test_the_study_draws_colour_noise_and_scream_anew_for_every_image():
   drawn = ("color_dsprites", "noisy_dsprites", "scream_dsprites")
   for dataset in DATASETS:
-    programs = plan.plan_table(tables.TABLES[f"locatello2019_{dataset}"], MODULES, seeds=1,
-                               fraction=1, scale=SCALE)
-    for p in programs:
+    for p in _plan(dataset, 1):
       want = "per_sample" if dataset in drawn else "per_image"
       assert p.config.dataset.variant_draw == want, (dataset, p.config.method)
   c = MODULES["dsprites_betavae"].get_config("noisy_dsprites,dataset.variant_draw=per_image")
@@ -175,7 +178,7 @@ def test_the_study_draws_colour_noise_and_scream_anew_for_every_image():
 def test_the_dry_run_lists_the_settings_the_study_variants_change():
   for dataset in ("dsprites", "smallnorb", "color_dsprites"):
     table = tables.TABLES[f"locatello2019_{dataset}"]
-    programs = plan.plan_table(table, MODULES, seeds=1, fraction=1, scale=SCALE)
+    programs = _plan(dataset, 1)
     lines = plan.describe(table, programs, seeds=1, fraction=1).splitlines()
     settings = [ln for ln in lines if ln.startswith("  settings (beside the method's defaults): ")]
     assert len(settings) == len(programs) == 6
@@ -264,7 +267,7 @@ def test_the_pictures_are_written_and_readable(tmp_path):
 
 def test_records_of_a_tabulated_study_come_back_per_run_in_fractions():
   table = tables.TABLES["locatello2019_dsprites"]
-  programs = plan.plan_table(table, MODULES, seeds=2, fraction="1/1000", scale=SCALE)
+  programs = _plan("dsprites", 2, "1/1000")
   records = {}
   for p in programs:
     for k, spec in enumerate(p.runs):
@@ -284,7 +287,7 @@ def test_records_of_a_tabulated_study_come_back_per_run_in_fractions():
 
 def test_the_study_scores_both_representations_and_each_cell_names_its_one():
   table = tables.TABLES["locatello2019_dsprites"]
-  programs = plan.plan_table(table, MODULES, seeds=1, fraction="1/1000", scale=SCALE)
+  programs = _plan("dsprites", 1, "1/1000")
   assert all(p.config.eval.representation == "both" and p.config.eval.estimators == "study2019"
              for p in programs)
   assert "eval.representation='both'" in plan.describe(table, programs, seeds=1,
@@ -310,7 +313,7 @@ def test_the_study_scores_both_representations_and_each_cell_names_its_one():
 
 def test_eval_points_shrink_every_metric_and_are_recorded_and_checked(tmp_path):
   table = tables.TABLES["locatello2019_dsprites"]
-  full = plan.plan_table(table, MODULES, seeds=1, fraction="1/1000", scale=SCALE)
+  full = _plan("dsprites", 1, "1/1000")
   small = plan.plan_table(table, MODULES, seeds=1, fraction="1/1000", scale=SCALE,
                           eval_points=500)
   for a, b in zip(full, small):

@@ -6,7 +6,15 @@ from disentangle.metrics import dlib
 from disentangle.metrics import registry
 from tests import synthetic_factors as syn
 
-OVER = syn.small_settings(udr_sample={"num_points": 100})
+# Every boosted-trees fit on 100 training points (the trees compile once per shape of their input);
+# the logistic fits on at most 20 (on separable codes they run to lbfgs' iteration limit).
+OVER = syn.small_settings(udr_sample={"num_points": 100},
+                          downstream_logistic=dict(num_train=(10, 20), num_points=20,
+                                                   num_test=100),
+                          dci=dict(num_train=100, num_test=100),
+                          unified_scores=dict(num_train=100, num_test=100),
+                          fairness_dlib=dict(num_train=100, num_test_points_per_class=20),
+                          downstream_trees=dict(num_train=(100,), num_points=100, num_test=100))
 # disentanglement_lib's later scores are switched on in the run stage by their eval fields.
 ALL = {"downstream": True, "fairness_dlib": True, "unified_scores": True}
 NAMES = dlib.NAMES

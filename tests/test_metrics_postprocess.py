@@ -13,7 +13,9 @@ from tests import synthetic_factors as syn
 
 NAMES = ("mig", "dci", "beta_vae", "unsupervised", "downstream_trees", "fairness_dlib")
 FLAGS = {"downstream": True, "fairness_dlib": True}
-OVER = syn.small_settings(mig={"num_points": 300},
+# The boosted trees (DCI, downstream, fairness) all fit 100 points: one compiled shape.
+OVER = syn.small_settings(mig={"num_points": 300}, dci=dict(num_train=100, num_test=100),
+                          fairness_dlib=dict(num_train=100, num_test_points_per_class=20),
                           downstream_trees=dict(num_train=(100,), num_points=100, num_test=100))
 
 
