@@ -29,7 +29,7 @@ the same config. The interruptions:
 The runs: beta-VAE; CascadeVAE; FFVAE (attributes, two optimisers); PartedVAE (two optimisers,
 their plateau states with epochs of 2 steps: the step-3 checkpoint holds a half-accumulated
 epoch, the labelled stream); a beta-VAE whose Adam is followed by reduce_on_plateau (the
-schedule's state in the optimiser state); two seeds in one program; and a host run resumed on
+schedule's state in the optimiser state); and two seeds in one program, a host run resumed on
 device data (``dataset.placement`` is a resumable field).
 """
 import json
@@ -79,9 +79,9 @@ RUNS = {
     "ffvae": lambda: (helpers.tiny_config("ffvae", **_NINE), helpers.TinyAttributeImages()),
     "partedvae": lambda: (helpers.parted_config(**_NINE), helpers.TinyDigits()),
     "plateau": lambda: (helpers.tiny_config("betavae_plateau", **_NINE), helpers.TinyImages()),
-    "two_seeds": lambda: (helpers.tiny_config("betavae", num_seeds=2, **_NINE),
-                          helpers.TinyImages()),
-    "device_data": lambda: (helpers.tiny_config("betavae", **_NINE), helpers.tiny_uint8()),
+    "two_seeds_device_data": lambda: (helpers.tiny_config("betavae", num_seeds=2, **_NINE,
+                                                          **{"dataset.placement": "host"}),
+                                      helpers.tiny_uint8()),
 }
 _NINE = {"mesh.num_devices": 1, "num_steps": STEPS}
 
@@ -324,8 +324,8 @@ MATRIX = [
     ("ffvae", ("full_disk_config", "error_in_loop")),
     ("partedvae", ("full_disk_metrics",)),
     ("plateau", ("kill",)), ("plateau", ("sigkill_in_checkpoint",)),
-    ("device_data", ("full_disk_checkpoint",)),
-    ("two_seeds", ("sigterm",)),
+    ("cascadevae", ("full_disk_checkpoint",)),
+    ("two_seeds_device_data", ("sigterm",)),
 ]
 @pytest.mark.slow
 @pytest.mark.parametrize("run,interruptions", MATRIX,
@@ -340,7 +340,7 @@ def test_an_interrupted_run_resumes_bitwise(tmp_path, monkeypatch, straight, run
     INTERRUPTIONS[interruption](config, data, tmp_path, monkeypatch,
                                 **(dict(kw, calls=calls) if evaluated else kw))
     monkeypatch.undo()
-  if run == "device_data":
+  if run == "two_seeds_device_data":
     config.dataset.placement = "device"  # a resumable field: the host run goes on on the device
   resumed = trainer.train(config, tmp_path, dataset=data, **kw)
   for a, b in zip(_leaves(straight_state), _leaves(resumed), strict=True):
