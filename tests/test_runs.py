@@ -34,18 +34,16 @@ class CallbackCounter:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num_seeds, layout", [(1, "auto"), (2, "vmap")])
-def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch, num_seeds, layout):
+def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch):
   """t_d = 2: steps 1 and 2 run no callback at all, step 3 exactly one, which receives every
-  run's problem (u[N, B, S]) under vmap too. Unrolled (the CPU's layout) with t_d = 1, and the
-  labels each run solves alone: ``two_seeds_unroll`` below."""
+  run's problem (u[N, B, S]) under vmap. One run, and unrolled runs with the labels each solves
+  alone (t_d = 1): the programs below."""
   counter = CallbackCounter(monkeypatch)
-  config = helpers.tiny_config("cascadevae", num_steps=3, num_seeds=num_seeds, seed_layout=layout,
+  config = helpers.tiny_config("cascadevae", num_steps=3, num_seeds=2, seed_layout="vmap",
                                **{"mesh.num_devices": 1})
   trainer.train(config, tmp_path / "runs", dataset=helpers.TinyImages(), hooks=[counter.hook])
   assert counter.per_step == {1: 0, 2: 0, 3: 1}
-  if num_seeds > 1:
-    assert counter.calls[-1] == (num_seeds, config.batch_size, config.cascade.num_discrete)
+  assert counter.calls[-1] == (2, config.batch_size, config.cascade.num_discrete)
 
 
 def test_run_configs_cross_the_grid_with_the_seeds_and_name_the_runs():
@@ -163,13 +161,13 @@ def alone(tmp_path_factory):
     key = config.to_json()
     if key not in done:
       folder = tmp_path_factory.mktemp(f"alone_{method}")
-      labels = []
-      original = assignment._assign_host  # pylint: disable=protected-access
       with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(assignment, "_assign_host",
-                      lambda u, penalty: labels.append(original(u, penalty)) or labels[-1])
-        state = trainer.train(config, folder, dataset=_DATA[method]())
-      done[key] = state, folder, labels[-1] if labels else None
+        counter = CallbackCounter(patch)
+        state = trainer.train(config, folder, dataset=_DATA[method](), hooks=[counter.hook])
+      if method == "cascadevae":  # t_d = 1: step 1 without a callback, then one a step
+        assert counter.per_step == {1: 0, 2: 1, 3: 1}
+        assert counter.calls[-1] == (config.batch_size, config.cascade.num_discrete)
+      done[key] = state, folder, counter.labels[-1] if counter.labels else None
     return done[key]
 
   return get
