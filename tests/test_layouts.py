@@ -17,26 +17,21 @@ def _setup(runs, batch=2):
 
 
 @pytest.mark.slow
-def test_vmap_and_unroll_are_the_runs_own_passes():
+def test_vmap_and_unroll_are_the_runs_own_passes_and_folded_is_run_zero_over_every_image():
   method, params, images = _setup(2)
   one = layouts.network_pass(method)
   outs = {k: jax.jit(layouts.layout_fn(k, one, 2))(params, images) for k in ("vmap", "unroll")}
   alone = jax.jit(one)
+  per_run_of_run_zero = []
   for i in range(2):  # reference: each run's pass alone
     loss, grads = alone(jax.tree_util.tree_map(lambda a, i=i: a[i], params), images[i])
     for k, (losses, stacked) in outs.items():
       np.testing.assert_allclose(losses[i], loss, rtol=1e-5, err_msg=k)
       jax.tree_util.tree_map(lambda a, b, i=i: np.testing.assert_allclose(
           a[i], b, rtol=1e-4, atol=1e-6), stacked, grads)
+    per_run_of_run_zero.append(
+        alone(jax.tree_util.tree_map(lambda a: a[0], params), images[i])[0])
   assert not np.allclose(outs["vmap"][0][0], outs["vmap"][0][1])  # the runs' weights differ
-
-
-@pytest.mark.slow
-def test_folded_is_run_zero_over_every_image():
-  method, params, images = _setup(2)
-  one = layouts.network_pass(method)
-  loss, _ = jax.jit(layouts.layout_fn("folded", one, 2))(params, images)
-  first = jax.tree_util.tree_map(lambda a: a[0], params)
-  alone = jax.jit(one)
-  per_run = [alone(first, images[i])[0] for i in range(2)]  # equal batches: the mean of means
-  np.testing.assert_allclose(loss, np.mean(per_run), rtol=1e-5)
+  # folded: run 0's weights over every image; equal batches: the mean of the per-batch means
+  folded, _ = jax.jit(layouts.layout_fn("folded", one, 2))(params, images)
+  np.testing.assert_allclose(folded, np.mean(per_run_of_run_zero), rtol=1e-5)

@@ -34,26 +34,16 @@ class CallbackCounter:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num_seeds, layout", [(1, "auto"), (2, "vmap"), (3, "unroll")])
-def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch, num_seeds, layout):
+def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch):
   """t_d = 2: steps 1 and 2 run no callback at all, step 3 exactly one, which receives every
-  run's problem (u[N, B, S]) under both layouts; unrolled, its labels are those each run solves
-  alone."""
+  run's problem (u[N, B, S]) under vmap. One run, and unrolled runs with the labels each solves
+  alone (t_d = 1): the programs below."""
   counter = CallbackCounter(monkeypatch)
-  config = helpers.tiny_config("cascadevae", num_steps=3, num_seeds=num_seeds, seed_layout=layout,
+  config = helpers.tiny_config("cascadevae", num_steps=3, num_seeds=2, seed_layout="vmap",
                                **{"mesh.num_devices": 1})
   trainer.train(config, tmp_path / "runs", dataset=helpers.TinyImages(), hooks=[counter.hook])
   assert counter.per_step == {1: 0, 2: 0, 3: 1}
-  if num_seeds == 1:
-    return
-  assert counter.calls[-1] == (num_seeds, config.batch_size, config.cascade.num_discrete)
-  if layout == "unroll":
-    together = counter.labels[-1]
-    for i in range(num_seeds):
-      alone = helpers.tiny_config("cascadevae", num_steps=3, seed=config.seed + i,
-                                  **{"mesh.num_devices": 1})
-      trainer.train(alone, tmp_path / f"alone{i}", dataset=helpers.TinyImages())
-      np.testing.assert_array_equal(together[i], counter.labels[-1])
+  assert counter.calls[-1] == (2, config.batch_size, config.cascade.num_discrete)
 
 
 def test_run_configs_cross_the_grid_with_the_seeds_and_name_the_runs():
@@ -109,9 +99,11 @@ def test_mesh_shape_puts_runs_first(num_runs, devices, asked, want):
 
 # -- N runs in one program equal the same runs alone -------------------------------------------
 # Every program trains 3 steps from seed 4 (CascadeVAE's assignment on from step 2), a metrics
-# line each step; its sampled runs are trained alone on one device (each once per module: the
-# programs share them) and must end with parameters within float32 rounding of the program's
-# (rtol 2e-4, atol 2e-5) and the same metrics lines (`helpers.assert_same_metrics`).
+# line each step; sampled runs of each program (a run of each half or block of the devices'
+# runs axis where it has them; one off the first seed and off every swept field's first value) are
+# trained alone on one device (once per module: the programs share them) and must end with
+# parameters within float32 rounding of the program's (rtol 2e-4, atol 2e-5) and the same
+# metrics lines (`helpers.assert_same_metrics`).
 _BASE = {"cascadevae": {"cascade.discrete_start": 1}, "ffvae": {},
          "partedvae": {"parted.z_capacity_steps": 4}}
 _DATA = {"cascadevae": helpers.TinyImages, "ffvae": helpers.TinyAttributeImages,
@@ -125,41 +117,43 @@ def _config(method, **overrides):
                                                                                        **kw)
 
 
-# name: (method, the program's fields, the indices of the runs trained alone too)
+# name: (method, the program's fields, the indices of the runs trained alone too). The runs of a
+# sweep are its points in order (the last field fastest), each point's seeds in a row. CascadeVAE's
+# swept beta_low starts at its default (1), so that the runs alone of several programs coincide.
 PROGRAMS = {
     # seeds: unrolled copies with the host assignment callback (the CPU's layout), vmap
     "two_seeds_unroll": ("cascadevae", {"num_seeds": 2, "seed_layout": "unroll", **_ONE},
                          (0, 1)),
-    "two_seeds_vmap": ("ffvae", {"num_seeds": 2, "seed_layout": "vmap", **_ONE}, (0, 1)),
-    # sweeps: traced values of one program; runs off the first point: their values reach it
+    "two_seeds_vmap": ("ffvae", {"num_seeds": 2, "seed_layout": "vmap", **_ONE}, (1,)),
+    # sweeps: traced values of one program; the last point differs from the first (and from the
+    # defaults) in every field: each swept value reaches its run
     "sweep_unroll": ("cascadevae", {"sweep": "cascade.beta_low=0.5|2;cascade.penalty=0.5|3",
-                                    "seed_layout": "unroll", **_ONE}, (1, 2)),
-    "sweep_vmap": ("ffvae", {"sweep": "ffvae.alpha=0|10;optimizer.learning_rate=1e-3|3e-3",
-                             "seed_layout": "vmap", **_ONE}, (1, 2)),
+                                    "seed_layout": "unroll", **_ONE}, (3,)),
+    "sweep_vmap": ("ffvae", {"sweep": "ffvae.alpha=0|5;optimizer.learning_rate=1e-3|3e-3",
+                             "seed_layout": "vmap", **_ONE}, (3,)),
     # PartedVAE: both of its updates and the plateau schedules under vmap
     "partedvae_sweep_vmap": ("partedvae", {"sweep": "parted.gamma_u=5|30;"
                                                     "parted.z_capacity_max=2|6",
-                                           "seed_layout": "vmap", **_ONE}, (1, 2)),
-    # 16 runs on the 8 forced CPU devices (runs axis 8, two runs a device): runs of the first
-    # and the second half
-    "sixteen_runs_on_eight_devices": ("cascadevae", {"num_seeds": 8,
-                                                     "sweep": "cascade.beta_low=0.5|2"},
-                                      (1, 7, 8)),
+                                           "seed_layout": "vmap", **_ONE}, (3,)),
+    # 8 runs on 4 of the forced CPU devices (runs axis 4, two runs a device): a run of the first
+    # and one of the second half
+    "eight_runs_on_four_devices": ("cascadevae", {"num_seeds": 4, "sweep": "cascade.beta_low=1|2",
+                                                  "mesh.num_devices": 4}, (1, 5)),
     # 4 runs as a (runs 2, data 2) mesh on 4 devices: each pair of devices steps two runs, each
     # device a half of their batches (the assignment over the gathered batch); a run of each
     # block of the runs axis
-    "runs_and_data_axes": ("cascadevae", {"num_seeds": 2, "sweep": "cascade.beta_low=0.5|2",
+    "runs_and_data_axes": ("cascadevae", {"num_seeds": 2, "sweep": "cascade.beta_low=1|2",
                                           "mesh.num_devices": 4, "mesh.runs": 2,
-                                          "mesh.data": 2}, (1, 2)),
+                                          "mesh.data": 2}, (0, 3)),
 }
-_MESH = {"sixteen_runs_on_eight_devices": {"runs": 8, "data": 1},
+_MESH = {"eight_runs_on_four_devices": {"runs": 4, "data": 1},
          "runs_and_data_axes": {"runs": 2, "data": 2}}
 
 
 @pytest.fixture(scope="module")
 def alone(tmp_path_factory):
-  """``alone(method, **fields)``: (state, folder) of that config trained alone on one device,
-  once per module."""
+  """``alone(method, **fields)``: (state, folder, the labels of its last host assignment) of that
+  config trained alone on one device, once per module."""
   done = {}
 
   def get(method, **fields):
@@ -167,7 +161,13 @@ def alone(tmp_path_factory):
     key = config.to_json()
     if key not in done:
       folder = tmp_path_factory.mktemp(f"alone_{method}")
-      done[key] = trainer.train(config, folder, dataset=_DATA[method]()), folder
+      with pytest.MonkeyPatch.context() as patch:
+        counter = CallbackCounter(patch)
+        state = trainer.train(config, folder, dataset=_DATA[method](), hooks=[counter.hook])
+      if method == "cascadevae":  # t_d = 1: step 1 without a callback, then one a step
+        assert counter.per_step == {1: 0, 2: 1, 3: 1}
+        assert counter.calls[-1] == (config.batch_size, config.cascade.num_discrete)
+      done[key] = state, folder, counter.labels[-1] if counter.labels else None
     return done[key]
 
   return get
@@ -175,25 +175,31 @@ def alone(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_the_runs_of_one_program_equal_their_runs_alone(tmp_path, alone, name):
+def test_the_runs_of_one_program_equal_their_runs_alone(tmp_path, monkeypatch, alone, name):
   method, fields, sampled = PROGRAMS[name]
   program = _config(method, **fields)
-  state = trainer.train(program, tmp_path / "program", dataset=_DATA[method]())
+  counter = CallbackCounter(monkeypatch)
+  state = trainer.train(program, tmp_path / "program", dataset=_DATA[method](),
+                        hooks=[counter.hook])
+  together = counter.labels[-1] if counter.labels else None
   cfgs = runs.run_configs(program)
   assert len(cfgs) == program.num_seeds * (4 if ";" in program.sweep else
                                            2 if program.sweep else 1)
+  if name == "two_seeds_unroll":  # t_d = 1: no callback at step 1, then one a step for both runs
+    assert counter.per_step == {1: 0, 2: 1, 3: 1}
+    assert counter.calls[-1] == (2, program.batch_size, program.cascade.num_discrete)
   if name in _MESH:
     assert state.step.sharding.mesh.shape == _MESH[name]
     assert state.step.sharding.spec == jax.sharding.PartitionSpec("runs")
-  if name == "sixteen_runs_on_eight_devices":  # its first 8 runs in a program of 8, one a device,
+  if name == "eight_runs_on_four_devices":  # its first 4 runs in a program of 4, one a device,
     # equal to float32 rounding of the last place
-    eight = _config(method, num_seeds=8, sweep="cascade.beta_low=0.5")
-    eight_state = trainer.train(eight, tmp_path / "eight", dataset=_DATA[method]())
-    assert eight_state.step.sharding.mesh.shape == {"runs": 8, "data": 1}
-    assert eight_state.step.sharding.spec == jax.sharding.PartitionSpec("runs")
-    for cfg in cfgs[:8]:
+    four = _config(method, num_seeds=4, sweep="cascade.beta_low=1", **{"mesh.num_devices": 4})
+    four_state = trainer.train(four, tmp_path / "four", dataset=_DATA[method]())
+    assert four_state.step.sharding.mesh.shape == {"runs": 4, "data": 1}
+    assert four_state.step.sharding.spec == jax.sharding.PartitionSpec("runs")
+    for cfg in cfgs[:4]:
       run = runs.run_name(program, cfg)
-      helpers.assert_same_metrics(tmp_path / "eight" / run, tmp_path / "program" / run,
+      helpers.assert_same_metrics(tmp_path / "four" / run, tmp_path / "program" / run,
                                   rtol=1e-6, atol=0)
   swept = [field for field, _ in runs.parse_sweep(program.sweep)] if program.sweep else []
   for i in sampled:
@@ -205,7 +211,7 @@ def test_the_runs_of_one_program_equal_their_runs_alone(tmp_path, alone, name):
       section, leaf = field.split(".")
       assert saved[section][leaf] == cfg[section][leaf]
       values[field] = cfg[section][leaf]
-    alone_state, alone_dir = alone(method, seed=cfg.seed, **values)
+    alone_state, alone_dir, alone_labels = alone(method, seed=cfg.seed, **values)
     for a, b in zip(jax.tree_util.tree_leaves(state.params),
                     jax.tree_util.tree_leaves(alone_state.params), strict=True):
       np.testing.assert_allclose(np.asarray(a)[i], np.asarray(b), rtol=2e-4, atol=2e-5)
@@ -213,4 +219,6 @@ def test_the_runs_of_one_program_equal_their_runs_alone(tmp_path, alone, name):
     assert [l["step"] for l in lines] == [1, 2, 3]
     if method == "cascadevae":
       assert [l["discrete_active"] for l in lines] == [0.0, 1.0, 1.0]
+    if name == "two_seeds_unroll":  # the labels of step 3: those the run solves alone
+      np.testing.assert_array_equal(together[i], alone_labels)
     helpers.assert_same_metrics(run, alone_dir)
