@@ -349,9 +349,13 @@ def assign_each(log_likelihoods: Sequence[jax.Array], penalties: Sequence[ArrayL
   in the dtype of u.
   """
   u = jnp.stack([jnp.asarray(v) for v in log_likelihoods])
-  if any(isinstance(p, jax.Array) for p in penalties):
-    lam = jnp.stack([jnp.asarray(p, u.dtype) for p in penalties])
-  else:
-    lam = np.asarray(penalties, np.float64)
-  labels = assign(u, lam, solver="scipy")
+  labels = assign(u, stacked_penalties(penalties, u.dtype), solver="scipy")
   return [labels[i] for i in range(len(penalties))]
+
+
+def stacked_penalties(penalties: Sequence[ArrayLike], dtype) -> Any:
+  """Several problems' penalties as one callback receives them: Python floats in float64
+  (numpy), any traced or on-device one making all of them an array of ``dtype``."""
+  if any(isinstance(p, jax.Array) for p in penalties):
+    return jnp.stack([jnp.asarray(p, dtype) for p in penalties])
+  return np.asarray(penalties, np.float64)

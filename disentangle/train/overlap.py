@@ -57,22 +57,11 @@ def _rows(tree, lo: int, hi: int):
 
 
 class Penalties:
-  """Each run's penalty as the one-program step hands it to the host: Python floats (bound in
-  float64) are recorded when the costs are traced, traced ones are returned by the costs."""
+  """The group's penalties in float64 where they are Python floats (recorded when the costs are
+  traced, `assignment.stacked_penalties`); traced ones are returned by the costs instead."""
 
   def __init__(self):
     self.static = None
-
-  def split(self, u, lams):
-    """(u [n, B, S], the traced penalties [n] or None) of the group's costs and penalties
-    ``lams`` (n values, or one value for all); records static penalties."""
-    n = u.shape[0]
-    lams = list(lams) if isinstance(lams, (list, tuple)) else [lams] * n
-    if any(isinstance(lam, jax.Array) for lam in lams):
-      self.static = None
-      return u, jnp.stack([jnp.broadcast_to(jnp.asarray(lam, u.dtype), ()) for lam in lams])
-    self.static = np.asarray(lams, np.float64)
-    return u, None
 
 
 def group_programs(built_for: Callable, cfgs: Sequence, how: str, lo: int, hi: int,
@@ -101,7 +90,7 @@ def group_programs(built_for: Callable, cfgs: Sequence, how: str, lo: int, hi: i
         return u, jnp.asarray(lam, u.dtype)
 
       u, lam = jax.vmap(one)(state, batch, values)
-      return u, (static[0] if static else list(lam))
+      return u, (np.full(hi - lo, static[0], np.float64) if static else lam)
 
     def steps(state, batch, values, codes):
       return jax.vmap(lambda s, b, v, d: method_of(v).with_codes(d).train_step(s, b))(
@@ -113,7 +102,8 @@ def group_programs(built_for: Callable, cfgs: Sequence, how: str, lo: int, hi: i
       del values
       problems = [m.host_assignment(seeds.take(state, i), seeds.take(batch, i))
                   for i, m in enumerate(built)]
-      return jnp.stack([u for u, _ in problems]), [lam for _, lam in problems]
+      u = jnp.stack([u for u, _ in problems])
+      return u, assignment.stacked_penalties([lam for _, lam in problems], u.dtype)
 
     def steps(state, batch, values, codes):
       del values
@@ -122,8 +112,12 @@ def group_programs(built_for: Callable, cfgs: Sequence, how: str, lo: int, hi: i
                           for i, m in enumerate(built)])
 
   def costs(state, batch, values):
-    return penalties.split(*problems_of(_rows(state, lo, hi), _rows(batch, lo, hi),
-                                        _rows(values, lo, hi)))
+    """(u [n, B, S], the traced penalties [n], or None where they are static)."""
+    u, lam = problems_of(_rows(state, lo, hi), _rows(batch, lo, hi), _rows(values, lo, hi))
+    if isinstance(lam, np.ndarray):
+      penalties.static = lam
+      return u, None
+    return u, lam
 
   def update(state, batch, values, codes):
     group, metrics = steps(_rows(state, lo, hi), _rows(batch, lo, hi), _rows(values, lo, hi),
