@@ -39,9 +39,11 @@ def measure(counts: Sequence[int], smoke: bool, sampler: utilisation.GpuSampler,
   from benchmarks import phases  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
   timing = TIMING[smoke]
-  started, asked = time.time(), itertools.count()
-  keep_going = lambda: next(asked) == 0 or time.time() < budget_end
+  started = time.time()
   figures, skipped, configs = [], [], {}
+
+  def keep_going():  # asked before each unit and each phase: until a figure, always
+    return not figures or time.time() < budget_end
   with phases.CallbackCounter() as counter:
     for runs, (name, variant), (solver, cascade_solver, overlapped, only) in itertools.product(
         counts, CONFIGS, SOLVERS):

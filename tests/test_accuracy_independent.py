@@ -3,15 +3,18 @@
 A short CascadeVAE run (S = 10) is trained on the real MNIST files, then `evaluate_run` writes its
 one-to-one accuracy on the 10,000 test images. The test recomputes that figure sharing no code
 with `disentangle.metrics` (clustering): the labels are read straight from the IDX file with
-gzip/struct, the checkpoint is restored read-only, the codes come from the method's `represent`
-(argmax over the S decoder passes, the evaluator's compiled function), the confusion matrix is counted with numpy and the mapping is
-scipy's `linear_sum_assignment`. Both must agree to the last digit (both are k / 10,000).
+gzip/struct, the codes are what the method's `represent` (argmax over the S decoder passes, the
+evaluator's compiled function) returned to the evaluator, checked to be the test images in file
+order encoded with the checkpoint's parameters (restored read-only), the confusion matrix is
+counted with numpy and the mapping is scipy's `linear_sum_assignment`. Both must agree to the
+last digit (both are k / 10,000).
 """
 import gzip
 import json
 import pathlib
 import struct
 
+import chex
 import numpy as np
 import pytest
 from scipy import optimize
@@ -37,13 +40,28 @@ def _read_idx_labels(path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not LABELS.exists(), reason="needs the real MNIST files in ../shared/data")
-def test_one_to_one_accuracy_recomputed_independently_from_the_checkpoint(tmp_path):
+def test_one_to_one_accuracy_recomputed_independently_from_the_checkpoint(tmp_path, monkeypatch):
   config = helpers.tiny_config("cascadevae", **{
       "mesh.num_devices": 1, "dataset.data_dir": str(MNIST.parent), "dataset.allow_download": False,
       "num_steps": 4, "checkpoint_every": 4, "batch_size": 16, "cascade.num_discrete": 10,
       "cascade.discrete_start": 0, "cascade.penalty": 0.1, "eval.cluster_accuracy": True,
       "eval.num_points": 0, "eval.information": False})
   trainer.train(config, tmp_path)
+  # What the evaluator's compiled `represent` is given and returns. Its own codes, not a second
+  # encoding: a differently compiled program moves the last float bits, which flips an argmax
+  # between nearly tied decoder passes of this barely trained model (1 image in 10,000 when tried).
+  calls, jit_represent = [], encodings.jit_represent
+
+  def recorded(method, config=None, **kwargs):
+    represent = jit_represent(method, config, **kwargs)
+
+    def fn(params, images):
+      out = represent(params, images)
+      calls.append((params, np.asarray(images), np.asarray(out["discrete"])))
+      return out
+    return fn
+
+  monkeypatch.setattr(encodings, "jit_represent", recorded)
   results = evaluate_run.evaluate_run(tmp_path, encode_batch_size=500)
   reported = json.loads((tmp_path / "results.json").read_text())["metrics"]["accuracy"]
   assert reported["value"] == results["metrics"]["accuracy"]["value"]
@@ -54,14 +72,13 @@ def test_one_to_one_accuracy_recomputed_independently_from_the_checkpoint(tmp_pa
                                allow_download=False)
   method = methods.build(config, test.image_shape)
   target = methods.init_states(method, config.seed, 1)  # the restore target's structure
-  state = checkpoint.Checkpointer(tmp_path, read_only=True).restore(target)
-  params = state.params
-  # Encoded by the evaluator's compiled `represent` (same XLA options and micro-batches): a
-  # differently compiled program moves the last float bits, which flips an argmax between nearly
-  # tied decoder passes of this barely trained model (1 image in 10,000 when tried).
-  represent = encodings.jit_represent(method, config)
-  codes = np.concatenate([np.asarray(represent(params, test.get_images(np.arange(i, i + 500)))
-                                     ["discrete"]) for i in range(0, len(labels), 500)])
+  params = checkpoint.Checkpointer(tmp_path, read_only=True).restore(target).params
+  batches = [c for c in calls if len(c[1]) == 500]
+  assert len(batches) == len(labels) // 500
+  for i, (used, images, _) in enumerate(batches):  # the test images in file order, these params
+    np.testing.assert_array_equal(images, test.get_images(np.arange(500 * i, 500 * (i + 1))))
+    chex.assert_trees_all_equal(used, params)
+  codes = np.concatenate([c[2] for c in batches])
   confusion = np.zeros((10, 10), np.int64)
   np.add.at(confusion, (codes, labels), 1)
   rows, cols = optimize.linear_sum_assignment(-confusion)

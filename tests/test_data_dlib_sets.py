@@ -546,7 +546,7 @@ def test_a_run_on_a_set_drawn_per_sample_is_scored_on_draws_of_the_evaluations_s
   v = dv.ColorDSprites(base, 0, "per_sample")
   config = helpers.tiny_config("betavae", **{
       "num_steps": 2, "checkpoint_every": 2, "dataset.name": "color_dsprites",
-      "dataset.variant_draw": "per_sample", "eval.num_points": 32})
+      "dataset.variant_draw": "per_sample", "eval.num_points": 32, "eval.suite_points": 40})
   trainer.train(config, tmp_path / "run", dataset=v)
   kw = dict(dataset=v, factor_score_votes=4, vote_batch=8, mig_points=64, variance_points=64,
             write=False, selected_too=False)

@@ -184,8 +184,9 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   fake.write_text("#!/bin/sh\necho '55, 1234'\n")
   fake.chmod(0o755)
   env = dict(os.environ, PATH=f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-  proc = _cli("--smoke", "--minutes=2", "--runs=1", f"--out={out}", f"--slot_workdir={workdir}",
-              "--queue=", env=env)
+  # No throughput budget: the first unit's figures alone, the others listed as skipped.
+  proc = _cli("--smoke", "--minutes=2", "--throughput_minutes=0", "--runs=1", f"--out={out}",
+              f"--slot_workdir={workdir}", "--queue=", env=env)
   assert proc.returncode == 0, proc.stderr[-3000:]
   measured = json.loads((out / "throughput.json").read_text())
   units = {(f["config"], f["phase"], f["solver"]) for f in measured["figures"]}
@@ -194,6 +195,9 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   assert units == {("dsprites_cascade", p, s) for p, s in after | {("before", "scipy")}} | {
       ("mnist_cascade", p, s) for p, s in after}  # MNIST m10: t_d = 0, no step before it
   assert measured["figures"][0]["phase"] == "before" and measured["smoke"]
+  assert [(f["config"], f["phase"], f["solver"]) for f in measured["figures"]] == [
+      ("dsprites_cascade", "before", "scipy"), ("dsprites_cascade", "after", "scipy")]
+  assert {s["reason"] for s in measured["skipped"]} == {"throughput budget spent"}
   for f in measured["figures"]:
     assert f["runs"] == 1 and f["run_steps_per_s"] > 0 and f["timed_steps"] >= 2
     # one run: nothing to overlap, the one program's callback solves its problem
@@ -245,6 +249,20 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   assert state["previous_calls"][0]["throughput"].startswith("measured")
   assert "tiny: [1/1]" in (out / "log_tail.txt").read_text()
   _check_summary(out)
+
+
+@pytest.mark.slow
+def test_the_phases_time_the_overlapped_step_with_a_callback_per_group():
+  """`benchmarks.phases.measure_program`, the slot's throughput unit, on 2 unrolled tiny CascadeVAE
+  runs after t_d with the host's solves overlapped (``scipy_overlapped``): the four programs of a
+  step call back once per group, twice a step (the one program's figures: the slot's test)."""
+  from benchmarks import phases  # pylint: disable=g-import-not-at-top
+  config = helpers.tiny_config("cascadevae", seed_layout="unroll", assignment_overlap=True)
+  with phases.CallbackCounter() as counter:
+    (record,) = phases.measure_program(config, (32, 32, 1), 2, 1, counter, steps=2, warmup=1,
+                                       only=("after",))
+  assert record["runs"] == 2 and record["timed_steps"] == 2 and record["run_steps_per_s"] > 0
+  assert record["callbacks_per_step"] == 2.0 and record["top_level_ops"] is None
 
 
 def test_a_failed_table_is_reported_and_the_queue_goes_on(tmp_path):
