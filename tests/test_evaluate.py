@@ -431,7 +431,7 @@ def test_the_command_line_finishes_a_dsprites_cascadevae_smoke_run_with_one_line
   monkeypatch.setenv("DISENTANGLE_SYNTHETIC_DIR", env["DISENTANGLE_SYNTHETIC_DIR"])
   run_dir = tmp_path / "run"
   overrides = ("smoke,num_steps=4,checkpoint_every=4,eval_every=4,log_every=2,batch_size=16,"
-               "eval.num_points=200,eval.factor_score_votes=20,eval.suite_points=200,"
+               "eval.num_points=200,eval.factor_score_votes=20,eval.suite_points=40,"
                "progress_bar=False,dataset.source=file,dataset.synthetic_if_missing=True,"
                "mesh.num_devices=1")
   train = helpers.run_in_process(

@@ -96,6 +96,7 @@ def test_unknown_trees_is_one_line():
                           np.zeros((4, 1)), trees="xgboost")
 
 
+@pytest.mark.slow  # boosted trees fitted three times: several seconds
 def test_study2019_trees_are_scikit_learn_020s_fit():
   # eval.estimators='study2019' reaches the trees of DCI, the downstream task and the reduced
   # task: each equals `boosted_trees` fitted the 0.20 way, and differs from today's fit.

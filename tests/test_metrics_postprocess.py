@@ -45,6 +45,7 @@ def _scores(represent, representation, names):
   return out
 
 
+@pytest.mark.slow  # six metrics five times each, three of them boosted trees: several seconds
 def test_sampled_scores_the_metric_on_mu_plus_sigma_eps_and_both_scores_both():
   sampled = _scores(gaussian, "sampled", NAMES)
   mean = _scores(gaussian, "mean", NAMES)
