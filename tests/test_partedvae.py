@@ -130,7 +130,7 @@ def _changed(a, b):
 @pytest.mark.slow
 def test_supervised_update_changes_only_trunk_and_c_head_and_the_step_lowers_the_loss():
   m = _method(helpers.parted_config(**{"parted.unsupervised": False}))
-  state = m.init(jax.random.PRNGKey(0))
+  state = jax.jit(m.init)(jax.random.PRNGKey(0))  # compiled: one program, not each op
   new, metrics = jax.jit(m.train_step)(state, _batch(helpers.TinyDigits()))
   changed = _changed(state.params, new.params)
   trained = ("conv0", "conv1", "conv2", "'fc'", "'extra'")
@@ -140,10 +140,10 @@ def test_supervised_update_changes_only_trunk_and_c_head_and_the_step_lowers_the
   assert set(m.optimizers) == {"supervised"} and float(metrics["loss"]) > 0
   # both updates: the supervised one touches only opt_state['supervised'] ...
   m2 = _method(helpers.parted_config())
-  s2 = m2.init(jax.random.PRNGKey(0))
+  s2 = jax.jit(m2.init)(jax.random.PRNGKey(0))
   sup_grads = jax.jit(jax.grad(lambda p: m2.supervised_loss(p, _batch(helpers.TinyDigits()))[0]))(
       s2.params)
-  after_sup = m2.apply_update(s2, "supervised", sup_grads["vae"])
+  after_sup = jax.jit(m2.apply_update, static_argnums=1)(s2, "supervised", sup_grads["vae"])
   assert not any(_changed(s2.opt_state["vae"], after_sup.opt_state["vae"]).values())
   assert any(_changed(s2.opt_state["supervised"], after_sup.opt_state["supervised"]).values())
   # ... and the unsupervised one changes psi, the heads and the decoder
@@ -155,10 +155,11 @@ def test_supervised_update_changes_only_trunk_and_c_head_and_the_step_lowers_the
     assert any(v for k, v in moved.items() if part in k), part
   # the step, traced once, lowers the loss in 4 steps
   rng = jax.random.PRNGKey(5)
-  before = float(m2.loss(s2.params, batch, rng, 1)[0])
+  loss = jax.jit(m2.loss)
+  before = float(loss(s2.params, batch, rng, 1)[0])
   for _ in range(3):
     full, _ = step(full, batch)
-  assert float(m2.loss(full.params, batch, rng, 1)[0]) < before
+  assert float(loss(full.params, batch, rng, 1)[0]) < before
   assert int(full.step) == 4
 
 
