@@ -77,7 +77,7 @@ def test_jointvae_capacities_at_known_steps_and_loss_terms():
     np.testing.assert_allclose([float(got_z), float(got_c)], [cz, cc], rtol=1e-6, atol=1e-6)
   assert jointvae.discrete_capacity_cap((10, 2)) == pytest.approx(math.log(10) + math.log(2))
 
-  state = method.init(jax.random.PRNGKey(0))
+  state = helpers.init(method)
   vae = state.params["vae"]
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   t = 30
@@ -99,7 +99,7 @@ def test_jointvae_capacities_at_known_steps_and_loss_terms():
 @pytest.mark.slow
 def test_jointvae_evaluation_interface():
   _, method, data = _jointvae(**{"jointvae.discrete_sizes": (3, 2)})
-  params = method.init(jax.random.PRNGKey(0)).params
+  params = helpers.init(method).params
   x = jnp.asarray(data.get_images(np.arange(4)))
   rep = method.represent(params, x)
   _, _, logits = method.encode(params["vae"], x)
@@ -205,7 +205,7 @@ def test_betatcvae_with_unit_weights_is_the_sampled_elbo():
   config = helpers.tiny_config("betatcvae", **{"betatcvae.beta": 1.0})
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  params = method.init(jax.random.PRNGKey(0)).params
+  params = helpers.init(method).params
   vae = params["vae"]
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   rng = jax.random.PRNGKey(3)
@@ -229,7 +229,7 @@ def test_anchorvae_betas_and_loss():
                                                "anchorvae.beta_high": 8.0})
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  params = method.init(jax.random.PRNGKey(0)).params
+  params = helpers.init(method).params
   vae = params["vae"]
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   loss, m = method.loss(params, batch, jax.random.PRNGKey(1), 1)
@@ -264,7 +264,7 @@ def test_train_step_lowers_loss_and_compiles_once(name):
     return method.loss(params, batch, rng, 1)[0]  # t = 1: the first iteration's capacities
   step = helpers.step_traced_once(method)
 
-  state = method.init(jax.random.PRNGKey(0))
+  state = helpers.init(method)
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   rng = jax.random.PRNGKey(7)
   before = float(loss_fn(state.params, batch, rng))
@@ -342,7 +342,7 @@ def test_factorvae_step_applies_both_gradients_at_the_same_parameters():
   config = helpers.tiny_config("factorvae")
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  state = jax.jit(method.init)(jax.random.PRNGKey(0))  # compiled: one program, not each op
+  state = helpers.init(method)
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   new, metrics = jax.jit(method.train_step)(state, batch)
   k_vae, k_perm = jax.random.split(jax.random.fold_in(state.rng, 0))
