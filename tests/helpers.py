@@ -109,12 +109,6 @@ def tiny_config(method="betavae", **overrides):
   return c
 
 
-def init(method, seed: int = 0):
-  """``method.init(PRNGKey(seed))`` compiled as one program, as the trainer initialises: one
-  compilation (kept in the persistent cache) instead of one per operation run eagerly."""
-  return jax.jit(method.init)(jax.random.PRNGKey(seed))
-
-
 def step_traced_once(method):
   """``method.train_step`` under ``jax.jit``; fails (chex) if it is traced more than once.
 

@@ -14,7 +14,7 @@ def _setup(**kw):
   config = helpers.tiny_config("cascadevae", **kw)
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  state = helpers.init(method)
+  state = method.init(jax.random.PRNGKey(0))
   batch = {"image": jnp.asarray(data.get_images(np.arange(16)))}
   return config, method, state, batch
 

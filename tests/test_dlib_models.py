@@ -41,7 +41,7 @@ def _tiny_loss_parts(config, t):
   """(loss, metrics, mean, logvar) of one tiny batch at iteration t, compiled."""
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  params = helpers.init(method).params
+  params = method.init(jax.random.PRNGKey(0)).params
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   loss, m = jax.jit(method.loss)(params, batch, jax.random.PRNGKey(1), jnp.int32(t))
   mean, logvar = (np.asarray(a, np.float64) for a in method.encode(params["vae"], batch["image"]))
@@ -150,7 +150,7 @@ def test_gradients_are_finite_and_reach_the_encoder(name, overrides):
   config = helpers.tiny_config(name, **overrides)
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  params = helpers.init(method).params
+  params = method.init(jax.random.PRNGKey(0)).params
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   grads = jax.jit(jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(1), 3)[0]))(params)
   leaves = jax.tree_util.tree_leaves(grads)

@@ -149,7 +149,7 @@ def test_loss_equals_numpy_assembly(b_kl, predictor_input):
                                            "ffvae.predictor_input": predictor_input})
   data = helpers.TinyAttributeImages()
   method = methods.build(config, data.image_shape)
-  params = helpers.init(method).params
+  params = method.init(jax.random.PRNGKey(0)).params
   batch, rng = _batch(data), jax.random.PRNGKey(4)
   loss, (metrics, _) = method.vae_terms(params, batch, rng)
   rec, kl, log_p_a, tc = _terms_by_hand(method, params, batch, rng, b_kl, predictor_input)
@@ -170,7 +170,7 @@ def test_tc_term_sign_and_alpha_gamma_zero_is_the_vae_loss():
   for alpha, gamma in ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0)):
     config = helpers.tiny_config("ffvae", **{"ffvae.alpha": alpha, "ffvae.gamma": gamma})
     method = methods.build(config, data.image_shape)
-    params = helpers.init(method).params
+    params = method.init(jax.random.PRNGKey(0)).params
     # a discriminator sure that every sample is real: logit_real - logit_fake = +5 everywhere
     disc = jax.tree_util.tree_map(jnp.zeros_like, params["discriminator"])
     disc["logits"]["bias"] = jnp.array([5.0, 0.0])
@@ -190,7 +190,7 @@ def test_updates_leave_the_other_group_bitwise_unchanged_and_share_parameters():
   config = helpers.tiny_config("ffvae")
   data = helpers.TinyAttributeImages()
   method = methods.build(config, data.image_shape)
-  state = helpers.init(method)
+  state = method.init(jax.random.PRNGKey(0))
   state, _ = jax.jit(method.train_step)(state, _batch(data))  # non-trivial optimiser states
   batch = _batch(data, 8)
   rng, _ = method.step_key(state)
@@ -229,7 +229,7 @@ def test_train_step_lowers_the_loss_and_compiles_once():
   method = methods.build(config, data.image_shape)
   step = helpers.step_traced_once(method)
 
-  state = helpers.init(method)
+  state = method.init(jax.random.PRNGKey(0))
   batch, rng = _batch(data), jax.random.PRNGKey(7)
   before = float(method.loss(state.params, batch, rng, 1)[0])
   for _ in range(3):
@@ -243,7 +243,7 @@ def test_represent_is_mean_and_logvar_of_all_dims_and_sensitive_dims():
   data = helpers.TinyAttributeImages()
   method = methods.build(config, data.image_shape)
   assert method.sensitive_dims == {"right": 3, "low": 4}
-  rep = method.represent(helpers.init(method).params, _batch(data)["image"])
+  rep = method.represent(method.init(jax.random.PRNGKey(0)).params, _batch(data)["image"])
   assert set(rep) == {"mean", "logvar"} and rep["mean"].shape == (8, 5)
 
 

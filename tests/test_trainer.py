@@ -16,7 +16,7 @@ def test_one_step_lowers_loss_on_fixed_batch():
   config = helpers.tiny_config()
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  state = helpers.init(method)
+  state = method.init(jax.random.PRNGKey(0))
   batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
   rng = jax.random.PRNGKey(7)
   before, _ = method.loss(state.params, batch, rng, 1)
@@ -32,7 +32,7 @@ def test_step_compiles_once():
   method = methods.build(config, data.image_shape)
   step = helpers.step_traced_once(method)
 
-  state = helpers.init(method)
+  state = method.init(jax.random.PRNGKey(0))
   for i in range(3):
     batch = {"image": jnp.asarray(data.get_images(np.arange(8 * i, 8 * i + 8)))}
     state, _ = step(state, batch)
@@ -53,7 +53,7 @@ def test_nonfinite_loss_stops_and_keeps_last_checkpoint(tmp_path):
   assert steps == [3, 4], steps  # keep_checkpoints=2; nothing saved at or after step 5
   method = methods.build(config, data.image_shape)
   from disentangle.train import checkpoint
-  restored = checkpoint.Checkpointer(tmp_path).restore(helpers.init(method))
+  restored = checkpoint.Checkpointer(tmp_path).restore(method.init(jax.random.PRNGKey(0)))
   assert all(np.isfinite(x).all() for x in _params(restored.params))
 
 
@@ -76,7 +76,7 @@ def test_optimizer_on_subtrees_leaves_the_rest_bitwise_unchanged():
   config = helpers.tiny_config()
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  params = helpers.init(method).params["vae"]
+  params = method.init(jax.random.PRNGKey(0)).params["vae"]
   tx = optimizers.on_subtrees(optimizers.adam(1e-2), ["encoder/conv0", "encoder/fc"])
   opt_state = tx.init(params)
   grads = jax.tree_util.tree_map(jnp.ones_like, params)

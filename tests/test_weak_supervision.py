@@ -294,7 +294,7 @@ def test_loss_against_numpy(aggregation, shared):
                                              "weakvae.aggregation": aggregation,
                                              "weakvae.shared": shared, "weakvae.k": 2})
   method = methods.build(config, data.image_shape)
-  params = helpers.init(method).params
+  params = method.init(jax.random.PRNGKey(0)).params
   batch = input_pipeline.make_source(data, method.batch_spec(config), global_batch=8,
                                      seed=0).local_batch(0)
   rng = jax.random.PRNGKey(7)
@@ -335,7 +335,7 @@ def test_represent_is_the_encoder_of_one_image():
   config = helpers.tiny_config("weakvae")
   data = _grid_set()
   method = methods.build(config, data.image_shape)
-  params = helpers.init(method).params
+  params = method.init(jax.random.PRNGKey(0)).params
   x = jnp.asarray(data.get_images(np.arange(4)))
   rep = method.represent(params, x)
   mean, logvar = method.encode(params["vae"], x)
