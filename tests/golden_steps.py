@@ -29,6 +29,7 @@ def _config(method):
   # The record was written with the transposed convs' fan-in counted over their inputs (Flax's
   # convention), before the 'reference' init moved it to TensorFlow's (outputs).
   c.model.init = "reference_flax_fan"
+  c.model.conv_impl = "auto"  # the CPU's default: 'fast'
   if method == "cascadevae":
     c.cascade.discrete_start = 2  # steps 1-2 without, 3-5 with the discrete assignment
   if method == "anchorvae":
