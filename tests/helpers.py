@@ -1,6 +1,7 @@
 """What the tests share: small in-memory datasets and configs (no files, no network), a tiny
 MNIST-layout TFDS builder, two-process runs, metrics-line comparison and the config-rule check."""
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -158,6 +159,29 @@ def parted_config(**overrides):
           "parted.num_labelled": 16, "parted.labelled_batch_size": 8,
           "parted.plateau_epoch_steps": 2}
   return tiny_config("partedvae", **dict(base, **overrides))
+
+
+# -- a one-program table (`disentangle.reproduce`) ------------------------------------------------
+def tiny_table():
+  """A table of one row, ``lo``: a tiny CascadeVAE config (4 steps, 1 seed, S = 4, lambda' =
+  0.25) of a fake experiment module ``fake``, on 64 `TinyImages`. Returns ``(table, modules,
+  kwargs)`` for ``reproduce.run.run_table(table, workdir, modules, **kwargs)``."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+
+  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
+  from experiments.configs import common  # pylint: disable=g-import-not-at-top
+  config = tiny_config("cascadevae", num_steps=4, checkpoint_every=2, log_every=2, **{
+      "cascade.discrete_start": 0, "cascade.num_discrete": 4, "cascade.penalty": 0.25,
+      "eval.num_points": 64, "eval.information": False, "eval.num_images": 4,
+      "mesh.num_devices": 1})
+  module = types.SimpleNamespace(PUBLISHED={})
+  module.get_config = lambda arg=None: ml_collections.ConfigDict(config.to_dict())
+  table = plan.Table("tiny", "a tiny table", "test", ("accuracy",),
+                     (plan.Row("lo", "3", "fake", "lo"),), "final", seeds=1)
+  kwargs = dict(scale=functools.partial(common.scale_schedule, round_steps=True), seeds=1,
+                fraction="1", command="cmd", dataset=TinyImages(n=64),
+                evaluate_kwargs={"mig_points": 200, "encode_batch_size": 64})
+  return table, {"fake": module}, kwargs
 
 
 # -- a TFDS builder of MNIST's layout ------------------------------------------------------------

@@ -158,7 +158,7 @@ def _without_places(value):
 
 @pytest.mark.slow
 def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
-  """A one-program table (`tests.test_reproduce._tiny_table`: train, evaluate, tabulate) in a
+  """A one-program table (`tests.helpers.tiny_table`: train, evaluate, tabulate) in a
   local folder and on the bucket: the same table lines and the same ``results.json`` numbers;
   the lock object of a process of this host that no longer runs is taken over and the lock is
   gone after the command; a lock held by a process of another host is refused in one line
@@ -167,8 +167,7 @@ def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
   from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
-  from tests.test_reproduce import _tiny_table  # pylint: disable=g-import-not-at-top
-  table, modules, kwargs = _tiny_table()
+  table, modules, kwargs = helpers.tiny_table()
   local = run.run_table(table, tmp_path, modules, **kwargs)
   fs = _fs()
   fs.pipe_file(f"{bucket}/{run.LOCK}".removeprefix("gs://"),

@@ -419,19 +419,6 @@ def test_a_mig_table_states_each_estimators_factor_set():
          "(shape, scale, orientation)" in text
 
 
-def _tiny_table():
-  base = dict(num_steps=4, checkpoint_every=2, log_every=2, **{
-      "cascade.discrete_start": 0, "cascade.num_discrete": 4, "eval.num_points": 64,
-      "eval.information": False, "eval.num_images": 4, "mesh.num_devices": 1})
-  module = _fake_module({"lo": _tiny(**base, **{"cascade.penalty": 0.25})}, {})
-  table = plan.Table("tiny", "a tiny table", "test", ("accuracy",),
-                     (plan.Row("lo", "3", "fake", "lo"),), "final", seeds=1)
-  kwargs = dict(scale=SCALE, seeds=1, fraction="1", command="cmd",
-                dataset=helpers.TinyImages(n=64),
-                evaluate_kwargs={"mig_points": 200, "encode_batch_size": 64})
-  return table, {"fake": module}, kwargs
-
-
 _HOLD = ("import fcntl, os, sys\n"
          "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
          "fcntl.flock(fd, fcntl.LOCK_EX)\n"
@@ -458,7 +445,7 @@ def test_a_workdir_in_use_is_refused_in_one_line_until_its_holder_ends(tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert lines == [f"error: --workdir: {workdir} is in use by another experiments.reproduce "
                      f"(process {holder.pid}); wait for it to end or choose another --workdir"]
-    table, modules, kwargs = _tiny_table()
+    table, modules, kwargs = helpers.tiny_table()
     with pytest.raises(plan.BadInput, match="is in use by another"):
       run.run_table(table, workdir, modules, **kwargs)
     assert [p.name for p in workdir.iterdir()] == [run.LOCK]
@@ -480,7 +467,7 @@ def test_a_table_stopped_at_its_deadline_writes_what_is_done_and_resumes(tmp_pat
   checkpoint, table.md / table.json are written (the row not evaluated) and DeadlineReached says
   where; the same call without a deadline resumes, evaluates and fills the row."""
   from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
-  table, modules, kwargs = _tiny_table()
+  table, modules, kwargs = helpers.tiny_table()
   monkeypatch.setattr(preemption.Signals, "passed", lambda self: self.deadline is not None)
   with pytest.raises(preemption.DeadlineReached) as e:
     run.run_table(table, tmp_path, modules, deadline=4e9, **kwargs)
