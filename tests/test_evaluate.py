@@ -389,6 +389,7 @@ def test_read_only_checkpointer_refuses_to_write(tmp_path):
   assert {p: p.stat().st_mtime_ns for p in (tmp_path / "checkpoints").rglob("*")} == before
 
 
+@pytest.mark.slow
 def test_evaluation_on_another_set_records_trained_on_and_evaluated_on(trained, tmp_path,
                                                                       monkeypatch):
   workdir = _copy(trained, tmp_path)

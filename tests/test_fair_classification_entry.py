@@ -47,6 +47,7 @@ def test_audit_writes_rows_and_leaves_checkpoints_alone(run):
   assert not list(workdir.glob("*.tmp*"))
 
 
+@pytest.mark.slow
 def test_flags_override_target_and_subgroup(run):
   workdir, data = run
   rows = fair_audit.audit_run(workdir, dataset=data, target="right", subgroup=("low",))
@@ -66,6 +67,7 @@ def test_run_without_b_is_refused_naming_run_and_method(tmp_path):
     fair_audit.audit_run(tmp_path / "beta", dataset=data)
 
 
+@pytest.mark.slow
 def test_main_writes_on_process_zero_only(run, monkeypatch):
   workdir, data = run
   for name in ("fairness.json", "fairness.md"):
