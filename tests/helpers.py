@@ -162,26 +162,32 @@ def parted_config(**overrides):
 
 
 # -- a one-program table (`disentangle.reproduce`) ------------------------------------------------
-def tiny_table():
-  """A table of one row, ``lo``: a tiny CascadeVAE config (4 steps, 1 seed, S = 4, lambda' =
-  0.25) of a fake experiment module ``fake``, on 64 `TinyImages`. Returns ``(table, modules,
-  kwargs)`` for ``reproduce.run.run_table(table, workdir, modules, **kwargs)``."""
+def fake_experiment(configs: dict, published: dict | None = None):
+  """A stand-in for an experiment's config module: ``get_config(variant)`` returns a copy of
+  ``configs[variant]``, ``PUBLISHED`` is ``published``."""
   import ml_collections  # pylint: disable=g-import-not-at-top
+  module = types.SimpleNamespace(PUBLISHED=dict(published or {}))
+  module.get_config = lambda variant=None: ml_collections.ConfigDict(configs[variant].to_dict())
+  return module
 
+
+def tiny_table(row="lo", label="3", seeds=1, **overrides):
+  """A table ``tiny`` of one row ``row`` (the paper's column ``label``, ``seeds`` seeds): a tiny
+  CascadeVAE config (4 steps, S = 4, lambda' = 0.25, then ``overrides``) of a stand-in experiment
+  ``fake``, on 64 `TinyImages`. Returns ``(table, modules, kwargs)``: ``kwargs`` are the scaling,
+  the data and the evaluation settings of ``reproduce.run.run_table`` and of the slot."""
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   from experiments.configs import common  # pylint: disable=g-import-not-at-top
   config = tiny_config("cascadevae", num_steps=4, checkpoint_every=2, log_every=2, **{
       "cascade.discrete_start": 0, "cascade.num_discrete": 4, "cascade.penalty": 0.25,
       "eval.num_points": 64, "eval.information": False, "eval.num_images": 4,
-      "mesh.num_devices": 1})
-  module = types.SimpleNamespace(PUBLISHED={})
-  module.get_config = lambda arg=None: ml_collections.ConfigDict(config.to_dict())
+      "mesh.num_devices": 1, **overrides})
   table = plan.Table("tiny", "a tiny table", "test", ("accuracy",),
-                     (plan.Row("lo", "3", "fake", "lo"),), "final", seeds=1)
-  kwargs = dict(scale=functools.partial(common.scale_schedule, round_steps=True), seeds=1,
-                fraction="1", command="cmd", dataset=TinyImages(n=64),
+                     (plan.Row(row, label, "fake", row),), "final", seeds=seeds)
+  kwargs = dict(scale=functools.partial(common.scale_schedule, round_steps=True),
+                dataset=TinyImages(n=64),
                 evaluate_kwargs={"mig_points": 200, "encode_batch_size": 64})
-  return table, {"fake": module}, kwargs
+  return table, {"fake": fake_experiment({row: config})}, kwargs
 
 
 # -- a TFDS builder of MNIST's layout ------------------------------------------------------------

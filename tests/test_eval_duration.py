@@ -5,7 +5,6 @@ import json
 import time
 import types
 
-import ml_collections
 import numpy as np
 import pytest
 
@@ -109,8 +108,7 @@ def test_a_table_does_not_start_an_evaluation_that_would_cross_the_deadline(
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   from experiments.configs import common  # pylint: disable=g-import-not-at-top
   config = _cascade_config()
-  module = types.SimpleNamespace(
-      PUBLISHED={}, get_config=lambda arg=None: ml_collections.ConfigDict(config.to_dict()))
+  module = helpers.fake_experiment({"tiny": config})
   table = plan.Table("tiny", "a tiny table", "test", ("accuracy",),
                      (plan.Row("tiny", "4", "fake", "tiny"),), "final", seeds=1)
   kwargs = dict(scale=lambda c, f: common.scale_schedule(c, f, round_steps=True),

@@ -9,7 +9,6 @@ import math
 import pathlib
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -191,16 +190,10 @@ def test_group_rows_merges_a_full_grid_of_sweepable_fields_only():
   assert plan.group_rows(dict(enumerate(switch))) == [((0,), {}), ((1,), {})]
 
 
-def _fake_module(configs: dict, published: dict):
-  module = types.SimpleNamespace(PUBLISHED=published)
-  module.get_config = lambda arg=None: config_lib_dict(configs[arg])
-  return module
-
-
 def test_plan_maps_every_run_of_a_merged_program_to_its_row_and_seed():
-  module = _fake_module({"lo": _tiny(**{"cascade.penalty": 0.25}),
-                         "hi": _tiny(**{"cascade.penalty": 0.5}),
-                         "m4": _tiny(**{"model.latent_dim": 4})}, {})
+  module = helpers.fake_experiment({"lo": _tiny(**{"cascade.penalty": 0.25}),
+                                    "hi": _tiny(**{"cascade.penalty": 0.5}),
+                                    "m4": _tiny(**{"model.latent_dim": 4})})
   table = plan.Table("t", "tiny", "test", ("accuracy",), (
       plan.Row("lo", "3", "fake", "lo"), plan.Row("none", "3"), plan.Row("hi", "3", "fake", "hi"),
       plan.Row("m4", "4", "fake", "m4")), "final", seeds=2)
@@ -239,8 +232,9 @@ def _record(run_dir, seed, value, *, selected=None, source="file", comparable=Tr
 
 
 def test_table_cells_mean_population_std_and_best_beside_the_published():
-  module = _fake_module({"a": _tiny(), "b": _tiny(**{"model.latent_dim": 4})},
-                        {"a": {"accuracy": {"mean": 81.41, "std": 9.54, "best": 97.31}}})
+  module = helpers.fake_experiment(
+      {"a": _tiny(), "b": _tiny(**{"model.latent_dim": 4})},
+      {"a": {"accuracy": {"mean": 81.41, "std": 9.54, "best": 97.31}}})
   table = plan.Table("t", "tiny", "Paper, Table 3", ("accuracy",), (
       plan.Row("CascadeVAE", "3", "fake", "a"), plan.Row("B", "4", "fake", "b"),
       plan.Row("VAE", "6", published={"accuracy": {"mean": 41.0}})),
@@ -322,9 +316,9 @@ def test_a_tiny_table_trains_evaluates_resumes_without_retraining_and_prints(tmp
   base = dict(num_steps=4, checkpoint_every=2, log_every=2, **{
       "cascade.discrete_start": 0, "cascade.num_discrete": 4, "eval.num_points": 64,
       "eval.information": False, "eval.num_images": 4, "mesh.num_devices": 1})
-  module = _fake_module({"lo": _tiny(**base, **{"cascade.penalty": 0.25}),
-                         "hi": _tiny(**base, **{"cascade.penalty": 0.5})},
-                        {"lo": {"accuracy": {"mean": 50.0, "std": 1.0, "best": 52.0}}})
+  module = helpers.fake_experiment({"lo": _tiny(**base, **{"cascade.penalty": 0.25}),
+                                    "hi": _tiny(**base, **{"cascade.penalty": 0.5})},
+                                   {"lo": {"accuracy": {"mean": 50.0, "std": 1.0, "best": 52.0}}})
   table = plan.Table("tiny", "a tiny table", "test", ("accuracy",), (
       plan.Row("lo", "3", "fake", "lo"), plan.Row("hi", "3", "fake", "hi"),
       plan.Row("VAE", "6", published={"accuracy": {"mean": 41.0}})), "final", seeds=2)
@@ -365,8 +359,8 @@ def test_a_tiny_table_trains_evaluates_resumes_without_retraining_and_prints(tmp
 
 
 def test_a_figure_row_is_one_line_per_grid_point_with_the_means_along_each_field():
-  module = _fake_module({"fig": _tiny(sweep="cascade.penalty=0.1|0.2;cascade.beta_low=1.0|2.0")},
-                        {})
+  module = helpers.fake_experiment(
+      {"fig": _tiny(sweep="cascade.penalty=0.1|0.2;cascade.beta_low=1.0|2.0")})
   table = plan.Table("fig", "a figure", "Paper, Fig. 1", ("accuracy",), (
       plan.Row("F", "3", "fake", "fig", published="Fig. 1: plotted only"),), "final", seeds=2)
   (program,) = plan.plan_table(table, {"fake": module}, seeds=2, scale=SCALE)
@@ -394,7 +388,7 @@ def test_a_figure_row_is_one_line_per_grid_point_with_the_means_along_each_field
 def test_a_mig_table_states_each_estimators_factor_set():
   """MIG's result records the factors it averaged over (eval.mig_factors) per estimator: the
   table states them once when every line agrees, per line otherwise."""
-  module = _fake_module({"fig": _tiny(sweep="cascade.penalty=0.1|0.2")}, {})
+  module = helpers.fake_experiment({"fig": _tiny(sweep="cascade.penalty=0.1|0.2")})
   table = plan.Table("fig", "a figure", "Paper, Fig. 1", ("mig",), (
       plan.Row("F", "3", "fake", "fig", published="Fig. 1: plotted only"),), "final", seeds=1)
   (program,) = plan.plan_table(table, {"fake": module}, seeds=1, scale=SCALE)

@@ -7,16 +7,13 @@ import os
 import pathlib
 import subprocess
 import sys
-import types
 
-import ml_collections
 import pytest
 
 from benchmarks import throughput
 from disentangle.reproduce import plan
 from disentangle.reproduce import slot as slot_lib
 from disentangle.reproduce import utilisation
-from experiments.configs import common
 from tests import helpers
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -34,18 +31,8 @@ def _cli(*args, env=None):
 
 
 def _tiny_table():
-  """One row of a tiny CascadeVAE config (4 steps, 2 seeds) on `helpers.TinyImages`."""
-  c = helpers.tiny_config("cascadevae", num_steps=4, checkpoint_every=2, log_every=2, **{
-      "cascade.discrete_start": 0, "cascade.num_discrete": 4, "eval.num_points": 64,
-      "eval.information": False, "eval.num_images": 4, "mesh.num_devices": 1})
-  module = types.SimpleNamespace(PUBLISHED={})
-  module.get_config = lambda arg=None: ml_collections.ConfigDict(c.to_dict())
-  table = plan.Table("tiny", "a tiny table", "test", ("accuracy",),
-                     (plan.Row("tiny", "4", "fake", "tiny"),), "final", seeds=2)
-  kwargs = dict(scale=functools.partial(common.scale_schedule, round_steps=True),
-                dataset=helpers.TinyImages(n=64),
-                evaluate_kwargs={"mig_points": 200, "encode_batch_size": 64})
-  return table, {"fake": module}, kwargs
+  """One row ``tiny`` of a tiny CascadeVAE config (4 steps, 2 seeds) on `helpers.TinyImages`."""
+  return helpers.tiny_table(row="tiny", label="4", seeds=2, **{"cascade.penalty": 0.5})
 
 
 def _check_summary(out: pathlib.Path) -> None:
@@ -150,6 +137,8 @@ def two_rows(tmp_path_factory):
   ``two/fake.other``, then as ``two/fake.other,two``: what each call left. Its ``tiny`` row is a
   program never stopped (the reference of the slot stopped at its deadline below)."""
   table, modules, kwargs = _tiny_table()
+  config = modules["fake"].get_config("tiny")
+  modules = {"fake": helpers.fake_experiment({"tiny": config, "other": config})}
   two = plan.Table("two", "two rows", "test", ("accuracy",),
                    (table.rows[0], plan.Row("other", "4", "fake", "other")), "final", seeds=1)
   out = tmp_path_factory.mktemp("slot") / "out"
@@ -270,8 +259,8 @@ def test_a_failed_table_is_reported_and_the_queue_goes_on(tmp_path):
   at the deadline, already past); the throughput of an earlier call is kept."""
   from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   table, modules, kwargs = _tiny_table()
-  bad = types.SimpleNamespace(PUBLISHED={}, get_config=lambda arg=None: ml_collections.ConfigDict(
-      helpers.tiny_config("cascadevae", **{"cascade.solver": "nope"}).to_dict()))
+  bad = helpers.fake_experiment({"bad": helpers.tiny_config("cascadevae",
+                                                            **{"cascade.solver": "nope"})})
   broken = plan.Table("broken", "a broken table", "test", ("accuracy",),
                       (plan.Row("bad", "4", "bad", "bad"),), "final", seeds=1)
   out = tmp_path / "out"
