@@ -36,6 +36,17 @@ VARIANT_DRAWS = ("per_image", "per_sample")
 # ``eval.estimators``: the scikit-learn classifiers of disentanglement_lib's suite, the pinned
 # version's defaults or 0.20's as Locatello et al.'s study ran them (metrics/estimators.py).
 ESTIMATORS = ("current", "study2019")
+# ``model.conv_impl``: the conv VAEs' 4x4 stride-2 layers, all with the same parameters and
+# outputs (nn/layers.py): Flax's, XLA:CPU's fast rewrite, and the accelerators' forms with no
+# dilated operand ('phase': stride-1 convolutions, 'gemm': batched matmuls). 'auto':
+# BACKEND_DEFAULTS.
+CONV_IMPLS = ("flax", "fast", "phase", "gemm")
+# ``model.dtype``: the networks' compute dtype. Parameters, optimiser state, the likelihood, the
+# KL terms, discriminators and the assignment's costs stay float32 (nn/networks.py).
+COMPUTE_DTYPES = ("float32", "bfloat16")
+# ``model.precision``: ``jax.lax.Precision`` of the networks' matmuls and convolutions. 'default'
+# lets a GPU use TF32 for float32 operands (JAX's default); 'highest' is true float32.
+PRECISIONS = ("default", "high", "highest")
 
 # The dataset names (``dataset.name``, ``dataset.eval_name``); ``data`` loads them and takes its
 # registry (``data.DATASETS``, ``data.DLIB_SETS``, ``data.TFDS_ONLY``) from here.
@@ -94,7 +105,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.model.init = "reference"          # nn.networks.INITS; 'tensorflow': tf.layers' defaults
   c.model.architecture = "cascade"    # 'cascade' (CascadeVAE Tables 5-6) or 'dlib' (its study)
   c.model.posterior_head = "logvar"
-  c.model.conv_impl = "auto"         # 'fast' / 'flax' (same numbers); 'auto': BACKEND_DEFAULTS
+  c.model.conv_impl = "auto"         # CONV_IMPLS (same numbers); 'auto': BACKEND_DEFAULTS
+  c.model.dtype = "float32"           # compute dtype (COMPUTE_DTYPES); parameters stay float32
+  c.model.precision = "default"       # matmul / convolution precision (PRECISIONS)
   c.model.hidden_units = 256          # dense layer of encoder and decoder (FFVAE App. C: 128)
   c.model.encoder_widths = "cascade"  # 32 px convs: 'cascade' (32, 32, 64) / 'dupont' (32, 64, 64)
   c.model.activation = "relu"         # encoder trunk: 'relu' or 'leaky_relu' (slope leaky_slope)
@@ -275,12 +288,14 @@ def variant_error(config_name: str, unknown: list[str], known: list[str]) -> Con
 
 
 # Implementation choices with identical numbers whose 'auto' resolves per backend. CPU: measured
-# (benchmarks/README.md: 'fast' convolutions, one decoder call per class). Other backends: the
-# program with fewer operations (a 5-seed MNIST CascadeVAE step compiles to 228 top-level
-# operations with 'flax' + 'stacked', 423 with the CPU's choice; GPU steps were bound by kernel
-# launches); not yet timed there.
+# (benchmarks/README.md: 'fast' convolutions, one decoder call per class). GPU: the convolution
+# form with no zero-stuffed operand and exactly the layers' multiply-adds in XLA:GPU's lowering of
+# the vmapped step (`python -m benchmarks.gpu_lowering`: 1.00x executed / useful FLOPs, against
+# 3.2x for 'flax' and 1.4x for 'fast'); `benchmarks.gpu_levers` times every form on a GPU. Other
+# backends: the program with fewer operations (a 5-seed MNIST CascadeVAE step compiles to 228
+# top-level operations with 'flax' + 'stacked', 423 with the CPU's choice).
 BACKEND_DEFAULTS = {
-    "model.conv_impl": {"cpu": "fast", "other": "flax"},
+    "model.conv_impl": {"cpu": "fast", "gpu": "gemm", "other": "flax"},
     "cascade.unary_batching": {"cpu": "per_class", "other": "stacked"},
 }
 
@@ -364,7 +379,9 @@ RULES: dict[str, Rule] = {
     "model.init": one_of("reference", "reference_flax_fan", "flax", "tensorflow"),
     "model.architecture": one_of("cascade", "dlib"),
     "model.posterior_head": one_of("logvar", "softplus_sigma"),
-    "model.conv_impl": one_of("auto", "flax", "fast"),
+    "model.conv_impl": one_of("auto", *CONV_IMPLS),
+    "model.dtype": one_of(*COMPUTE_DTYPES),
+    "model.precision": one_of(*PRECISIONS),
     "model.hidden_units": POSITIVE,
     "model.encoder_widths": one_of("cascade", "dupont"),
     "model.activation": one_of("relu", "leaky_relu"),

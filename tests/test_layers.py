@@ -54,10 +54,14 @@ def _random_case(batch, height, width, cin, cout, seed=0):
   return x, params, weights
 
 
+REWRITES = [impl for impl in layers.CONV_IMPLS if impl != "flax"]
+
+
 @pytest.mark.parametrize("batch,height,width,cin,cout", CASES)
 def test_forward_and_gradients_match_flax(batch, height, width, cin, cout):
+  """Every rewrite of the transposed convolution: output, input and parameter gradients."""
   x, params, weights = _random_case(batch, height, width, cin, cout, seed=height * 100 + cout)
-  ref, fast = _reference(cout), layers.PhaseConvTranspose(cout)
+  modules = [_reference(cout)] + [layers.conv_transpose(impl, cout) for impl in REWRITES]
 
   def loss(module, p, inputs):
     # Nonuniform output weights, so every gradient entry is exercised.
@@ -66,12 +70,46 @@ def test_forward_and_gradients_match_flax(batch, height, width, cin, cout):
   @host.jit  # one compilation per case, with the trainer's compiler options
   def run(p, inputs):
     grad = lambda module: jax.grad(lambda q, i: loss(module, q, i), argnums=(0, 1))(p, inputs)
-    return ref.apply(p, inputs), fast.apply(p, inputs), grad(ref), grad(fast)
+    return [(m.apply(p, inputs), grad(m)) for m in modules]
 
-  y_ref, y_fast, grads_ref, grads_fast = run(params, x)
+  (y_ref, grads_ref), *rewrites = run(params, x)
   assert y_ref.shape == (batch, 2 * height, 2 * width, cout)
-  assert_close(y_fast, y_ref)
-  assert_close(grads_fast, grads_ref)
+  for y, grads in rewrites:
+    assert_close(y, y_ref)
+    assert_close(grads, grads_ref)
+
+
+def test_rewrites_match_flax_for_runs_under_vmap():
+  """N = 2 runs vmapped (the accelerators' layout: grouped convolutions, batched matmuls): each
+  rewrite's encoder and decoder layer, forward and gradients, equal Flax's run by run."""
+  runs = [_random_case(2, 8, 8, 8, 16, seed=s) for s in (3, 4)]
+  stack = lambda *t: jnp.stack(t)
+  x, params, weights = jax.tree.map(stack, *runs)
+
+  def per_run(module, p, inputs, w):
+    return jax.grad(lambda q, i: jnp.sum(jnp.sin(module.apply(q, i)) * w), argnums=(0, 1))(
+        p, inputs)
+
+  def encoder_layer(impl):  # a 16 -> 8 channel strided conv on the decoder case's output shape
+    return layers.conv(impl, 8)
+
+  @host.jit
+  def run(p, inputs, w):
+    out = {}
+    for impl in layers.CONV_IMPLS:
+      up = layers.conv_transpose(impl, 16)
+      down = encoder_layer(impl)
+      down_params = {"params": {"kernel": jnp.swapaxes(p["params"]["kernel"], -1, -2),
+                                "bias": p["params"]["bias"][..., :8]}}
+      out[impl] = (jax.vmap(lambda *a, m=up: per_run(m, *a))(p, inputs, w),
+                   jax.vmap(lambda q, i, m=down: jax.grad(
+                       lambda r, j: jnp.sum(jnp.cos(m.apply(r, j))), argnums=(0, 1))(q, i))(
+                           down_params, jax.vmap(up.apply)(p, inputs)))
+    return out
+
+  out = run(params, x, weights)
+  for impl in REWRITES:
+    assert_close(out[impl], out["flax"])
 
 
 def test_comparison_detects_a_wrong_index_mapping():
@@ -145,10 +183,8 @@ def test_init_params_identical_and_helpers():
   assert isinstance(layers.conv_transpose("fast", 3), layers.PhaseConvTranspose)
   assert isinstance(layers.conv("fast", 3), layers.FastConv)
   assert isinstance(layers.conv("flax", 3), nn.Conv)
-  with pytest.raises(ValueError, match="conv_impl"):
-    layers.conv_transpose("torch", 3)
-  with pytest.raises(ValueError, match="conv_impl"):
-    layers.conv("torch", 3)
+  assert isinstance(layers.conv("phase", 3), layers.SpaceToDepthConv)
+  assert isinstance(layers.conv_transpose("gemm", 3), layers.GemmConvTranspose)
 
 
 # (batch, height, width, in, out): encoder layers 64->32 1->32ch, 32->16 32->32ch, 8->4 64ch;
@@ -165,7 +201,7 @@ def test_fast_conv_matches_flax_conv(batch, height, width, cin, cout):
                                  .astype(np.float32),
                        "bias": rng.standard_normal(cout).astype(np.float32)}}
   ref = nn.Conv(cout, (4, 4), strides=(2, 2), padding="SAME")
-  fast = layers.FastConv(cout)
+  rewrites = [layers.conv(impl, cout) for impl in REWRITES]
   weights = rng.standard_normal(
       (batch, (height + 1) // 2, (width + 1) // 2, cout)).astype(np.float32)
 
@@ -173,16 +209,16 @@ def test_fast_conv_matches_flax_conv(batch, height, width, cin, cout):
   def run(params, x):
     def loss(module):
       return lambda p, x: jnp.sum(jnp.tanh(module.apply(p, x)) * weights)
-    out = [ref.apply(params, x), fast.apply(params, x)]
-    grads = [jax.grad(loss(m), argnums=(0, 1))(params, x) for m in (ref, fast)]
-    return out, grads
+    return [(m.apply(params, x), jax.grad(loss(m), argnums=(0, 1))(params, x))
+            for m in [ref] + rewrites]
 
-  (y_ref, y_fast), (g_ref, g_fast) = run(params, x)
+  (y_ref, g_ref), *outs = run(params, x)
   xs = jax.ShapeDtypeStruct(x.shape, jnp.float32)
-  assert (jax.eval_shape(ref.init, jax.random.key(0), xs) ==
-          jax.eval_shape(fast.init, jax.random.key(0), xs))
-  assert_close(y_fast, y_ref)
-  assert_close(g_fast, g_ref)
+  for module, (y, g) in zip(rewrites, outs):
+    assert (jax.eval_shape(ref.init, jax.random.key(0), xs) ==
+            jax.eval_shape(module.init, jax.random.key(0), xs))
+    assert_close(y, y_ref)
+    assert_close(g, g_ref)
 
 
 def test_add_bias_gradient_is_the_sum_and_vmaps():

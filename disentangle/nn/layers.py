@@ -1,9 +1,26 @@
-"""Convolution layers of the conv VAEs, with exact rewrites that run faster on XLA:CPU.
+"""Convolution layers of the conv VAEs: Flax's, and exact rewrites that run faster per backend.
 
-The networks pick their layers with a config option ``conv_impl`` in ``{'flax', 'fast'}`` through
-`conv` and `conv_transpose`; both implementations have identical parameters (names, shapes,
-initialisers, init rng use), so checkpoints and ``init`` results are interchangeable, and the same
-outputs up to float rounding (~1e-6 relative in float32; tested against the Flax layers).
+The networks pick their layers with a config option ``conv_impl`` in `CONV_IMPLS` through `conv`
+and `conv_transpose`; every implementation has identical parameters (names, shapes, initialisers,
+init rng use), so checkpoints and ``init`` results are interchangeable, and the same outputs up to
+float rounding (~1e-6 relative in float32; tested against the Flax layers).
+
+- ``'flax'``: ``nn.Conv`` / ``nn.ConvTranspose``.
+- ``'fast'``: the rewrites below that XLA:CPU differentiates fast.
+- ``'phase'`` and ``'gemm'`` (accelerators): every convolution of the forward *and* backward pass
+  is a stride-1 convolution or a matmul, so no operand is ever dilated. XLA:GPU runs a
+  convolution with an input (lhs) or kernel (rhs) dilation -- the forward of ``nn.ConvTranspose``,
+  the input and kernel gradients of a stride-2 ``nn.Conv`` -- as a forward convolution over an
+  explicitly zero-stuffed operand whenever it cannot match a cuDNN backward kernel, which it never
+  can for grouped convolutions, i.e. for N runs under ``vmap`` (XLA's ``conv_rewriter`` and
+  ``conv_padding_legalization``; `disentangle.train.gpu_lowering` reads a lowered step by those
+  rules). The encoder's 4x4 stride-2 convolution becomes `space_to_depth_conv` (a stride-1 2x2
+  convolution over 2x2 pixel blocks) and the decoder's transposed convolution its four output
+  phases: ``'phase'`` as ONE grouped 2x2 convolution (`grouped_phase_conv_transpose`),
+  ``'gemm'`` as patches times kernels (`gemm_conv`, `gemm_conv_transpose`: batched matmuls, a
+  GEMM per run under ``vmap``). Both compute exactly the multiply-adds of the layer and nothing
+  over zeros; with at most 4 output channels (the decoder's last layer) both use
+  `col2im_conv_transpose` (one matmul to all 16 taps).
 
 What 'fast' changes, and why (details in each function's docstring):
 
@@ -37,12 +54,14 @@ import jax
 from jax import lax
 import jax.numpy as jnp
 
+from disentangle import config as config_lib
+
 Array = Any
 Dtype = Any
 Initializer = Any
 PrecisionLike = Any
 
-CONV_IMPLS = ("flax", "fast")
+CONV_IMPLS = config_lib.CONV_IMPLS
 KERNEL_SIZE = (4, 4)
 STRIDES = (2, 2)
 _DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
@@ -225,6 +244,49 @@ def _col2im_bwd(precision, residuals, g):
 col2im_conv_transpose.defvjp(_col2im_fwd, _col2im_bwd)
 
 
+def _phase_crops(inputs: Array) -> list[Array]:
+  """The inputs of the four output phases of `phase_conv_transpose`, in (a, b) order.
+
+  With x padded by 1 on every side, phase (a, b) at (i, j) sums xpad[i + a + u, j + b + v]
+  W[2u + a, 2v + b] over u, v in {0, 1} (the mapping in `phase_conv_transpose`): a 2x2 VALID
+  convolution of the crop xpad[a:a + H + 1, b:b + W + 1] with ``kernel[a::2, b::2]``.
+  """
+  _, h, w, _ = inputs.shape
+  xpad = jnp.pad(inputs, ((0, 0), (1, 1), (1, 1), (0, 0)))
+  return [xpad[:, a:a + h + 1, b:b + w + 1] for a in (0, 1) for b in (0, 1)]
+
+
+_PHASES = tuple((a, b) for a in (0, 1) for b in (0, 1))
+
+
+def grouped_phase_conv_transpose(inputs: Array, kernel: Array,
+                                 precision: PrecisionLike = None) -> Array:
+  """`phase_conv_transpose` as ONE grouped stride-1 2x2 convolution: the four phases' crops side
+  by side as 4 feature groups (`_phase_crops`), each with its own 2x2 kernel ``kernel[a::2,
+  b::2]``, then interleaved. Exactly the layer's multiply-adds, no dilated operand in the forward
+  or either gradient; a grouped convolution under ``vmap`` too (4 N groups)."""
+  n, h, w, _ = inputs.shape
+  cout = kernel.shape[-1]
+  x = jnp.concatenate(_phase_crops(inputs), axis=-1)
+  k = jnp.concatenate([kernel[a::2, b::2] for a, b in _PHASES], axis=-1)
+  y = lax.conv_general_dilated(x, k, (1, 1), "VALID", dimension_numbers=_DIMENSION_NUMBERS,
+                               feature_group_count=4, precision=precision)
+  y = y.reshape(n, h, w, 4, cout)
+  return _interleave({ab: y[..., g, :] for g, ab in enumerate(_PHASES)})
+
+
+def gemm_conv_transpose(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
+  """`phase_conv_transpose` as a batched matmul over the four phases: each phase's 2x2 patches
+  [N, H, W, 4 in] (`_phase_crops`, `_shifted_patches`) times its kernel [4 in, out], then
+  interleaved. Exactly the layer's multiply-adds; gradients are matmuls, pads and slices."""
+  _, h, w, cin = inputs.shape
+  cout = kernel.shape[-1]
+  patches = jnp.stack([_shifted_patches(c, h, w) for c in _phase_crops(inputs)])
+  k = jnp.stack([kernel[a::2, b::2].reshape(4 * cin, cout) for a, b in _PHASES])
+  y = jnp.einsum("gnhwk,gko->gnhwo", patches, k, precision=precision)
+  return _interleave({ab: y[g] for g, ab in enumerate(_PHASES)})
+
+
 @jax.custom_vjp
 def add_bias(y: Array, bias: Array) -> Array:
   """``y + bias`` over the last axis, with the bias gradient as a matmul ``1^T g``.
@@ -275,6 +337,10 @@ class _Conv4x4(nn.Module):
   def _apply(self, flat: Array, kernel: Array) -> Array:
     raise NotImplementedError
 
+  def _add_bias(self, y: Array, bias: Array) -> Array:
+    """XLA:CPU's fast bias gradient (`add_bias`); the accelerators' forms add it plainly."""
+    return add_bias(y, bias)
+
   @nn.compact
   def __call__(self, inputs: Array) -> Array:
     """[*batch, H, W, in] (or unbatched [H, W, in]) -> [*batch, H', W', features]."""
@@ -287,7 +353,7 @@ class _Conv4x4(nn.Module):
     flat, kernel, bias = dtypes.promote_dtype(flat, kernel, bias, dtype=self.dtype)
     y = self._apply(flat, kernel)
     if bias is not None:
-      y = add_bias(y, bias)
+      y = self._add_bias(y, bias)
     return y.reshape(batch_shape + y.shape[1:])
 
 
@@ -315,6 +381,21 @@ def _strided_conv(inputs: Array, kernel: Array, precision: PrecisionLike) -> Arr
 _MAX_IN_CHANNELS_SPACE_TO_DEPTH = 4
 
 
+def _blocks(inputs: Array) -> Array:
+  """[N, H, W, C] (even H, W) SAME-padded by 1 and regrouped into 2x2 pixel blocks:
+  [N, H/2 + 1, W/2 + 1, (2, 2, C)]."""
+  n, h, w, c = inputs.shape
+  padded = jnp.pad(inputs, ((0, 0), (1, 1), (1, 1), (0, 0)))
+  hb, wb = h // 2 + 1, w // 2 + 1
+  return padded.reshape(n, hb, 2, wb, 2, c).transpose(0, 1, 3, 2, 4, 5).reshape(n, hb, wb, 4 * c)
+
+
+def _block_kernel(kernel: Array) -> Array:
+  """[4, 4, C, O] -> [2, 2, (2, 2, C), O]: tap (2p + r, 2q + s) is tap (p, q) of channel (r, s, c)."""
+  c = kernel.shape[2]
+  return kernel.reshape(2, 2, 2, 2, c, -1).transpose(0, 2, 1, 3, 4, 5).reshape(2, 2, 4 * c, -1)
+
+
 def space_to_depth_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
   """``_strided_conv`` (4x4, stride 2, SAME, even H and W) as a stride-1 2x2 VALID convolution.
 
@@ -322,15 +403,28 @@ def space_to_depth_conv(inputs: Array, kernel: Array, precision: PrecisionLike =
   [N, H/2+1, W/2+1, (2, 2, C)], and kernel tap (2p + r, 2q + s) becomes tap (p, q) of input
   channel (r, s, c). Exact (a reordering of the same sums). With few input channels this gives
   the convolution 4x the channels to contract over, which XLA:CPU runs faster (the encoder's
-  first layer); with 32 input channels it is slower, hence `_MAX_IN_CHANNELS_SPACE_TO_DEPTH`.
+  first layer); with 32 input channels it is slower there, hence `_MAX_IN_CHANNELS_SPACE_TO_DEPTH`.
+  Being stride 1, its input and kernel gradients are stride-1 convolutions too (no dilated
+  operand): the encoder's convolution of ``conv_impl='phase'``.
   """
-  n, h, w, c = inputs.shape
-  padded = jnp.pad(inputs, ((0, 0), (1, 1), (1, 1), (0, 0)))
-  hb, wb = h // 2 + 1, w // 2 + 1
-  blocks = padded.reshape(n, hb, 2, wb, 2, c).transpose(0, 1, 3, 2, 4, 5).reshape(n, hb, wb, 4 * c)
-  k = kernel.reshape(2, 2, 2, 2, c, -1).transpose(0, 2, 1, 3, 4, 5).reshape(2, 2, 4 * c, -1)
-  return lax.conv_general_dilated(blocks, k, (1, 1), "VALID", dimension_numbers=_DIMENSION_NUMBERS,
-                                  precision=precision)
+  return lax.conv_general_dilated(_blocks(inputs), _block_kernel(kernel), (1, 1), "VALID",
+                                  dimension_numbers=_DIMENSION_NUMBERS, precision=precision)
+
+
+def _shifted_patches(x: Array, h: int, w: int) -> Array:
+  """The 2x2 VALID patches of ``x`` [..., h + 1, w + 1, C]: [..., h, w, (2, 2, C)]."""
+  return jnp.concatenate([x[..., p:p + h, q:q + w, :] for p in (0, 1) for q in (0, 1)], axis=-1)
+
+
+def gemm_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
+  """`space_to_depth_conv` as one matmul: 2x2 patches of the pixel blocks [N, H/2, W/2, 16 C]
+  times the kernel [16 C, O] (the taps in (p, q, r, s, c) order on both sides). Under ``vmap``
+  over runs a batched GEMM; its gradients are matmuls and the adjoints of pads and slices."""
+  blocks = _blocks(inputs)
+  ho, wo = blocks.shape[1] - 1, blocks.shape[2] - 1
+  k = _block_kernel(kernel)
+  return jnp.matmul(_shifted_patches(blocks, ho, wo), k.reshape(-1, k.shape[-1]),
+                    precision=precision)
 
 
 def _strided_conv_forward(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
@@ -381,9 +475,56 @@ class FastConv(_Conv4x4):
     return strided_conv(flat, kernel, self.precision)
 
 
-def _check_impl(impl: str) -> None:
-  if impl not in CONV_IMPLS:
-    raise ValueError(f"conv_impl must be one of {CONV_IMPLS}, got {impl!r}")
+class _Accelerator4x4(_Conv4x4):
+  """A `_Conv4x4` of the accelerators' forms: the bias added plainly."""
+
+  def _add_bias(self, y: Array, bias: Array) -> Array:
+    return y + bias
+
+
+def _transpose_or_col2im(form):
+  """The transposed convolution ``form``, or `col2im_conv_transpose` for <= 4 output channels."""
+  def apply(self, flat: Array, kernel: Array) -> Array:
+    if kernel.shape[-1] <= _MAX_FEATURES_COL2IM:
+      return col2im_conv_transpose(flat, kernel, self.precision)
+    return form(flat, kernel, self.precision)
+  return apply
+
+
+def _stride1_or_plain(form):
+  """The stride-1 rewrite ``form`` of the strided convolution (even H, W; odd sizes: the plain
+  convolution)."""
+  def apply(self, flat: Array, kernel: Array) -> Array:
+    if flat.shape[1] % 2 or flat.shape[2] % 2:
+      return _strided_conv(flat, kernel, self.precision)
+    return form(flat, kernel, self.precision)
+  return apply
+
+
+class GroupedPhaseConvTranspose(_Accelerator4x4):
+  """``conv_impl='phase'``'s transposed convolution (`grouped_phase_conv_transpose`)."""
+  _apply = _transpose_or_col2im(grouped_phase_conv_transpose)
+
+
+class GemmConvTranspose(_Accelerator4x4):
+  """``conv_impl='gemm'``'s transposed convolution (`gemm_conv_transpose`)."""
+  _apply = _transpose_or_col2im(gemm_conv_transpose)
+
+
+class SpaceToDepthConv(_Accelerator4x4):
+  """``conv_impl='phase'``'s strided convolution (`space_to_depth_conv`)."""
+  _apply = _stride1_or_plain(space_to_depth_conv)
+
+
+class GemmConv(_Accelerator4x4):
+  """``conv_impl='gemm'``'s strided convolution (`gemm_conv`)."""
+  _apply = _stride1_or_plain(gemm_conv)
+
+
+# conv_impl -> (strided convolution, transposed convolution); 'flax' is nn.Conv / nn.ConvTranspose.
+_LAYERS = {"fast": (FastConv, PhaseConvTranspose),
+           "phase": (SpaceToDepthConv, GroupedPhaseConvTranspose),
+           "gemm": (GemmConv, GemmConvTranspose)}
 
 
 def conv_transpose(impl: str, features: int, name: str | None = None,
@@ -391,7 +532,7 @@ def conv_transpose(impl: str, features: int, name: str | None = None,
   """The decoder's 4x4 stride-2 SAME transposed convolution for ``conv_impl`` = `impl`.
 
   Args:
-    impl: 'flax' (``nn.ConvTranspose``) or 'fast' (`PhaseConvTranspose`); same params either way.
+    impl: one of `CONV_IMPLS` ('flax': ``nn.ConvTranspose``); same params either way.
     features: output channels.
     name: module name.
     **kwargs: further module fields (kernel_init, bias_init, use_bias, dtype, precision, ...).
@@ -399,21 +540,17 @@ def conv_transpose(impl: str, features: int, name: str | None = None,
   Returns:
     An unbound module.
   """
-  _check_impl(impl)
   if impl == "flax":
     return nn.ConvTranspose(features, KERNEL_SIZE, strides=STRIDES, padding="SAME", name=name,
                             **kwargs)
-  return PhaseConvTranspose(features, name=name, **kwargs)
+  return _LAYERS[impl][1](features, name=name, **kwargs)
 
 
 def conv(impl: str, features: int, name: str | None = None, **kwargs: Any) -> nn.Module:
   """The encoder's 4x4 stride-2 SAME convolution for ``conv_impl`` = `impl`.
 
-  'flax' is ``nn.Conv``; 'fast' is `FastConv` (same parameters and forward, the input gradient by
-  `phase_conv_transpose`; the forward by `space_to_depth_conv` for at most 4 input channels).
-
   Args:
-    impl: 'flax' or 'fast'.
+    impl: one of `CONV_IMPLS` ('flax': ``nn.Conv``); same params either way.
     features: output channels.
     name: module name.
     **kwargs: further ``nn.Conv`` fields (kernel_init, bias_init, use_bias, dtype, precision, ...).
@@ -421,7 +558,6 @@ def conv(impl: str, features: int, name: str | None = None, **kwargs: Any) -> nn
   Returns:
     An unbound module.
   """
-  _check_impl(impl)
-  if impl == "fast":
-    return FastConv(features, name=name, **kwargs)
-  return nn.Conv(features, KERNEL_SIZE, strides=STRIDES, padding="SAME", name=name, **kwargs)
+  if impl == "flax":
+    return nn.Conv(features, KERNEL_SIZE, strides=STRIDES, padding="SAME", name=name, **kwargs)
+  return _LAYERS[impl][0](features, name=name, **kwargs)

@@ -29,6 +29,15 @@ Options from the authors' code (``../shared/notes/reference-facts.md``), set by 
   :mod:`disentangle.nn.layers` (same parameters, same outputs, much faster backward on XLA:CPU);
   ``'auto'`` resolves per backend (:data:`disentangle.config.BACKEND_DEFAULTS`: 'fast' on CPU).
 
+Mixed precision (``model.dtype``, ``model.precision``; flax's ``dtype`` / ``param_dtype`` split):
+the convolutions and the dense layers of the trunk and the decoder compute in ``dtype``
+(:func:`compute_dtype`; bfloat16 or float32) at ``precision`` (:func:`precision`), while every
+parameter stays float32 (and so the optimiser state). The encoder's heads compute in float32
+(their float32 kernels promote the hidden features), so the posterior's mean and log-variance, the
+KL terms and z are float32; the decoder's logits are cast to float32 before the likelihood, so
+the reconstruction term and CascadeVAE's assignment costs (sums of per-pixel log-likelihoods) are
+accumulated in float32. Discriminators (FactorVAE, FFVAE) are separate float32 networks.
+
 disentanglement_lib's networks (Locatello et al. 2019's study), set by config:
 - ``architecture='dlib'``: its ``conv_encoder`` and ``deconv_decoder``
   (``disentanglement_lib/methods/shared/architectures.py``, lines 144-206 and 234-288), 64x64
@@ -95,22 +104,33 @@ def initializers(init: str):
   raise ValueError(f"model.init must be one of {INITS}, got {init!r}")
 
 
-def _conv(impl: str, features: int, name: str, kernel_init):
-  impl = config_lib.resolve("model.conv_impl", impl)
-  if impl == "flax":
-    return nn.Conv(features, (4, 4), strides=(2, 2), padding="SAME", kernel_init=kernel_init,
-                   name=name)
-  from disentangle.nn import layers  # pylint: disable=g-import-not-at-top
-  return layers.conv(impl, features, name=name, kernel_init=kernel_init)
+def compute_dtype(name: str | None):
+  """``model.dtype`` (config.COMPUTE_DTYPES) as a dtype; None (a module's default): float32."""
+  return jnp.dtype(name or "float32")
 
 
-def _conv_transpose(impl: str, features: int, name: str, kernel_init):
-  impl = config_lib.resolve("model.conv_impl", impl)
-  if impl == "flax":
-    return nn.ConvTranspose(features, (4, 4), strides=(2, 2), padding="SAME",
-                            kernel_init=kernel_init, name=name)
+def precision(name: str | None):
+  """``model.precision`` (config.PRECISIONS) as a ``jax.lax.Precision``; 'default' / None: JAX's
+  default (None)."""
+  return None if name in (None, "default") else jax.lax.Precision(name.upper())
+
+
+def _conv(module, features: int, name: str, kernel_init):
   from disentangle.nn import layers  # pylint: disable=g-import-not-at-top
-  return layers.conv_transpose(impl, features, name=name, kernel_init=kernel_init)
+  impl = config_lib.resolve("model.conv_impl", module.conv_impl)
+  return layers.conv(impl, features, name=name, kernel_init=kernel_init, **_numerics(module))
+
+
+def _conv_transpose(module, features: int, name: str, kernel_init):
+  from disentangle.nn import layers  # pylint: disable=g-import-not-at-top
+  impl = config_lib.resolve("model.conv_impl", module.conv_impl)
+  return layers.conv_transpose(impl, features, name=name, kernel_init=kernel_init,
+                               **_numerics(module))
+
+
+def _numerics(module) -> dict:
+  """The compute dtype and precision of ``module``'s layers (its ``dtype``, ``precision``)."""
+  return dict(dtype=compute_dtype(module.dtype), precision=precision(module.precision))
 
 
 def check_image_size(size: int, architecture: str = "cascade") -> None:
@@ -151,12 +171,13 @@ def _trunk(module, x):
                    else nn.relu)
   h = x
   for i, (width, k) in enumerate(zip(widths, kernels)):
-    conv = (_conv(module.conv_impl, width, f"conv{i}", conv_init) if k == 4 else
+    conv = (_conv(module, width, f"conv{i}", conv_init) if k == 4 else
             nn.Conv(width, (k, k), strides=(2, 2), padding="SAME", kernel_init=conv_init,
-                    name=f"conv{i}"))
+                    name=f"conv{i}", **_numerics(module)))
     h = act(i)(conv(h))
   h = h.reshape(h.shape[:-3] + (-1,))
-  return act(num_layers - 1)(nn.Dense(module.hidden_units, kernel_init=dense_init, name="fc")(h))
+  return act(num_layers - 1)(nn.Dense(module.hidden_units, kernel_init=dense_init, name="fc",
+                                      **_numerics(module))(h))
 
 
 class Trunk(nn.Module, kw_only=True):
@@ -165,10 +186,13 @@ class Trunk(nn.Module, kw_only=True):
   Applied to an :class:`Encoder`'s parameters (same names; the heads' entries are ignored), it
   gives the h the encoder's heads read: a method adds its own heads on h (e.g. PartedVAE's
   attention) or trains the trunk alone (a supervised classifier on h). Its fields (keyword-only)
-  are the :class:`Encoder`'s trunk fields.
+  are the :class:`Encoder`'s trunk fields; ``dtype`` and ``precision`` are ``model.dtype`` /
+  ``model.precision`` (h is in ``dtype``).
   """
   init_scheme: str = "reference"
   conv_impl: str = "flax"
+  dtype: str | None = None
+  precision: str | None = None
   hidden_units: int = HIDDEN_UNITS
   widths: str = "cascade"
   architecture: str = "cascade"
@@ -229,17 +253,22 @@ class Decoder(nn.Module):
   conv_impl: str = "flax"
   hidden_units: int = HIDDEN_UNITS
   architecture: str = "cascade"
+  dtype: str | None = None        # model.dtype: the layers' compute dtype; logits out in float32
+  precision: str | None = None    # model.precision
 
   @nn.compact
   def __call__(self, latent):
     size, _, channels = self.image_shape
     check_image_size(size, self.architecture)
     _, dense_init, transpose_init = initializers(self.init_scheme)
-    h = nn.relu(nn.Dense(self.hidden_units, kernel_init=dense_init, name="fc0")(latent))
+    numerics = _numerics(self)
+    h = nn.relu(nn.Dense(self.hidden_units, kernel_init=dense_init, name="fc0", **numerics)(
+        latent))
     h = nn.relu(nn.Dense(_BOTTLENECK[0] * _BOTTLENECK[1] * _BOTTLENECK[2],
-                         kernel_init=dense_init, name="fc1")(h))
+                         kernel_init=dense_init, name="fc1", **numerics)(h))
     h = h.reshape(h.shape[:-1] + _BOTTLENECK)
     for i, width in enumerate(_DECODER_WIDTHS[size]):
-      h = _conv_transpose(self.conv_impl, width, f"deconv{i}", transpose_init)(h)
+      h = _conv_transpose(self, width, f"deconv{i}", transpose_init)(h)
       h = nn.relu(h)
-    return _conv_transpose(self.conv_impl, channels, "logits", transpose_init)(h)
+    logits = _conv_transpose(self, channels, "logits", transpose_init)(h)
+    return logits.astype(jnp.float32)
