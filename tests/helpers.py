@@ -86,7 +86,7 @@ def tiny_config(method="betavae", **overrides):
   c.eval_every = 1000
   c.checkpoint_every = 3
   c.progress_bar = False
-  # The accelerators' convolutions ('flax'): XLA:CPU compiles a step in two thirds of the time
+  # Flax's convolutions: XLA:CPU compiles a step in two thirds of the time
   # of its default rewrite ('fast', the same numbers), which the layers' tests and the golden
   # steps keep testing.
   c.model.conv_impl = "flax"

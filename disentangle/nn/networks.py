@@ -112,7 +112,7 @@ def compute_dtype(name: str | None):
 def precision(name: str | None):
   """``model.precision`` (config.PRECISIONS) as a ``jax.lax.Precision``; 'default' / None: JAX's
   default (None)."""
-  return None if name in (None, "default") else jax.lax.Precision(name.upper())
+  return None if name in (None, "default") else jax.lax.Precision[name.upper()]
 
 
 def _conv(module, features: int, name: str, kernel_init):

@@ -1,0 +1,80 @@
+"""The mixed-precision policy (``model.dtype``, ``model.precision``; `disentangle.nn.networks`):
+the networks compute in bfloat16 while parameters, optimiser state, the likelihood, the KL terms
+and the assignment's costs stay float32."""
+from __future__ import annotations
+
+import jax
+from jax.extend import core as jax_core
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from disentangle import methods
+from disentangle.nn import networks
+from disentangle.train import trainer
+from tests import helpers
+
+
+def _operand_dtypes(jaxpr, primitives=("conv_general_dilated", "dot_general")) -> list[str]:
+  """The input dtypes of every convolution and dot in ``jaxpr`` (sub-jaxprs included)."""
+  found = []
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name in primitives:
+      found.append(str(eqn.invars[0].aval.dtype))
+    for sub in jax_core.jaxprs_in_params(eqn.params):
+      found += _operand_dtypes(sub, primitives)
+  return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("conv_impl", ["gemm", "flax"])
+def test_bfloat16_step_keeps_float32_where_the_policy_says(conv_impl):
+  config = helpers.tiny_config("cascadevae", **{"model.dtype": "bfloat16",
+                                                "model.conv_impl": conv_impl})
+  data = helpers.TinyImages()
+  method = methods.build(config, data.image_shape)
+  batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
+  state = jax.jit(method.init)(jax.random.PRNGKey(0))
+  assert {leaf.dtype for leaf in jax.tree.leaves((state.params, state.opt_state))
+          if jnp.issubdtype(leaf.dtype, jnp.floating)} == {jnp.dtype("float32")}
+
+  vae = state.params["vae"]
+  mean, logvar = method.encode(vae, batch["image"])
+  logits = method.decode_logits(vae, method.decoder_input(mean))
+  u = method.unary(vae, mean, batch["image"])
+  assert (mean.dtype, logvar.dtype, logits.dtype, u.dtype) == (jnp.float32,) * 4
+
+  # After t_d (t = 3 > t_d = 2), the whole update: the convolutions and the trunk's and decoder's
+  # matmuls take bfloat16 operands; the heads' matmuls (float32 kernels) take float32.
+  step = jax.jit(method.train_step)
+  jaxpr = jax.make_jaxpr(method.train_step)(state, batch).jaxpr
+  dtypes = _operand_dtypes(jaxpr)
+  assert dtypes.count("bfloat16") > dtypes.count("float32") > 0
+  for _ in range(3):
+    state, metrics = step(state, batch)
+  assert {leaf.dtype for leaf in jax.tree.leaves(state.params)} == {jnp.dtype("float32")}
+  assert float(metrics["discrete_active"]) == 1.0
+  assert np.isfinite(float(metrics["loss"])) and metrics["loss"].dtype == jnp.float32
+
+
+def test_float32_policy_is_unchanged_and_precision_maps_to_lax():
+  """``model.dtype='float32'`` traces no bfloat16 at all; the precision names map to lax's."""
+  config = helpers.tiny_config("cascadevae")
+  method = methods.build(config, (32, 32, 1))
+  state = jax.eval_shape(method.init, jax.random.PRNGKey(0))
+  batch = {"image": jax.ShapeDtypeStruct((8, 32, 32, 1), jnp.float32)}
+  assert "bfloat16" not in _operand_dtypes(jax.make_jaxpr(method.train_step)(state, batch).jaxpr)
+  assert networks.precision("default") is None
+  assert networks.precision("highest") == jax.lax.Precision.HIGHEST
+  assert networks.compute_dtype(None) == jnp.float32
+
+
+@pytest.mark.slow
+def test_bfloat16_run_trains_with_float32_parameters_and_finite_losses(tmp_path):
+  config = helpers.tiny_config("cascadevae", **{"model.dtype": "bfloat16",
+                                                "model.conv_impl": "gemm"})
+  state = trainer.train(config, tmp_path, dataset=helpers.TinyImages())
+  assert {leaf.dtype for leaf in jax.tree.leaves(state.params)} == {jnp.dtype("float32")}
+  losses = [m["loss"] for m in helpers.metrics_lines(tmp_path)
+            if "loss" in m]
+  assert len(losses) >= 3 and np.all(np.isfinite(losses))
