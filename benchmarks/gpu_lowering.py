@@ -45,8 +45,8 @@ def readings(config, image_shape, impls, runs_list, dtype="float32"):
 
 def main(argv):
   del argv
-  from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
   from benchmarks import common  # pylint: disable=g-import-not-at-top
+  from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
   name, variant = _CONFIG.value.split(":")
   config = importlib.import_module(f"experiments.configs.{name}").get_config(variant)
   image_shape = common.image_shape(config)
