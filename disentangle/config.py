@@ -122,6 +122,10 @@ def base_config() -> ml_collections.ConfigDict:
   c.optimizer.eps = 1e-8
 
   c.log_every = 100
+  c.profile = ml_collections.ConfigDict()
+  c.profile.num_steps = 0         # > 0: trace that many steps with jax.profiler into
+                                  # <workdir>/profile (TensorBoard, Perfetto; train/profiling.py)
+  c.profile.first_step = 10       # tracing starts after this step (compilation and warm-up done)
   c.eval_every = 5000
   c.checkpoint_every = 5000
   c.keep_checkpoints = 2
@@ -393,6 +397,8 @@ RULES: dict[str, Rule] = {
     "optimizer.b2": PROBABILITY_OPEN1,
     "optimizer.eps": POSITIVE,
     "log_every": POSITIVE,
+    "profile.num_steps": NONNEG,
+    "profile.first_step": NONNEG,
     "eval_every": POSITIVE,
     "checkpoint_every": POSITIVE,
     "keep_checkpoints": POSITIVE,

@@ -60,13 +60,13 @@ from disentangle.metrics.dlib import udr as udr_lib
 
 STD_DDOF = 0
 # Fields that do not change what a run computes: seeds, logging, checkpointing, evaluation, the
-# data location and download policy, devices, and implementations with identical results
+# data location and download policy, devices, profiling, and implementations with identical results
 # (``model.conv_impl``: same parameters and outputs; ``cascade.solver``: both exact).
 IGNORED_FIELDS = ("seed", "num_seeds", "seed_layout", "log_every", "eval_every", "checkpoint_every",
                   "keep_checkpoints", "progress_bar", "dataset.data_dir", "dataset.allow_download",
                   "dataset.synthetic_if_missing", "dataset.source", "model.conv_impl",
                   "cascade.solver", "cascade.unary_batching", "sweep")
-IGNORED_PREFIXES = ("eval.", "mesh.", "distributed.")
+IGNORED_PREFIXES = ("eval.", "mesh.", "distributed.", "profile.")
 
 
 def significant_fields(config) -> dict:

@@ -68,6 +68,7 @@ from disentangle.train import host
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
 from disentangle.train import preemption
+from disentangle.train import profiling
 from disentangle.train import runs as runs_lib
 from disentangle.train import seeds
 from disentangle.train import selection
@@ -180,7 +181,8 @@ def train(config, workdir, *, dataset=None, hooks: list[Callable] | None = None,
   """
   run = setup(config, workdir, dataset=dataset, evaluator_factory=evaluator_factory,
               validated=validated)
-  state, stopped, stop, deferred = loop(run, hooks=hooks or (), deadline=deadline,
+  hooks = [*(hooks or ()), *filter(None, [profiling.hook(config, workdir)])]
+  state, stopped, stop, deferred = loop(run, hooks=hooks, deadline=deadline,
                                         evaluating=evaluator_factory is not None)
   if stopped is not None:
     close(run, stopped, stop, deferred)
