@@ -5,6 +5,8 @@ import jax
 import numpy as np
 import pytest
 
+from disentangle import config as config_lib
+from disentangle import methods
 from disentangle.train import seeds
 from tests import helpers
 
@@ -16,8 +18,8 @@ def test_seed_layout_resolves_by_backend_and_rejects_unknown_names():
   c.seed_layout = "vmap"
   assert seeds.layout(c, "cpu") == "vmap"
   c.seed_layout = "grouped"
-  with pytest.raises(ValueError, match="seed_layout"):
-    seeds.layout(c, "cpu")
+  with pytest.raises(config_lib.ConfigError, match="'seed_layout' must be one of"):
+    methods.validate(c)
 
 
 @pytest.mark.parametrize("how", ["vmap", "unroll"])
