@@ -20,6 +20,10 @@ def cfg():
     ("batch_size", 0, "batch_size"),
     ("num_steps", -5, "num_steps"),
     ("model.init", "xavier", "model.init"),
+    ("model.architecture", "tf", "model.architecture"),
+    ("seed_layout", "grouped", "seed_layout"),
+    ("eval.use_discrete", "always", "eval.use_discrete"),
+    ("eval.estimators", "sklearn2018", "eval.estimators"),
     ("optimizer.learning_rate", 0.0, "optimizer.learning_rate"),
     ("optimizer.learning_rate", float("nan"), "optimizer.learning_rate"),
 ])
