@@ -54,6 +54,8 @@ MIG_FACTOR_SETS = ("protocol", "all", "chen_et_al")
 USE_DISCRETE = ("protocol", "include", "exclude")
 # ``eval.representation``: what disentanglement_lib's suite scores (metrics/postprocess.py).
 REPRESENTATIONS = ("mean", "sampled", "both")
+# ``eval.select``: the checkpoint reported beside the final one (train/selection.py).
+SELECT_RULES = ("final", "best_validation", "best_metric")
 
 # The dataset names (``dataset.name``, ``dataset.eval_name``); ``data`` loads them and takes its
 # registry (``data.DATASETS``, ``data.DLIB_SETS``, ``data.TFDS_ONLY``) from here.
@@ -201,7 +203,7 @@ def base_config() -> ml_collections.ConfigDict:
   # validation split, e.g. MNIST 'valid10k'; needs dataset.train_split = its training part,
   # 'train50k'), 'best_metric' (best eval.select_metric on the evaluated data itself, as the
   # authors' dSprites code; only where no held-out split exists).
-  c.eval.select = "final"
+  c.eval.select = SELECT_RULES[0]
   c.eval.select_metric = "accuracy"   # a registered metric computed at eval steps
   c.eval.background = True            # in-training evaluation on a worker thread beside the steps
                                       # (train/background.py); False: in the loop (same files)
@@ -445,7 +447,7 @@ RULES: dict[str, Rule] = {
     "eval.estimators": one_of(*ESTIMATORS),
     "eval.representation": one_of(*REPRESENTATIONS),
     "eval.udr_correlation": one_of("lasso", "spearman"),
-    "eval.select": one_of("final", "best_validation", "best_metric"),
+    "eval.select": one_of(*SELECT_RULES),
     "mesh.num_devices": NONNEG,
     "mesh.runs": NONNEG,
     "mesh.data": NONNEG,
