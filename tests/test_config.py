@@ -24,6 +24,8 @@ def cfg():
     ("seed_layout", "grouped", "seed_layout"),
     ("eval.use_discrete", "always", "eval.use_discrete"),
     ("eval.estimators", "sklearn2018", "eval.estimators"),
+    ("model.likelihood", "gauss", "model.likelihood"),
+    ("eval.select", "best", "eval.select"),
     ("optimizer.learning_rate", 0.0, "optimizer.learning_rate"),
     ("optimizer.learning_rate", float("nan"), "optimizer.learning_rate"),
 ])
