@@ -20,7 +20,7 @@ the idle side's worker threads stop spinning. Both use all cores: XLA's CPU thre
 ``ratio = torch_ms / jax_ms`` (>= 1.0: JAX at least as fast), and ``cpu_ratio``, the same with
 process CPU time per step; finally a summary line with the median ratios over rounds.
 
-Caveat (measured, see benchmarks/README.md): on a machine whose cores are busy with other
+Caveat (measured, see benchmarks/HISTORY.md): on a machine whose cores are busy with other
 processes, PyTorch with more than one thread slows down by up to 10x (its OpenMP workers wait at
 barriers for threads that are descheduled, spinning), while XLA's pool degrades gracefully; the
 ratio then says more about the load than about the step. ``--torch_threads=1`` shows the effect.

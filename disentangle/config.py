@@ -26,7 +26,7 @@ class ConfigError(errors.UserError, ValueError):
 # These modules import the names from here (the config imports no other part of the package).
 
 # ``dataset.placement``: where the training set lives during training. 'auto' resolves per set
-# and device to 'device' or 'host' (train/device_data.py).
+# and device to 'device' or 'host' (resolve; train/device_data.py).
 PLACEMENTS = ("auto", "device", "host")
 # ``dataset.source``: dSprites 'file', 'render' or 'auto'; any set 'tfds' (data.load_dataset).
 SOURCES = ("auto", "file", "render", "tfds")
@@ -47,6 +47,26 @@ COMPUTE_DTYPES = ("float32", "bfloat16")
 # ``model.precision``: ``jax.lax.Precision`` of the networks' matmuls and convolutions. 'default'
 # lets a GPU use TF32 for float32 operands (JAX's default); 'highest' is true float32.
 PRECISIONS = ("default", "high", "highest")
+# ``seed_layout``: N seeds in one program, vmapped or unrolled; 'auto' per backend
+# (BACKEND_DEFAULTS; train/seeds.py).
+SEED_LAYOUTS = ("auto", "vmap", "unroll")
+# ``model.init``: the kernel initialisers; ``model.architecture``: CascadeVAE's tables or
+# disentanglement_lib's networks; ``model.activation``: the encoder trunk's (nn/networks.py).
+INITS = ("reference", "reference_flax_fan", "flax", "tensorflow")
+ARCHITECTURES = ("cascade", "dlib")
+ACTIVATIONS = ("relu", "leaky_relu")
+# ``model.likelihood``: the reconstruction term (losses.log_likelihood).
+LIKELIHOODS = ("bernoulli", "l1")
+# ``eval.mig_estimator``: one of MIG's estimators, or 'both' (metrics/mig.py, metrics/papers.py);
+# ``eval.mig_factors``: the factors MIG averages over (metrics/mig.py).
+MIG_ESTIMATORS = ("histogram", "sampled")
+MIG_FACTOR_SETS = ("protocol", "all", "chen_et_al")
+# ``eval.use_discrete``: whether a discrete code enters the metrics (metrics/registry.py).
+USE_DISCRETE = ("protocol", "include", "exclude")
+# ``eval.representation``: what disentanglement_lib's suite scores (metrics/postprocess.py).
+REPRESENTATIONS = ("mean", "sampled", "both")
+# ``eval.select``: the checkpoint reported beside the final one (train/selection.py).
+SELECT_RULES = ("final", "best_validation", "best_metric")
 
 # The dataset names (``dataset.name``, ``dataset.eval_name``); ``data`` loads them and takes its
 # registry (``data.DATASETS``, ``data.DLIB_SETS``, ``data.TFDS_ONLY``) from here.
@@ -61,11 +81,35 @@ DATASETS = ("dsprites", "mnist", "fashion_mnist", "chairs", "celeba", "dsprites_
             *DLIB_DATASETS)
 TFDS_ONLY_DATASETS = ("shapes3d", "smallnorb")
 
+# The splits each dataset accepts (``dataset.train_split``, ``dataset.eval_split``; checked per
+# set by ``data.check_split``, which reads them from here). MNIST / Fashion-MNIST: the official
+# 60000 / 10000, and the training file cut into 'train50k' / 'valid10k'
+# (``data.VALIDATION_SPLITS``). dSprites, Chairs: 'train' = 'all' images. CelebA: 'train' = 'all'
+# 202599 images (as the papers train), 'official_train' / 'official_valid' / 'official_test' the
+# official partition (162770 / 19867 / 19962, list_eval_partition.txt).
+SPLITS: dict[str, tuple[str, ...]] = {
+    "dsprites": ("train", "all"),
+    "dsprites_unfair": ("train", "all"),
+    "mnist": ("train", "test", "train50k", "valid10k"),
+    "fashion_mnist": ("train", "test", "train50k", "valid10k"),
+    "chairs": ("train", "all"),
+    "celeba": ("train", "all", "official_train", "official_valid", "official_test"),
+    "shapes3d": ("train", "all"),
+    "smallnorb": ("train", "test", "all"),  # 'all' = train + test (48600), as disentanglement_lib
+    **{name: ("train", "all") for name in DLIB_DATASETS},  # 'train' = 'all', as in the papers
+}
+# Every split name of some dataset.
+ALL_SPLITS = tuple(dict.fromkeys(s for splits in SPLITS.values() for s in splits))
+
+# dSprites' size: its full factor grid, 3 shapes x 6 scales x 40 orientations x 32 x 32 positions
+# (data/datasets/dsprites.py).
+DSPRITES_SIZE = 737_280
+
 # dsprites_unfair (FFVAE App. B; data/datasets/dsprites_unfair.py): P(shape, x) ∝ (i_S/3)^q_shape
 # + (i_X/32)^q_x with indices counted from unfair_index_base; unfair_size rows drawn with
 # unfair_seed. The ``dataset.unfair_*`` fields' defaults.
 UNFAIR_DEFAULTS = {"unfair_q_shape": 1.0, "unfair_q_x": 3.0, "unfair_index_base": 1,
-                   "unfair_size": 737_280, "unfair_seed": 0}
+                   "unfair_size": DSPRITES_SIZE, "unfair_seed": 0}
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -74,7 +118,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.method = "betavae"
   c.seed = 0
   c.num_seeds = 1             # >1 trains independent seeds at once, one run dir each
-  c.seed_layout = "auto"      # num_seeds > 1: 'vmap', 'unroll', 'auto' (unroll on CPU; train/seeds.py)
+  c.seed_layout = SEED_LAYOUTS[0]  # num_seeds > 1: 'vmap', 'unroll', 'auto' (unroll on CPU;
+                                   # train/seeds.py)
   c.sweep = ""                # 'field=v1|v2;field2=...': a grid of runs x seeds (train/runs.py)
   c.assignment_overlap = False  # >1 runs: the host's assignment beside the device's work
                                 # (two groups of runs; train/overlap.py)
@@ -85,7 +130,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.dataset = ml_collections.ConfigDict()
   c.dataset.name = "dsprites"
   c.dataset.data_dir = ""                 # '' = $DISENTANGLE_DATA_DIR if set, else ~/disentangle_data
-  c.dataset.train_split = "train"         # data.SPLITS; CelebA 'train' = all 202599 images
+  c.dataset.train_split = "train"         # SPLITS; CelebA 'train' = all 202599 images
   c.dataset.eval_name = ""                # set evaluated on; '' = the training set (dataset.name)
   c.dataset.source = SOURCES[0]           # SOURCES: dSprites 'file', 'render' or 'auto'; 'tfds'
   c.dataset.tfds_data_dir = ""            # source 'tfds': prepared sets (gs://... ok); '' = TFDS's
@@ -94,7 +139,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.dataset.allow_download = True
   c.dataset.placement = PLACEMENTS[0]     # 'device' (the set on the device, batches gathered in
                                           # the step), 'host' or 'auto' (train/device_data.py)
-  c.dataset.eval_split = "test"           # split of the evaluated set (data.SPLITS)
+  c.dataset.eval_split = "test"           # split of the evaluated set (SPLITS)
   # colour / noisy / scream dSprites: 'per_image' (one draw per row) or 'per_sample' (anew for
   # every image, as disentanglement_lib; data/datasets/dsprites_variants.py)
   c.dataset.variant_draw = VARIANT_DRAWS[0]
@@ -102,18 +147,18 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.model = ml_collections.ConfigDict()
   c.model.latent_dim = 10
-  c.model.init = "reference"          # nn.networks.INITS; 'tensorflow': tf.layers' defaults
-  c.model.architecture = "cascade"    # 'cascade' (CascadeVAE Tables 5-6) or 'dlib' (its study)
+  c.model.init = INITS[0]             # INITS; 'tensorflow': tf.layers' defaults
+  c.model.architecture = ARCHITECTURES[0]  # 'cascade' (CascadeVAE Tables 5-6) / 'dlib' (its study)
   c.model.posterior_head = "logvar"
   c.model.conv_impl = "auto"         # CONV_IMPLS (same numbers); 'auto': BACKEND_DEFAULTS
   c.model.dtype = "float32"           # compute dtype (COMPUTE_DTYPES); parameters stay float32
   c.model.precision = "default"       # matmul / convolution precision (PRECISIONS)
   c.model.hidden_units = 256          # dense layer of encoder and decoder (FFVAE App. C: 128)
   c.model.encoder_widths = "cascade"  # 32 px convs: 'cascade' (32, 32, 64) / 'dupont' (32, 64, 64)
-  c.model.activation = "relu"         # encoder trunk: 'relu' or 'leaky_relu' (slope leaky_slope)
+  c.model.activation = ACTIVATIONS[0]  # encoder trunk: 'relu' / 'leaky_relu' (slope leaky_slope)
   c.model.leaky_slope = 0.01
   c.model.activation_last = 0         # the activation follows the trunk's last N layers (0 = all)
-  c.model.likelihood = "bernoulli"    # reconstruction: 'bernoulli' or 'l1' (losses.log_likelihood)
+  c.model.likelihood = LIKELIHOODS[0]  # reconstruction: 'bernoulli' / 'l1' (losses.log_likelihood)
 
   c.optimizer = ml_collections.ConfigDict()
   c.optimizer.learning_rate = 3e-4
@@ -140,13 +185,15 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.cluster_accuracy = False # discrete code vs labels (needs a discrete code and labels)
   c.eval.information = True       # I(x; z_j), KL_j, TC at eval steps
   c.eval.mig = False              # MIG at eval steps too (evaluate_run always computes it)
-  c.eval.mig_estimator = "histogram"  # 'histogram' (disentanglement_lib) / 'sampled' (Chen et al.)
-                                      # / 'both' (value: histogram; the sampled one beside it)
-  c.eval.mig_factors = "protocol"     # factors MIG averages over: 'all' / 'chen_et_al' (dSprites
-                                      # without shape, their code) / 'protocol' (sampled: Chen et
-                                      # al.'s, histogram: all; metrics/mig.py)
-  c.eval.use_discrete = "protocol"    # discrete code in the metrics: 'protocol' (each metric's
-                                      # published one: score yes, MIG no) / 'include' / 'exclude'
+  # MIG's estimator: 'histogram' (disentanglement_lib) / 'sampled' (Chen et al.) / 'both' (value:
+  # histogram; the sampled one beside it)
+  c.eval.mig_estimator = MIG_ESTIMATORS[0]
+  # The factors MIG averages over: 'all' / 'chen_et_al' (dSprites without shape, their code) /
+  # 'protocol' (sampled: Chen et al.'s, histogram: all; metrics/mig.py)
+  c.eval.mig_factors = MIG_FACTOR_SETS[0]
+  # The discrete code in the metrics: 'protocol' (each metric's published one: score yes, MIG no)
+  # / 'include' / 'exclude'
+  c.eval.use_discrete = USE_DISCRETE[0]
   c.eval.repeats = 1                  # metrics that sample run R times from R streams: mean, std
   c.eval.suite_points = 0             # disentanglement_lib's suite: points per metric (0: its own,
                                       # 10,000 train / 5,000 test; N: N train, N / 2 test)
@@ -162,9 +209,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.estimators = ESTIMATORS[0]   # the suite's scikit-learn classifiers: 'current' (the pinned
                                       # version's defaults) / 'study2019' (0.20's, as Locatello et
                                       # al.'s study ran them: metrics/estimators.py)
-  c.eval.representation = "mean"      # what disentanglement_lib's suite scores: 'mean' / 'sampled'
-                                      # (mean + sigma eps) / 'both', as its mean.gin and
-                                      # sampled.gin postprocessing (metrics/postprocess.py)
+  # What disentanglement_lib's suite scores: 'mean' / 'sampled' (mean + sigma eps) / 'both', as
+  # its mean.gin and sampled.gin postprocessing (metrics/postprocess.py)
+  c.eval.representation = REPRESENTATIONS[0]
   c.eval.udr_correlation = "lasso"    # UDR's R across a row's seeds (aggregate,
                                       # metrics/dlib/udr.py): 'lasso' (disentanglement_lib's
                                       # default) / 'spearman'
@@ -173,7 +220,7 @@ def base_config() -> ml_collections.ConfigDict:
   # validation split, e.g. MNIST 'valid10k'; needs dataset.train_split = its training part,
   # 'train50k'), 'best_metric' (best eval.select_metric on the evaluated data itself, as the
   # authors' dSprites code; only where no held-out split exists).
-  c.eval.select = "final"
+  c.eval.select = SELECT_RULES[0]
   c.eval.select_metric = "accuracy"   # a registered metric computed at eval steps
   c.eval.background = True            # in-training evaluation on a worker thread beside the steps
                                       # (train/background.py); False: in the loop (same files)
@@ -301,17 +348,30 @@ def variant_error(config_name: str, unknown: list[str], known: list[str]) -> Con
 BACKEND_DEFAULTS = {
     "model.conv_impl": {"cpu": "fast", "gpu": "gemm", "other": "flax"},
     "cascade.unary_batching": {"cpu": "per_class", "other": "stacked"},
+    # XLA:CPU runs the grouped convolutions of vmapped seeds 3-4x slower than N plain ones; on an
+    # H100 they cost nothing and compile 3x faster than unrolled copies (train/seeds.py).
+    "seed_layout": {"cpu": "unroll", "other": "vmap"},
 }
+# ``dataset.placement='auto'``: the training set goes to the device when its compact form takes
+# at most this share of one device's memory and, on the CPU backend, is held in memory already
+# (train/device_data.py).
+DEVICE_SHARE = 0.25
 
 
-def resolve(field: str, value: str, backend: str | None = None) -> str:
-  """``value`` of ``field``, with ``'auto'`` replaced by ``BACKEND_DEFAULTS`` for ``backend``
-  (default: JAX's)."""
+def resolve(field: str, value: str, backend: str | None = None, *, size: int = 0,
+            limit: int = 0, in_memory: bool = True) -> str:
+  """``value`` of ``field``, with ``'auto'`` replaced: the one place where every ``'auto'`` is
+  decided. ``BACKEND_DEFAULTS`` for ``backend`` (default: JAX's); ``dataset.placement`` from
+  the compact training set's ``size`` and one device's memory ``limit`` (bytes) and whether the
+  set is ``in_memory`` (``DEVICE_SHARE``)."""
   if value != "auto":
     return value
   if backend is None:
     import jax  # pylint: disable=g-import-not-at-top
     backend = jax.default_backend()
+  if field == "dataset.placement":
+    fits = size <= DEVICE_SHARE * limit and (in_memory or backend != "cpu")
+    return "device" if fits else "host"
   table = BACKEND_DEFAULTS[field]
   return table.get(backend, table["other"])
 
@@ -356,14 +416,10 @@ def int_tuple(*, min_len: int = 1, min_value: int | None = None) -> Rule:
   return (ok, what)
 
 
-# Every split name of ``data.SPLITS`` (which splits each dataset takes is checked at load time).
-DATASET_SPLITS = ("train", "all", "test", "official_train", "official_valid", "official_test",
-                  "train50k", "valid10k")
-
 RULES: dict[str, Rule] = {
     "seed": NONNEG,
     "num_seeds": POSITIVE,
-    "seed_layout": one_of("auto", "vmap", "unroll"),
+    "seed_layout": one_of(*SEED_LAYOUTS),
     "num_steps": POSITIVE,
     "batch_size": POSITIVE,
     "weight_decay": NONNEG,
@@ -371,8 +427,8 @@ RULES: dict[str, Rule] = {
     "dataset.source": one_of(*SOURCES),
     "dataset.placement": one_of(*PLACEMENTS),
     "dataset.variant_draw": one_of(*VARIANT_DRAWS),
-    "dataset.train_split": one_of(*DATASET_SPLITS),
-    "dataset.eval_split": one_of(*DATASET_SPLITS),
+    "dataset.train_split": one_of(*ALL_SPLITS),
+    "dataset.eval_split": one_of(*ALL_SPLITS),
     "dataset.eval_name": one_of("", *DATASETS, *TFDS_ONLY_DATASETS),
     "dataset.unfair_q_shape": NONNEG,
     "dataset.unfair_q_x": NONNEG,
@@ -380,18 +436,18 @@ RULES: dict[str, Rule] = {
     "dataset.unfair_size": POSITIVE,
     "dataset.unfair_seed": NONNEG,
     "model.latent_dim": POSITIVE,
-    "model.init": one_of("reference", "reference_flax_fan", "flax", "tensorflow"),
-    "model.architecture": one_of("cascade", "dlib"),
+    "model.init": one_of(*INITS),
+    "model.architecture": one_of(*ARCHITECTURES),
     "model.posterior_head": one_of("logvar", "softplus_sigma"),
     "model.conv_impl": one_of("auto", *CONV_IMPLS),
     "model.dtype": one_of(*COMPUTE_DTYPES),
     "model.precision": one_of(*PRECISIONS),
     "model.hidden_units": POSITIVE,
     "model.encoder_widths": one_of("cascade", "dupont"),
-    "model.activation": one_of("relu", "leaky_relu"),
+    "model.activation": one_of(*ACTIVATIONS),
     "model.leaky_slope": NONNEG,
     "model.activation_last": NONNEG,
-    "model.likelihood": one_of("bernoulli", "l1"),
+    "model.likelihood": one_of(*LIKELIHOODS),
     "optimizer.learning_rate": POSITIVE,
     "optimizer.b1": PROBABILITY_OPEN1,
     "optimizer.b2": PROBABILITY_OPEN1,
@@ -405,16 +461,16 @@ RULES: dict[str, Rule] = {
     "eval.num_images": POSITIVE,
     "eval.num_points": NONNEG,
     "eval.factor_score_votes": POSITIVE,
-    "eval.mig_estimator": one_of("histogram", "sampled", "both"),
-    "eval.mig_factors": one_of("protocol", "all", "chen_et_al"),
-    "eval.use_discrete": one_of("protocol", "include", "exclude"),
+    "eval.mig_estimator": one_of(*MIG_ESTIMATORS, "both"),
+    "eval.mig_factors": one_of(*MIG_FACTOR_SETS),
+    "eval.use_discrete": one_of(*USE_DISCRETE),
     "eval.repeats": POSITIVE,
     "eval.suite_points": NONNEG,
     "eval.dci_trees": one_of("together", "sklearn"),
     "eval.estimators": one_of(*ESTIMATORS),
-    "eval.representation": one_of("mean", "sampled", "both"),
+    "eval.representation": one_of(*REPRESENTATIONS),
     "eval.udr_correlation": one_of("lasso", "spearman"),
-    "eval.select": one_of("final", "best_validation", "best_metric"),
+    "eval.select": one_of(*SELECT_RULES),
     "mesh.num_devices": NONNEG,
     "mesh.runs": NONNEG,
     "mesh.data": NONNEG,

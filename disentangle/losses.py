@@ -45,20 +45,16 @@ def l1_log_likelihood(logits: jax.Array, x: jax.Array, *, axis=(-3, -2, -1)) -> 
   return -jnp.sum(jnp.abs(x - jax.nn.sigmoid(logits)), axis=axis)
 
 
-LIKELIHOODS = ("bernoulli", "l1")
-
-
 def log_likelihood(logits: jax.Array, x: jax.Array, kind: str = "bernoulli") -> jax.Array:
-  """log p(x | decoder logits) per image for ``model.likelihood`` = ``kind``.
+  """log p(x | decoder logits) per image for ``model.likelihood`` = ``kind``
+  (``config.LIKELIHOODS``, checked by the config's validation).
 
   ``'bernoulli'``: :func:`bernoulli_log_likelihood` (every paper's "Bernoulli cross-entropy");
   ``'l1'``: :func:`l1_log_likelihood`. The one function the methods' reconstruction terms call.
   """
-  if kind == "bernoulli":
-    return bernoulli_log_likelihood(logits, x)
   if kind == "l1":
     return l1_log_likelihood(logits, x)
-  raise ValueError(f"model.likelihood must be one of {list(LIKELIHOODS)}, got {kind!r}")
+  return bernoulli_log_likelihood(logits, x)
 
 
 def gaussian_log_density(z: jax.Array, mean: jax.Array, logvar: jax.Array) -> jax.Array:

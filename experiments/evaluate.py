@@ -37,11 +37,11 @@ _VOTE_BATCH = flags.DEFINE_integer("vote_batch", 100, "Examples L per vote (pape
 _MIG_POINTS = flags.DEFINE_integer("mig_points", 10_000, "Points of the MIG estimate.")
 _BATCH = flags.DEFINE_integer("encode_batch_size", None,
                               "Images per encoder call (default: 100 on CPU, 1000 otherwise).")
-_MIG_ESTIMATOR = flags.DEFINE_enum("mig_estimator", None, ["histogram", "sampled"],
+_MIG_ESTIMATOR = flags.DEFINE_enum("mig_estimator", None, list(config_lib.MIG_ESTIMATORS),
                                    "Override eval.mig_estimator (default: the run's).")
-_MIG_FACTORS = flags.DEFINE_enum("mig_factors", None, ["protocol", "all", "chen_et_al"],
+_MIG_FACTORS = flags.DEFINE_enum("mig_factors", None, list(config_lib.MIG_FACTOR_SETS),
                                  "Override eval.mig_factors (default: the run's).")
-_USE_DISCRETE = flags.DEFINE_enum("use_discrete", None, ["protocol", "include", "exclude"],
+_USE_DISCRETE = flags.DEFINE_enum("use_discrete", None, list(config_lib.USE_DISCRETE),
                                   "Override eval.use_discrete (default: the run's).")
 _EVAL_NAME = flags.DEFINE_string("eval_name", None, "Override dataset.eval_name.")
 _EVAL_SPLIT = flags.DEFINE_string("eval_split", None, "Override dataset.eval_split.")

@@ -463,5 +463,3 @@ def test_bad_input():
     bt.fit(np.zeros((5, 2)), np.ones(5))
   with pytest.raises(ValueError, match="finite"):
     bt.fit(np.full((5, 2), np.nan), np.arange(5) % 2)
-  with pytest.raises(ValueError, match="estimators"):
-    bt.fit(np.zeros((5, 2)), np.arange(5) % 2, estimators="2018")

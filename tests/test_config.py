@@ -20,6 +20,12 @@ def cfg():
     ("batch_size", 0, "batch_size"),
     ("num_steps", -5, "num_steps"),
     ("model.init", "xavier", "model.init"),
+    ("model.architecture", "tf", "model.architecture"),
+    ("seed_layout", "grouped", "seed_layout"),
+    ("eval.use_discrete", "always", "eval.use_discrete"),
+    ("eval.estimators", "sklearn2018", "eval.estimators"),
+    ("model.likelihood", "gauss", "model.likelihood"),
+    ("eval.select", "best", "eval.select"),
     ("optimizer.learning_rate", 0.0, "optimizer.learning_rate"),
     ("optimizer.learning_rate", float("nan"), "optimizer.learning_rate"),
 ])
@@ -151,10 +157,12 @@ def test_missing_data_is_one_message_and_creates_nothing(tmp_path):
 
 
 def test_auto_implementation_choices_resolve_per_backend():
-  """'auto' keeps the CPU's measured choices and takes the fewer-operation ones elsewhere."""
+  """'auto' keeps the CPU's measured choices, the GPU's convolutions without stuffed operands, and
+  the fewer-operation ones elsewhere."""
   from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
   assert config_lib.resolve("model.conv_impl", "auto", "cpu") == "fast"
-  assert config_lib.resolve("model.conv_impl", "auto", "gpu") == "flax"
+  assert config_lib.resolve("model.conv_impl", "auto", "gpu") == "gemm"
+  assert config_lib.resolve("model.conv_impl", "auto", "tpu") == "flax"
   assert config_lib.resolve("cascade.unary_batching", "auto", "cpu") == "per_class"
   assert config_lib.resolve("cascade.unary_batching", "auto", "tpu") == "stacked"
   assert config_lib.resolve("model.conv_impl", "flax", "cpu") == "flax"

@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
+from disentangle import config as config_lib
 from disentangle.data import files
 from disentangle.data import ground_truth
 from disentangle.data.datasets import dsprites
@@ -97,7 +98,7 @@ def test_index_order_matches_the_official_file():
   classes, _ = dsprites.factors_to_latents(factors)
   np.testing.assert_array_equal(index, classes @ bases)
   np.testing.assert_array_equal(dsprites.index_to_factors(index), factors)
-  assert dsprites.NUM_EXAMPLES == 737280
+  assert dsprites.NUM_EXAMPLES == config_lib.DSPRITES_SIZE == 737280  # the config's N
   np.testing.assert_array_equal(dsprites.index_to_factors([0, 1, 32, 737279]),
                                 [[0, 0, 0, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 1, 0],
                                  [2, 5, 39, 31, 31]])

@@ -181,7 +181,7 @@ def test_auto_places_what_fits_a_share_of_the_device_and_host_otherwise():
   limit, _ = device_data.memory_per_device(cpu)
   assert on("auto", _compact(1000), cpu)
   assert not on("auto", _compact(1000, in_memory=False), cpu)  # CPU: no render / decode up front
-  assert not on("auto", _compact(int(device_data.DEVICE_SHARE * limit) + 1), cpu)
+  assert not on("auto", _compact(int(config_lib.DEVICE_SHARE * limit) + 1), cpu)
 
 
 def test_device_for_a_set_that_does_not_fit_is_one_config_error_and_creates_nothing(

@@ -189,6 +189,3 @@ def test_dlib_architecture_takes_64_pixel_images_only():
   enc = networks.Encoder(latent_dim=M, architecture="dlib")
   with pytest.raises(ValueError, match="64x64"):
     enc.init(jax.random.key(0), jnp.zeros((1, 32, 32, 1)))
-  with pytest.raises(ValueError, match="model.architecture"):
-    networks.Encoder(latent_dim=M, architecture="tf").init(jax.random.key(0),
-                                                           jnp.zeros((1, 64, 64, 1)))

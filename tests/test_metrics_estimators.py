@@ -11,7 +11,6 @@ from sklearn import svm
 from disentangle.evaluation import report
 from disentangle.metrics import estimators
 from disentangle.metrics import registry
-from disentangle.metrics.representation import MetricInputError
 from tests import synthetic_factors as syn
 
 OVER = syn.small_settings()
@@ -66,12 +65,6 @@ def test_a_fit_that_stops_at_max_iter_is_counted_and_warns_nothing():
   assert record["max_iter"] == 100 and record["solver"] == "lbfgs"
 
 
-def test_unknown_estimators_name_the_field():
-  with pytest.raises(MetricInputError, match=r"eval.estimators must be one of \['current', "
-                     r"'study2019'\], got 'sklearn2018'"):
-    estimators.check("sklearn2018")
-
-
 def test_gradient_boosting_importances_as_0_20_computed_them_equal_todays():
   # 0.20: sum over stages of the mean over a stage's trees of the unnormalised importances,
   # normalised; today: mean over the trees that split, normalised.
@@ -106,16 +99,6 @@ def test_the_suite_records_the_estimators_and_study2019_changes_the_classifiers(
   assert runs["current"]["dci"]["value"] != runs["study2019"]["dci"]["value"]
   assert runs["study2019"]["dci"]["estimator"]["fit"].startswith("scikit-learn 0.20")
   assert runs["current"]["dci"]["estimator"]["fit"].startswith("scikit-learn >= 0.21")
-
-
-def test_bad_estimators_stop_the_classifier_metrics_alone():
-  errors = {}
-  out, _ = registry.run(syn.inputs(syn.identity), {"estimators": "bogus"},
-                        names=("beta_vae", "sap", "modularity", "dci", "irs"), overrides=OVER,
-                        errors=errors)
-  assert set(out) == {"irs"} and set(errors) == {"beta_vae", "sap", "modularity", "dci"}
-  assert all(line == f"{n}: eval.estimators must be one of ['current', 'study2019'], got "
-             f"'bogus'" for n, line in errors.items())
 
 
 def test_summary_names_metrics_without_a_value_and_fits_that_did_not_converge():

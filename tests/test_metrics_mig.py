@@ -114,8 +114,6 @@ def test_factor_sets_resolve_per_estimator_and_data():
   assert factor_set_of("protocol", "sampled", other, (4, 4, 4)) == ("all", [0, 1, 2])
   with pytest.raises(MetricInputError, match="eval.mig_factors"):
     factor_set_of("chen_et_al", "sampled", other, (4, 4, 4))
-  with pytest.raises(ValueError, match="eval.mig_factors"):
-    factor_set_of("no_shape", "sampled", DSPRITES_FACTORS, sizes)
 
 
 def test_chen_et_al_set_is_the_all_set_without_shape():

@@ -3,8 +3,8 @@
 TFDS reader, ``data/tfds``) and the data folder, with synthetic stand-ins when asked.
 
 The dataset names are the config's (``config.DATASETS``, ``config.DLIB_DATASETS``,
-``config.TFDS_ONLY_DATASETS``: the allowed values of ``dataset.name``); the splits each set
-takes, and what each name loads, are here.
+``config.TFDS_ONLY_DATASETS``: the allowed values of ``dataset.name``) and so are the splits
+each set takes (``config.SPLITS``); what each name loads is here.
 """
 from __future__ import annotations
 
@@ -45,22 +45,9 @@ BUCKET_READABLE = tuple(n for n in DSPRITES_BASED if n != "scream_dsprites") + (
 _CELEBA_SPLITS = {"train": "all", "all": "all", "official_train": "train",
                   "official_valid": "valid", "official_test": "test"}
 
-# The splits each dataset accepts. MNIST / Fashion-MNIST: the official 60000 / 10000, and the
-# training file cut into 'train50k' / 'valid10k' (`VALIDATION_SPLITS`). dSprites,
-# Chairs: 'train' = 'all' images. CelebA: 'train' = 'all' 202599 images (as the papers train),
-# 'official_train' / 'official_valid' / 'official_test' the official partition (162770 / 19867 /
-# 19962, list_eval_partition.txt).
-SPLITS: dict[str, tuple[str, ...]] = {
-    "dsprites": ("train", "all"),
-    "dsprites_unfair": ("train", "all"),
-    "mnist": ("train", "test", "train50k", "valid10k"),
-    "fashion_mnist": ("train", "test", "train50k", "valid10k"),
-    "chairs": ("train", "all"),
-    "celeba": tuple(_CELEBA_SPLITS),
-    "shapes3d": ("train", "all"),
-    "smallnorb": ("train", "test", "all"),  # 'all' = train + test (48600), as disentanglement_lib
-    **{name: ("train", "all") for name in DLIB_SETS},  # 'train' = 'all', as in the papers
-}
+# The splits each dataset accepts (config.py, beside the names): ``SPLITS[name]``.
+SPLITS = config_lib.SPLITS
+ALL_SPLITS = config_lib.ALL_SPLITS
 # Held-out validation (``eval.select='best_validation'``): dataset -> (training part,
 # validation part), both cut from its training file (MNIST / Fashion-MNIST: the first 50000 and
 # the last 10000 of the 60000 training images, `mnist.HELD_OUT`). The test split never selects.
@@ -68,7 +55,6 @@ VALIDATION_SPLITS: dict[str, tuple[str, str]] = {
     "mnist": ("train50k", "valid10k"),
     "fashion_mnist": ("train50k", "valid10k"),
 }
-ALL_SPLITS = tuple(dict.fromkeys(s for splits in SPLITS.values() for s in splits))
 
 
 def check_split(name: str, split: str, field: str = "dataset.train_split") -> None:
@@ -129,10 +115,9 @@ def _load(name, data_dir, split, source, allow_download, verify, unfair=None, pa
 def tfds_kwargs(dataset_config) -> dict:
   """``load_dataset``'s TFDS arguments from a config's ``dataset`` section ({} unless
   ``source='tfds'``)."""
-  if dataset_config.get("source", "auto") != "tfds":
+  if dataset_config.source != "tfds":
     return {}
-  return {"tfds_data_dir": dataset_config.get("tfds_data_dir", ""),
-          "tfds_name": dataset_config.get("tfds_name", "")}
+  return {"tfds_data_dir": dataset_config.tfds_data_dir, "tfds_name": dataset_config.tfds_name}
 
 
 def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = "train",

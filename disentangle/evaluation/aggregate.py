@@ -343,9 +343,10 @@ def _cell(s: Optional[dict]) -> str:
 
 
 def udr_correlation_of(config: dict) -> str:
-  """The run's ``eval.udr_correlation`` (`config.base_config`); 'lasso' for a run saved before
-  the field existed."""
-  return (config.get("eval") or {}).get("udr_correlation", "lasso")
+  """The run's ``eval.udr_correlation``; the field's default (`config.base_config`) for a run
+  saved before the field existed."""
+  default = config_lib.base_config().eval.udr_correlation
+  return (config.get("eval") or {}).get("udr_correlation", default)
 
 
 def udr_of_row(samples: Sequence[tuple], correlation: str = "lasso") -> Optional[dict]:

@@ -463,18 +463,18 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
           "before the deadline: not started")
   recorded = dict(dataclasses.asdict(settings), score_protocol="cascadevae",
                   information_points=int(config.eval.num_points),
-                  mig_estimator=config.eval.get("mig_estimator", "histogram"),
-                  mig_factors=config.eval.get("mig_factors", "protocol"),
+                  mig_estimator=config.eval.mig_estimator,
+                  mig_factors=config.eval.mig_factors,
                   partedvae_score_points="all" if variance_points is None else int(variance_points),
-                  use_discrete=config.eval.get("use_discrete", "protocol"),
-                  representation=config.eval.get("representation", "mean"),
+                  use_discrete=config.eval.use_discrete,
+                  representation=config.eval.representation,
                   eval_overrides=dict(eval_overrides or {}),
                   conv_impl=config.model.conv_impl, metric_rng="default_rng([seed, step])")
   runs = []
   for i, run_dir in enumerate(run_dirs):
     config_i = ml_collections.ConfigDict(config.to_dict())
     config_i.seed, config_i.num_seeds = config.seed + i, 1
-    if config.get("sweep", "") or (workdir / "runs.json").is_file():  # each run's own values
+    if config.sweep or (workdir / "runs.json").is_file():  # each run's own values
       config_i = load_config(run_dir / "config.json")
       config_i.model.conv_impl, config_i.eval, config_i.dataset = (
           config.model.conv_impl, config.eval, config.dataset)

@@ -61,9 +61,9 @@ the field reached every dataset. The split used is recorded with the results.
   if stage == "training" and selection.training_eval_data(config) is not None:
     return selection.training_eval_data(config)
   d = config.dataset
-  name = d.get("eval_name", "") or d.name
-  split = d.get("eval_split", "test") or "test"
-  if split not in getattr(data_lib, "SPLITS", {}).get(name, (split,)):
+  name = d.eval_name or d.name
+  split = d.eval_split
+  if split not in data_lib.SPLITS.get(name, (split,)):
     split = "train"
   return {"trained_on": d.name, "evaluated_on": name, "split": split}
 
@@ -75,7 +75,7 @@ def load_eval_data(config, stage: str = "run"):
                                source=d.source, synthetic_if_missing=d.synthetic_if_missing,
                                allow_download=d.allow_download, **data_lib.tfds_kwargs(d),
                                unfair=data_lib.unfair_settings(d),
-                               variant_draw=d.get("variant_draw", "per_image"))
+                               variant_draw=d.variant_draw)
 
 
 def eval_indices(config, num_examples: int) -> np.ndarray:

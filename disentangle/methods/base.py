@@ -78,7 +78,7 @@ class VAEMethod:
     self.decoder = networks.Decoder(image_shape=self.image_shape, init_scheme=config.model.init,
                                     conv_impl=config.model.conv_impl,
                                     hidden_units=config.model.hidden_units,
-                                    architecture=config.model.get("architecture", "cascade"),
+                                    architecture=config.model.architecture,
                                     dtype=config.model.dtype, precision=config.model.precision)
     self.optimizers = self.make_optimizers()
 
@@ -110,8 +110,7 @@ class VAEMethod:
                             extra_outputs=extra_outputs, hidden_units=m.hidden_units,
                             widths=m.encoder_widths, activation=m.activation,
                             leaky_slope=m.leaky_slope, activation_last=m.activation_last,
-                            architecture=m.get("architecture", "cascade"), dtype=m.dtype,
-                            precision=m.precision)
+                            architecture=m.architecture, dtype=m.dtype, precision=m.precision)
 
   def make_trunk(self) -> networks.Trunk:
     """The encoder's trunk (hidden features h), applied to ``params['vae']['encoder']``."""
@@ -119,8 +118,7 @@ class VAEMethod:
     return networks.Trunk(init_scheme=m.init, conv_impl=m.conv_impl, hidden_units=m.hidden_units,
                           widths=m.encoder_widths, activation=m.activation,
                           leaky_slope=m.leaky_slope, activation_last=m.activation_last,
-                          architecture=m.get("architecture", "cascade"), dtype=m.dtype,
-                          precision=m.precision)
+                          architecture=m.architecture, dtype=m.dtype, precision=m.precision)
 
   def decoder_input_dim(self) -> int:
     return self.latent_dim + self.num_discrete

@@ -38,7 +38,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.beta = 6.0                # total correlation (Chen et al.'s dSprites value)
   c.gamma = 1.0               # dimension-wise KL sum_j KL(q(z_j) || p(z_j))
   c.estimator = "mws"         # 'mws' (minibatch-weighted) or 'mss' (minibatch-stratified)
-  c.dataset_size = 737_280    # N of the training set (dSprites)
+  c.dataset_size = config_lib.DSPRITES_SIZE  # N of the training set (dSprites)
   return c
 
 

@@ -67,7 +67,7 @@ class FactorVAE(base.VAEMethod):
   def __init__(self, config, image_shape, *, mesh=None):
     f = config.factorvae
     self.discriminator = disc_lib.Discriminator(hidden=f.disc_hidden, layers=f.disc_layers,
-                                                init_scheme=f.get("disc_init", "flax"))
+                                                init_scheme=f.disc_init)
     super().__init__(config, image_shape, mesh=mesh)
 
   def groups(self):

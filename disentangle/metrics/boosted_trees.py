@@ -90,8 +90,6 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.special
 
-from disentangle.config import ESTIMATORS
-
 NUM_STAGES = 100        # n_estimators
 LEARNING_RATE = 0.1
 MAX_DEPTH = 3
@@ -320,7 +318,6 @@ def _grow(g, h, factor, x32, scan, order, values, past, two, low, rank, *, depth
   return feature, threshold, value, importance, leaf
 
 
-FITS = ESTIMATORS  # `fit_columns`' ``estimators``: eval.estimators' names (module doc)
 MIN_IMPURITY_SPLIT_020 = 1e-7   # scikit-learn 0.20 tree.py:286, min_impurity_split=None -> 1e-7
 FEATURE_THRESHOLD_020 = 1e-7    # scikit-learn 0.20 _splitter.pyx, cdef DTYPE_t (float32)
 SEQUENTIAL_BLOCK = 8            # trees per compiled call where a stage's classes come in turn
@@ -354,8 +351,6 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
   start at the class priors and, within a stage, class k's gradient is taken after the trees of
   classes 0..k-1 of the same stage have updated the raw scores; nodes at impurity <= 1e-7 stay
   leaves and no split falls between float32 values within 1e-7."""
-  if estimators not in FITS:
-    raise ValueError(f"estimators must be one of {list(FITS)}, got {estimators!r}")
   study = estimators == "study2019"
   rng = np.random.default_rng(random_state)
   x32 = np.ascontiguousarray(x, dtype=np.float32)

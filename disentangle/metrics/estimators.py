@@ -54,19 +54,8 @@ from sklearn import multiclass
 from sklearn import svm
 
 from disentangle.config import ESTIMATORS
-from disentangle.metrics.representation import MetricInputError
 
 DEFAULT = ESTIMATORS[0]  # eval.estimators' default (config.base_config)
-
-
-def check(estimators: str) -> str:
-  """``estimators`` if it is one of `ESTIMATORS` (``config.ESTIMATORS``: the names of
-  ``eval.estimators`` live with the config's other allowed values, the config importing nothing
-  of the metrics), else `MetricInputError` naming the field: a metric called with its settings
-  directly, not through a validated config (the metrics that build no classifier still run)."""
-  if estimators not in ESTIMATORS:
-    raise MetricInputError(f"eval.estimators must be one of {list(ESTIMATORS)}, got {estimators!r}")
-  return estimators
 
 
 class FitLog:
@@ -91,7 +80,7 @@ class FitLog:
 
 def logistic_regression(estimators: str, random_state: Optional[int] = None):
   """``LogisticRegression()`` with the defaults of ``estimators`` (module doc)."""
-  if check(estimators) == "study2019":
+  if estimators == "study2019":
     return multiclass.OneVsRestClassifier(
         linear_model.LogisticRegression(solver="liblinear", random_state=random_state))
   return linear_model.LogisticRegression(random_state=random_state)
@@ -99,7 +88,7 @@ def logistic_regression(estimators: str, random_state: Optional[int] = None):
 
 def logistic_regression_settings(estimators: str) -> dict:
   model = linear_model.LogisticRegression()
-  if check(estimators) == "study2019":
+  if estimators == "study2019":
     return {"estimator": "LogisticRegression", "estimators": estimators,
             "solver": "liblinear", "multi_class": "ovr", "max_iter": model.max_iter}
   return {"estimator": "LogisticRegression", "estimators": estimators, "solver": model.solver,
@@ -110,12 +99,12 @@ def logistic_regression_cv(estimators: str, cs: int = 10, folds: int = 5):
   """``LogisticRegressionCV(Cs=cs, cv=KFold(folds))`` as disentanglement_lib's downstream
   predictor, multinomial ('current') or one-vs-rest ('study2019'); lbfgs in both."""
   model = linear_model.LogisticRegressionCV(Cs=cs, cv=model_selection.KFold(n_splits=folds))
-  return multiclass.OneVsRestClassifier(model) if check(estimators) == "study2019" else model
+  return multiclass.OneVsRestClassifier(model) if estimators == "study2019" else model
 
 
 def logistic_regression_cv_settings(estimators: str, cs: int = 10, folds: int = 5) -> dict:
   model = linear_model.LogisticRegressionCV()
-  return {"estimator": "LogisticRegressionCV", "estimators": check(estimators), "Cs": cs,
+  return {"estimator": "LogisticRegressionCV", "estimators": estimators, "Cs": cs,
           "cv": f"KFold(n_splits={folds})", "solver": model.solver,
           "multi_class": "ovr" if estimators == "study2019" else "multinomial",
           "max_iter": model.max_iter}
@@ -123,14 +112,14 @@ def logistic_regression_cv_settings(estimators: str, cs: int = 10, folds: int = 
 
 def linear_svc(estimators: str, c: float, class_weight=None):
   """``LinearSVC(C=c, class_weight=...)`` with the defaults of ``estimators`` (module doc)."""
-  if check(estimators) == "study2019":
+  if estimators == "study2019":
     return svm.LinearSVC(C=c, class_weight=class_weight, dual=True, random_state=0)
   return svm.LinearSVC(C=c, class_weight=class_weight)
 
 
 def linear_svc_settings(estimators: str, c: float, class_weight=None) -> dict:
   model = svm.LinearSVC()
-  return {"estimator": "LinearSVC", "estimators": check(estimators), "C": c,
+  return {"estimator": "LinearSVC", "estimators": estimators, "C": c,
           "class_weight": class_weight,
           "dual": True if estimators == "study2019" else model.dual,
           "random_state": 0 if estimators == "study2019" else None,

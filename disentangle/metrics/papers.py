@@ -13,13 +13,13 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from disentangle.config import MIG_ESTIMATORS
 from disentangle.metrics import registry
 from disentangle.metrics.accuracy import classification_accuracy
 from disentangle.metrics.accuracy import per_variable_accuracy
 from disentangle.metrics.clustering import cluster_accuracy
 from disentangle.metrics.factor_vae import factor_vae_score
 from disentangle.metrics.information import information_report
-from disentangle.metrics.mig import ESTIMATORS as MIG_ESTIMATORS
 from disentangle.metrics.mig import mig
 from disentangle.metrics.representation import encode_factors
 from disentangle.metrics.representation import enumerate_factors
@@ -29,7 +29,7 @@ from disentangle.metrics.sampling import MetricInputError
 def _factor_score_settings(cfg, stage):
   training = stage == "training"
   return {"protocol": "cascadevae",
-          "num_votes": int(registry.setting(cfg, "factor_score_votes", registry.PAPER_NUM_VOTES)) if training
+          "num_votes": int(registry.setting(cfg, "factor_score_votes")) if training
                        else registry.PAPER_NUM_VOTES,
           "batch_size": registry.PAPER_VOTE_BATCH,
           "use_discrete": registry.resolve_use_discrete(cfg, True)}
@@ -54,9 +54,9 @@ def _factor_score(inputs: registry.Inputs, s: dict) -> Optional[dict]:
 
 def _mig_settings(cfg, stage):
   del stage
-  return {"estimator": registry.setting(cfg, "mig_estimator", "histogram"), "num_points": registry.MIG_NUM_POINTS,
+  return {"estimator": registry.setting(cfg, "mig_estimator"), "num_points": registry.MIG_NUM_POINTS,
           "num_bins": registry.MIG_NUM_BINS, "use_discrete": registry.resolve_use_discrete(cfg, False),
-          "factor_set": registry.setting(cfg, "mig_factors", "protocol")}
+          "factor_set": registry.setting(cfg, "mig_factors")}
 
 
 def _mig(inputs: registry.Inputs, s: dict) -> Optional[dict]:
@@ -71,12 +71,9 @@ def _mig(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   if inputs.ground_truth is None:
     return None
   estimators = MIG_ESTIMATORS if s["estimator"] == "both" else (s["estimator"],)
-  if any(e not in MIG_ESTIMATORS for e in estimators):
-    raise ValueError(f"eval.mig_estimator must be one of {list(MIG_ESTIMATORS) + ['both']}, "
-                     f"got {s['estimator']!r}")
   outs = {e: mig(inputs.ground_truth, inputs.represent, inputs.rng, num_points=s["num_points"],
                  num_bins=s["num_bins"], estimator=e, use_discrete=s["use_discrete"],
-                 factor_set=s.get("factor_set", "protocol"),
+                 factor_set=s["factor_set"],
                  factor_names=inputs.factor_names or None,
                  encode_batch_size=inputs.encode_batch_size) for e in estimators}
   out = outs[estimators[0]]

@@ -37,22 +37,12 @@ from disentangle.metrics.representation import MetricInputError
 from disentangle.metrics.representation import Representation
 from disentangle.metrics.representation import as_representation
 
-REPRESENTATIONS = ("mean", "sampled", "both")
-DEFAULT = "mean"
 STREAM_PREFIX = "sampled:"  # the sample's stream: registry.metric_rng(base, prefix + metric, r)
-
-
-def check(choice: str) -> str:
-  """``choice`` if it is one of `REPRESENTATIONS`, else ValueError naming the field."""
-  if choice not in REPRESENTATIONS:
-    raise ValueError(f"eval.representation must be one of {list(REPRESENTATIONS)}, got "
-                     f"{choice!r}")
-  return choice
 
 
 def scored(choice: str) -> tuple[str, ...]:
   """The representations ``choice`` scores, in order: ('mean',), ('sampled',) or both."""
-  return ("mean", "sampled") if check(choice) == "both" else (choice,)
+  return ("mean", "sampled") if choice == "both" else (choice,)
 
 
 def sample(rep: Optional[Representation], rng: np.random.Generator) -> Optional[Representation]:

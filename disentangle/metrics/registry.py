@@ -45,14 +45,15 @@ import zlib
 
 import numpy as np
 
+from disentangle import config as config_lib
 from disentangle.metrics import postprocess
 from disentangle.metrics.representation import Representation
 from disentangle.metrics.sampling import MetricInputError
 
 STAGES = ("training", "run")
-# ``eval.use_discrete``: whether a discrete code enters the metrics of continuous codes.
-# 'protocol': as each metric's published protocol (CascadeVAE's score: yes; MIG: no).
-USE_DISCRETE = ("protocol", "include", "exclude")
+# The defaults of ``config.eval``'s fields: what `setting` reads where a caller's settings lack one.
+_EVAL_DEFAULTS = config_lib.base_config().eval
+_CONFIG_DEFAULT = object()
 # Papers' settings used by the run stage (overridable per call, e.g. ``experiments.evaluate``).
 PAPER_NUM_VOTES = 800        # CascadeVAE supplement C: M votes ...
 PAPER_VOTE_BATCH = 100       # ... of L examples
@@ -230,10 +231,10 @@ def run(inputs: Inputs, eval_config, *, names=None, overrides: Optional[dict] = 
   import time  # pylint: disable=g-import-not-at-top
   clock = clock or time.perf_counter
   settings = settings_of(eval_config, inputs.stage, overrides)
-  repeats = int(setting(eval_config, "repeats", 1))
+  repeats = int(setting(eval_config, "repeats"))
   if repeats < 1:
     raise ValueError(f"eval.repeats must be at least 1, got {repeats}")
-  choice = postprocess.check(setting(eval_config, "representation", postprocess.DEFAULT))
+  choice = setting(eval_config, "representation")
   results, timings = {}, {}
   for m in ordered(inputs.stage):
     if (names is not None and m.name not in names) or not m.enabled(eval_config, inputs.stage):
@@ -286,17 +287,19 @@ def _repeated(m: Metric, inputs: Inputs, settings: dict, repeats: int,
 
 def resolve_use_discrete(eval_config, protocol_default: bool) -> bool:
   """``eval.use_discrete`` ('protocol' / 'include' / 'exclude'; a bool in Python calls) for one
-  metric whose published protocol uses the discrete code iff ``protocol_default``."""
-  choice = setting(eval_config, "use_discrete", "protocol")
+  metric whose published protocol uses the discrete code iff ``protocol_default`` ('protocol':
+  as each metric's published protocol, CascadeVAE's score: yes; MIG: no)."""
+  choice = setting(eval_config, "use_discrete")
   if isinstance(choice, bool):
     return choice
-  if choice not in USE_DISCRETE:
-    raise ValueError(f"eval.use_discrete must be one of {list(USE_DISCRETE)}, got {choice!r}")
   return protocol_default if choice == "protocol" else choice == "include"
 
 
-def setting(eval_config, field: str, default):
-  """``eval_config.<field>`` (a ConfigDict, a dict, or None), else ``default``."""
+def setting(eval_config, field: str, default=_CONFIG_DEFAULT):
+  """``eval_config.<field>`` (a ConfigDict, a dict, or None: a metric called without a config),
+  else ``default``, by default the field's own (``config.base_config``)."""
+  if default is _CONFIG_DEFAULT:
+    default = _EVAL_DEFAULTS[field]
   if eval_config is None:
     return default
   getter = getattr(eval_config, "get", None)

@@ -78,17 +78,13 @@ _ENCODER_WIDTHS = ENCODER_WIDTHS["cascade"]  # the default (benchmarks read it)
 _DECODER_WIDTHS = {64: (64, 32, 32), 32: (32, 32)}
 HIDDEN_UNITS = 256  # the dense layer of both networks (``model.hidden_units``)
 _BOTTLENECK = (4, 4, 64)
-ACTIVATIONS = ("relu", "leaky_relu")
 # Encoder conv kernel sizes at 64x64 per ``model.architecture``: the CascadeVAE tables' four 4x4;
 # disentanglement_lib's conv_encoder 4, 4, 2, 2 (methods/shared/architectures.py, lines 166-201).
 ENCODER_KERNELS = {"cascade": (4, 4, 4, 4), "dlib": (4, 4, 2, 2)}
-ARCHITECTURES = tuple(ENCODER_KERNELS)
-
-INITS = ("reference", "reference_flax_fan", "flax", "tensorflow")
 
 
 def initializers(init: str):
-  """(conv, dense, transposed-conv) kernel initialisers for ``init`` in :data:`INITS`."""
+  """(conv, dense, transposed-conv) kernel initialisers for ``init`` in ``config.INITS``."""
   if init in ("reference", "reference_flax_fan"):
     he = nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal")
     he_transpose = (nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal",
@@ -98,10 +94,8 @@ def initializers(init: str):
   if init == "flax":
     return nn.initializers.lecun_normal(), nn.initializers.lecun_normal(), \
         nn.initializers.lecun_normal()
-  if init == "tensorflow":  # tf.layers' default kernel_initializer (glorot_uniform_initializer)
-    glorot = nn.initializers.glorot_uniform()
-    return glorot, glorot, glorot
-  raise ValueError(f"model.init must be one of {INITS}, got {init!r}")
+  glorot = nn.initializers.glorot_uniform()  # 'tensorflow': tf.layers' default kernel_initializer
+  return glorot, glorot, glorot
 
 
 def compute_dtype(name: str | None):
@@ -134,9 +128,6 @@ def _numerics(module) -> dict:
 
 
 def check_image_size(size: int, architecture: str = "cascade") -> None:
-  if architecture not in ARCHITECTURES:
-    raise ValueError(f"model.architecture must be one of {list(ARCHITECTURES)}, "
-                     f"got {architecture!r}")
   if architecture == "dlib" and size != 64:
     raise ValueError(f"model.architecture='dlib' (disentanglement_lib's conv_encoder / "
                      f"deconv_decoder) takes 64x64 images, got {size}x{size}")
@@ -148,9 +139,7 @@ def activation(name: str, leaky_slope: float = 0.01):
   """The trunk activation: ``'relu'`` or ``'leaky_relu'`` (negative slope ``leaky_slope``)."""
   if name == "relu":
     return nn.relu
-  if name == "leaky_relu":
-    return lambda h: nn.leaky_relu(h, leaky_slope)
-  raise ValueError(f"model.activation must be one of {list(ACTIVATIONS)}, got {name!r}")
+  return lambda h: nn.leaky_relu(h, leaky_slope)
 
 
 def _trunk(module, x):

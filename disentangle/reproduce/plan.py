@@ -219,7 +219,7 @@ def changed_fields(config) -> dict:
   (``methods.schema``): what the config's variant sets, e.g. the study's networks. The swept
   fields, the seeds and the fields the schema lacks are left out."""
   base = _flat(methods.schema(config.method))
-  swept = {f for f, _ in runs_lib.parse_sweep(config.get("sweep", "") or "")}
+  swept = {f for f, _ in runs_lib.parse_sweep(config.sweep)}
   flat = _flat(config)
   return {k: v for k, v in flat.items()
           if k in base and k not in swept | {"sweep", "seed", "num_seeds"} and base[k] != v}
@@ -241,7 +241,7 @@ def group_rows(configs: Mapping[int, ml_collections.ConfigDict]) -> list[tuple[t
   """
   sweepable, buckets = {}, {}
   for i, c in configs.items():
-    if c.get("sweep", ""):
+    if c.sweep:
       buckets[("alone", i)] = [i]
       continue
     if c.method not in sweepable:
@@ -439,7 +439,7 @@ def describe(table: Table, programs: Sequence[Program], *, seeds: int, fraction,
               f"  runs: {len(p.runs)} = {points} point(s) x {seeds} seed(s) "
               f"({_seed_words([r.seed for r in p.runs])}); method {p.config.method}, "
               f"dataset {p.config.dataset.name}"]
-    if p.config.get("sweep", ""):
+    if p.config.sweep:
       for field, vals in runs_lib.parse_sweep(p.config.sweep):
         lines.append(f"  sweep {field}: {', '.join(vals)}")
     settings = changed_fields(p.config)

@@ -84,7 +84,7 @@ def tabulate(table: plan_lib.Table, programs: Sequence[plan_lib.Program],
               selected=table.selected, fraction=str(f), fraction_value=float(f),
               units="percent", std_ddof=aggregate.STD_DDOF, best="max over seeds",
               programs=[{"name": p.name, "directory": p.directory, "configs": list(p.args),
-                         "sweep": p.config.get("sweep", ""), "num_steps": p.num_steps,
+                         "sweep": p.config.sweep, "num_steps": p.num_steps,
                          "runs": len(p.runs), "scaled": p.scaled} for p in programs],
               run_steps=plan_lib.run_steps(programs), lines=lines)
 

@@ -1,7 +1,7 @@
 """Training sets on the device: placed once in compact form, each batch gathered inside the step.
 
 ``config.dataset.placement`` (one of ``config.PLACEMENTS``, checked with the config's validation;
-this module resolves ``'auto'``):
+``'auto'`` resolved by ``config.resolve`` from the sizes this module measures):
 
 - ``'device'``: the set's compact images (``dataset.compact_images()``: uint8; dSprites
   bit-packed, 377 MB for the 737,280 images; the renderer draws the whole set first) and the
@@ -20,11 +20,11 @@ this module resolves ``'auto'``):
   does not fit in the device's free memory is a ``ConfigError`` naming the field and the sizes
   (one line and exit status 2 from the entry points), raised before anything is created.
 - ``'host'``: the prefetch thread loads, converts and copies each batch (``input_pipeline``).
-- ``'auto'`` (default): the device when the compact set takes at most ``DEVICE_SHARE`` of a
-  device's memory (``memory_stats()['bytes_limit']``), else the host. On the CPU backend the
-  "device" is the host's memory (``memory_stats`` is None there): the budget is ``DEVICE_SHARE``
-  of the physical memory over the local devices (each holds a copy), and only sets already held
-  in memory are placed; a set that would first be rendered or decoded whole (the dSprites
+- ``'auto'`` (default; ``config.resolve``): the device when the compact set takes at most
+  ``config.DEVICE_SHARE`` of a device's memory (``memory_stats()['bytes_limit']``), else the host.
+  On the CPU backend the "device" is the host's memory (``memory_stats`` is None there): the
+  budget is ``DEVICE_SHARE`` of the physical memory over the local devices (each holds a copy),
+  and only sets already held in memory are placed; a set that would first be rendered or decoded whole (the dSprites
   renderer, image folders) stays on the lazy host pipeline, which a short CPU run does not
   wait for.
 
@@ -47,7 +47,6 @@ from disentangle.data.datasets import dsprites_draws
 from disentangle.data.labels import batch_spec as batch_spec_lib
 from disentangle.train import input_pipeline
 
-DEVICE_SHARE = 0.25  # 'auto': the compact set may take this share of one device's memory
 _MB = 1 << 20
 
 
@@ -205,8 +204,8 @@ def on_device(placement: str, dataset, compact, spec, devices) -> bool:
           f"{size / _MB:.1f} MB in compact form, more than the {free / _MB:.1f} MB free on "
           f"each device ({devices[0].device_kind}): use 'auto' or 'host'")
     return True
-  cpu = devices[0].platform == "cpu"
-  return size <= DEVICE_SHARE * limit and (compact.in_memory or not cpu)
+  return config_lib.resolve("dataset.placement", placement, devices[0].platform, size=size,
+                            limit=limit, in_memory=compact.in_memory) == "device"
 
 
 def place(dataset, compact, spec, mesh) -> DeviceData:

@@ -208,17 +208,16 @@ def _classify(name, out, operands, attrs, shapes, opcodes) -> Convolution:
 
 
 def as_on(config, backend: str):
-  """A copy of ``config`` with every ``'auto'`` implementation choice resolved for ``backend``
-  (``config.BACKEND_DEFAULTS``; N runs vmapped off the CPU), as that backend's trainer runs it."""
+  """A copy of ``config`` with every ``'auto'`` implementation choice of
+  ``config.BACKEND_DEFAULTS`` resolved for ``backend``, as that backend's trainer runs it."""
   from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
   c = config.copy_and_resolve_references()
   with c.unlocked():
     for field in config_lib.BACKEND_DEFAULTS:
-      section, key = field.split(".")
-      if section in c and key in c[section]:
-        c[section][key] = config_lib.resolve(field, c[section][key], backend=backend)
-    if c.get("seed_layout") == "auto":
-      c.seed_layout = "unroll" if backend == "cpu" else "vmap"
+      parent, _, key = field.rpartition(".")
+      section = c[parent] if parent else c
+      if key in section:
+        section[key] = config_lib.resolve(field, section[key], backend=backend)
   return c
 
 

@@ -118,8 +118,7 @@ def compiler_options(config=None) -> dict[str, str] | None:
     A dict for ``jax.jit(..., compiler_options=...)``, or None (not CPU, switched off, or not
     supported by the installed jaxlib).
   """
-  xla = None if config is None else config.get("xla")
-  enabled = True if xla is None else bool(xla.get("cpu_ynn_dot", True))
+  enabled = config is None or bool(config.xla.cpu_ynn_dot)
   if not enabled or jax.default_backend() != "cpu":
     return None
   items = tuple(sorted(YNN_DOT_OPTIONS.items()))

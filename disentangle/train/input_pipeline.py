@@ -287,7 +287,7 @@ def prefetch(source, start_step: int, end_step: int, depth: int = 2,
   dispatched on inputs that are already on the device. On XLA:CPU, dispatching the step on a
   batch whose host-to-device copy is still pending cost 30-40 ms more CPU time per dSprites
   CascadeVAE step (~200 ms of CPU work) than on a ready one, measured interleaved under load
-  (``benchmarks/loop.py``; see benchmarks/README.md).
+  (``benchmarks/loop.py``; see benchmarks/HISTORY.md).
   """
   q: queue.Queue = queue.Queue(maxsize=depth)
   stop = threading.Event()

@@ -84,7 +84,7 @@ def sweepable(config, field: str) -> bool:
 
 def check_sweep(config) -> list[tuple[str, list[str]]]:
   """The parsed ``config.sweep``; ConfigError for an unknown or a non-sweepable field."""
-  grid = parse_sweep(config.get("sweep", ""))
+  grid = parse_sweep(config.sweep)
   schema = methods.schema(config.method)
   flat = dict(config_lib.flatten(schema))
   for field, values in grid:
@@ -144,7 +144,7 @@ def mesh_shape(config, num_runs: int, num_devices: int) -> tuple[int, int]:
   the largest divisor of both R and the devices, the data axis the rest.
   """
   m = config.mesh
-  runs, data = int(m.get("runs", 0)), int(m.get("data", 0))
+  runs, data = int(m.runs), int(m.data)
   if runs and data and runs * data != num_devices:
     raise config_lib.ConfigError(
         f"config fields 'mesh.runs' x 'mesh.data' ({runs} x {data}) must equal the {num_devices} "
@@ -310,7 +310,7 @@ class Program:
     than ``overlap.MIN_RUNS``, a runs axis over devices, several processes (each solves in its
     own callback), or a phase without a host assignment."""
     how = seeds.layout(self.config)
-    if (not self.config.get("assignment_overlap", False) or self.manual
+    if (not self.config.assignment_overlap or self.manual
         or jax.process_count() > 1 or len(self.cfgs) < overlap.MIN_RUNS[how]
         or not method.for_phase(phase).solves_on_host):
       return None

@@ -33,19 +33,18 @@ from disentangle import data as data_lib
 from disentangle.metrics import registry
 from disentangle.train import checkpoint
 
-RULES = ("final", "best_validation", "best_metric")
 SUBDIR = "checkpoints_best"
 # Splits that are not training data: best_metric may not select on them.
 _TRAINING_SPLITS = ("train", "all")
 
 
 def rule(config) -> str:
-  """``config.eval.select`` ('final' for configs written before the field existed)."""
-  return config.eval.get("select", "final")
+  """``config.eval.select``."""
+  return config.eval.select
 
 
 def metric_name(config) -> str:
-  return config.eval.get("select_metric", "accuracy")
+  return config.eval.select_metric
 
 
 def higher_is_better(name: str) -> bool:
@@ -56,8 +55,8 @@ def _eval_split(config) -> tuple[str, str]:
   """(evaluated set, split) the in-training evaluator reads without selection (as
   `evaluator.eval_data_names`)."""
   d = config.dataset
-  name = d.get("eval_name", "") or d.name
-  split = d.get("eval_split", "test") or "test"
+  name = d.eval_name or d.name
+  split = d.eval_split
   if split not in data_lib.SPLITS.get(name, (split,)):
     split = "train"
   return name, split
@@ -75,9 +74,6 @@ def training_eval_data(config) -> Optional[dict]:
 def check(config) -> None:
   """The cross-field rules of ``eval.select`` (`ConfigError` naming the field)."""
   chosen = rule(config)
-  if chosen not in RULES:
-    raise config_lib.ConfigError(f"config field 'eval.select' must be one of {list(RULES)}, got "
-                                 f"{chosen!r}")
   if chosen == "final":
     return
   name = metric_name(config)
@@ -102,11 +98,11 @@ def check(config) -> None:
           f"config field 'dataset.train_split' must be {train_part!r} with "
           f"eval.select='best_validation' (got {d.train_split!r}): the validation split "
           f"{valid_part!r} is cut from {d.name}'s training file and may not be trained on")
-    if (d.get("eval_name", "") or d.name) != d.name:
+    if (d.eval_name or d.name) != d.name:
       raise config_lib.ConfigError(
           f"config field 'dataset.eval_name' ({d.eval_name!r}): eval.select='best_validation' "
           f"selects on {d.name}'s own validation split; leave it '' or {d.name!r}")
-    if d.get("source", "auto") == "tfds":
+    if d.source == "tfds":
       raise config_lib.ConfigError(
           f"config field 'dataset.source': the held-out split {train_part!r} / {valid_part!r} is "
           f"cut from the IDX files; use 'auto' or 'file' with eval.select='best_validation'")

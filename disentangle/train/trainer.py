@@ -134,7 +134,7 @@ def load_training_data(config):
                                synthetic_if_missing=d.synthetic_if_missing,
                                allow_download=d.allow_download, **data_lib.tfds_kwargs(d),
                                unfair=data_lib.unfair_settings(d),
-                               variant_draw=d.get("variant_draw", "per_image"))
+                               variant_draw=d.variant_draw)
 
 
 def _all_finite(tree) -> jax.Array:
@@ -233,7 +233,7 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=Fa
     d.mkdir(parents=True, exist_ok=True)
     if is_main:
       atomic.write_text(d / "config.json", config_lib.to_json(cfg_i))
-  if is_main and config.get("sweep", ""):  # the runs in the checkpoint's order (evaluation)
+  if is_main and config.sweep:  # the runs in the checkpoint's order (evaluation)
     atomic.write_text(workdir / "runs.json", json.dumps(
         {"runs": [d.name for d in dirs], "sweep": config.sweep}, indent=1))
 
@@ -402,7 +402,7 @@ def _first_evaluation(evaluators, state, multi: bool) -> float:
 
 def background(config) -> bool:
   """``config.eval.background``: evaluation on a worker thread beside the training steps."""
-  return bool(config.eval.get("background", True))
+  return bool(config.eval.background)
 
 
 def _device_copy(tree):

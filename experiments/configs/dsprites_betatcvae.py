@@ -24,11 +24,12 @@ A grid row, or a data set of the study other than dSprites, implies ``study``.
 
 Run: python -m experiments.dsprites_betatcvae --config=experiments/configs/dsprites_betatcvae.py:m10
 """
+from disentangle import config as config_lib
 from disentangle import methods
 from experiments.configs import common
 
 PUBLISHED = {}
-DSPRITES_SIZE = 737_280
+DSPRITES_SIZE = config_lib.DSPRITES_SIZE
 STUDY_BETAS = (1.0, 2.0, 4.0, 6.0, 8.0, 10.0)  # beta_tc_vae.beta of the study
 STUDY_ROWS = {f"beta{int(v)}": v for v in STUDY_BETAS}
 # N of each study set's training images (the dSprites variants keep dSprites' rows; smallNORB:

@@ -43,6 +43,7 @@ Run: python -m experiments.dsprites_parted --config=experiments/configs/dsprites
 """
 import fractions
 
+from disentangle import config as config_lib
 from experiments.configs import common
 from experiments.configs import mnist_parted
 
@@ -60,7 +61,7 @@ PUBLISHED = {
 ROWS = {"unsup": 0, "labels100": 100, "labels737": 737, "labels1000": 1000, "labels3686": 3686,
         "labels10000": 10_000, "labels3686_no_bc": 3686}
 VARIANTS = tuple(ROWS) + ("cpu", "smoke")
-EPOCH_STEPS = 737_280 // 64  # 11,520
+EPOCH_STEPS = config_lib.DSPRITES_SIZE // 64  # 11,520
 NUM_STEPS = 30 * EPOCH_STEPS
 
 

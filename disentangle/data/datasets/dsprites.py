@@ -314,8 +314,6 @@ class DSprites(FactorTargets, IndexedRows):
 
   def __init__(self, data_dir: str | os.PathLike | None = None, *, source: str = "auto",
                allow_download: bool = True, path: str | os.PathLike | None = None):
-    if source not in ("auto", "file", "render"):
-      raise ValueError(f"source must be 'auto', 'file' or 'render', got {source!r}")
     self._packed = None
     self._canonical = False
     self._classes = None  # factor classes [N, 5] of the file's rows (None: the full grid)

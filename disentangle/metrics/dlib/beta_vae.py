@@ -112,7 +112,6 @@ def beta_vae_score(dataset, represent: Callable[[np.ndarray], Any], rng: np.rand
 def _beta_vae(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Higgins et al.'s score as disentanglement_lib (`beta_vae_score`)."""
   common.require_ground_truth(inputs)
-  estimators_lib.check(s["estimators"])
   by = beta_vae_score(inputs.ground_truth, inputs.represent, inputs.rng,
                       batch_size=s["batch_size"], num_train=s["num_train"],
                       num_eval=s["num_eval"], estimators=s["estimators"],

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 
-from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import registry
 from disentangle.metrics import sampling
 
@@ -23,13 +22,13 @@ def use_discrete(cfg) -> bool:
 def estimators_of(cfg) -> str:
   """``eval.estimators``: today's scikit-learn defaults or the 2019 study's (`estimators`);
   checked by the metrics that build a classifier."""
-  return registry.setting(cfg, "estimators", estimators_lib.DEFAULT)
+  return registry.setting(cfg, "estimators")
 
 
 def points(cfg, default: int, half: bool = False) -> int:
   """``eval.suite_points`` (0: disentanglement_lib's own number ``default``); a test or eval
   split (``half``) takes half of it."""
-  n = int(registry.setting(cfg, "suite_points", 0))
+  n = int(registry.setting(cfg, "suite_points"))
   return default if n <= 0 else max(1, n // 2) if half else n
 
 

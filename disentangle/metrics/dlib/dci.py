@@ -33,7 +33,6 @@ import scipy.stats
 from sklearn import ensemble
 
 from disentangle.metrics import boosted_trees
-from disentangle.metrics import estimators as estimators_lib
 from disentangle.metrics import registry
 from disentangle.metrics.dlib import common
 
@@ -122,7 +121,6 @@ def estimator_record(s: dict) -> dict:
 def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Eastwood & Williams' DCI as disentanglement_lib (`importance_matrix`); value:
   disentanglement."""
-  estimators_lib.check(s["estimators"])
   sets, used, code_sizes = common.sets(inputs, s)
   seed = int(inputs.rng.integers(2**31))
   def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):
@@ -141,7 +139,7 @@ def _dci(inputs: registry.Inputs, s: dict) -> Optional[dict]:
 
 def _dci_settings(cfg, stage):
   return dict(common.split_settings(NUM_TRAIN, NUM_TEST)(cfg, stage),
-              trees=registry.setting(cfg, "dci_trees", "together"))
+              trees=registry.setting(cfg, "dci_trees"))
 
 
 registry.register(registry.Metric(

@@ -83,7 +83,7 @@ def predictor_settings(predictor: str, estimators: str = estimators_lib.DEFAULT)
                 predictor=predictor)
   if predictor == "gradient_boosting_classifier":
     return {"predictor": predictor, "estimator": "GradientBoostingClassifier",
-            "implementation": "boosted_trees", "estimators": estimators_lib.check(estimators),
+            "implementation": "boosted_trees", "estimators": estimators,
             "fit": boosted_trees.FIT_WORDS[estimators],
             "n_estimators": boosted_trees.NUM_STAGES,
             "learning_rate": boosted_trees.LEARNING_RATE, "max_depth": boosted_trees.MAX_DEPTH}
@@ -298,7 +298,7 @@ def _task_settings(predictor: str, sizes, num_test: int, trees: bool = False, **
                estimators=common.estimators_of(cfg), use_discrete=common.use_discrete(cfg),
                **extra)
     if trees:
-      out["trees"] = registry.setting(cfg, "dci_trees", "together")
+      out["trees"] = registry.setting(cfg, "dci_trees")
     return out
   return settings
 
@@ -307,7 +307,6 @@ def _task_start(inputs: registry.Inputs, s: dict):
   """(factors used, tree seed, fit log) after the checks every task shares."""
   used = used_factors(inputs.ground_truth)
   check_sizes(s["num_train"], s["num_points"])
-  estimators_lib.check(s["estimators"])
   return used, int(inputs.rng.integers(2**31)), estimators_lib.FitLog()
 
 

@@ -130,7 +130,6 @@ def _fairness_dlib(inputs: registry.Inputs, s: dict) -> Optional[dict]:
     raise sampling.MetricInputError(
         f"needs at least 2 factors with more than one value (a target and a sensitive one); "
         f"the set's factor_sizes are {sizes}")
-  estimators_lib.check(s["estimators"])
   seed, log = int(inputs.rng.integers(2**31)), estimators_lib.FitLog()
   out = unfairness(
       inputs.ground_truth, inputs.represent, inputs.rng, used, s["num_train"],

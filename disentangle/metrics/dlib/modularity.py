@@ -83,7 +83,6 @@ def _auc(y: np.ndarray, proba: np.ndarray, classes: np.ndarray) -> float:
 def _modularity(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Ridgeway & Zemel's modularity and explicitness as disentanglement_lib
   (`modularity`, `explicitness`); value: modularity."""
-  estimators_lib.check(s["estimators"])
   sets, used, code_sizes = common.sets(inputs, s)
   rep_tr, y_tr = sets["train"]
   settings = estimators_lib.logistic_regression_settings(s["estimators"])

@@ -63,7 +63,6 @@ def avg_diff_top_two(matrix: np.ndarray) -> float:
 @common.sampled_from_the_grid
 def _sap(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """Kumar et al.'s SAP as disentanglement_lib (`score_matrix`)."""
-  estimators_lib.check(s["estimators"])
   sets, used, code_sizes = common.sets(inputs, s)
   settings = estimators_lib.linear_svc_settings(s["estimators"], SVC_C, "balanced")
   def fn(x_tr, y_tr, x_te, y_te, groups, with_codes):

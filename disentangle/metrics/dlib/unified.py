@@ -122,7 +122,6 @@ def unified_scores(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
 def _unified_scores(inputs: registry.Inputs, s: dict) -> Optional[dict]:
   """disentanglement_lib's unified scores (`unified_scores`) of every matrix; value: DCI
   disentanglement of the importance matrix (the scores of each matrix under ``by_matrix``)."""
-  estimators_lib.check(s["estimators"])
   sets, used, _ = common.sets(inputs, s)
   (rep_tr, y_tr), (rep_te, y_te) = sets["train"], sets["test"]
   seed, log = int(inputs.rng.integers(2**31)), estimators_lib.FitLog()
@@ -142,7 +141,7 @@ def _unified_scores(inputs: registry.Inputs, s: dict) -> Optional[dict]:
 def _unified_settings(cfg, stage):
   return dict(common.split_settings(NUM_TRAIN, NUM_TEST, num_bins=NUM_BINS,
                                     matrices=MATRICES)(cfg, stage),
-              trees=registry.setting(cfg, "dci_trees", "together"))
+              trees=registry.setting(cfg, "dci_trees"))
 
 
 registry.register(registry.Metric(
