@@ -94,6 +94,7 @@ def main(argv):
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
 
+  from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   root = pathlib.Path(_WORKDIR.value or tempfile.mkdtemp(prefix="precision_"))
   seeds = [int(s) for s in _SEEDS.value]
@@ -101,7 +102,8 @@ def main(argv):
   for seed in seeds:
     for dtype in DTYPES:
       run_dir = root / f"{dtype}_seed{seed}"
-      state = trainer.train(_config(seed, dtype, _STEPS.value), run_dir)
+      config = _config(seed, dtype, _STEPS.value)
+      state = trainer.train(config, run_dir, evaluator_factory=evaluator.factory(config))
       summaries[dtype, seed] = _summary(run_dir)
       print(json.dumps({"config": _CONFIG.value, "seed": seed, "dtype": dtype,
                         "steps": _STEPS.value, **summaries[dtype, seed]}), flush=True)
