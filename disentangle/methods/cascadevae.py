@@ -11,8 +11,10 @@ Loss of one minibatch at iteration t (Algorithm 1, Eq. 6):
   the decoder is evaluated at the same z for every e_k (batched, without gradient), giving
   u[i, k] = log p(x_i | z_i, e_k); the discrete codes solve max_d sum_i u[i, d_i] - lambda' *
   #(same-class unordered pairs) exactly (:func:`disentangle.assignment.assign`), and the update
-  uses the same eps with d as a constant. ``discrete_start`` beyond the last step is the
-  CascadeVAE-C ablation (no discrete code).
+  uses the same eps with d as a constant; its decoder forward at (z, d) is the rows (d_i, i) of
+  the S passes, differentiated from their cached layer inputs (:meth:`CascadeVAE.solve_and_decode`,
+  ``cascade.reuse_passes``). ``discrete_start`` beyond the last step is the CascadeVAE-C ablation
+  (no discrete code).
 - No KL term for d (its prior term is the pairwise penalty, Lemma 1).
 
 Before t_d nothing of the discrete branch runs in the trainer: it compiles one program per phase
