@@ -328,7 +328,7 @@ def with_side_information(batch: dict, spec, num_seeds: int, seed: int,
 
 
 def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches: int = 4,
-               seed: int = 0, seed_batching: str = "vmap") -> StepBench:
+               seed: int = 0, seed_batching: str = "vmap", phase=None) -> StepBench:
   """Builds, initialises and compiles the trainer's step for ``config`` on synthetic batches.
 
   Args:
@@ -342,6 +342,8 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
       copies of the step; the trainer's layouts, ``seeds.layout``: unroll on CPU), or ``'map'``
       (``jax.lax.map``: a loop over the seeds, an alternative measured by
       ``benchmarks.multi_seed``).
+    phase: the method's phase fixed as the trainer fixes it (``method.for_phase``; CascadeVAE:
+      ``True`` after t_d, ``False`` before), or None: decided in the step.
 
   Returns:
     A :class:`StepBench` ready to step (not yet warmed up).
@@ -355,7 +357,7 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
   if config.batch_size % mesh.devices.size:
     raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
                      f"{mesh.devices.size} devices")
-  method = methods.build(config, image, mesh=mesh)
+  method = methods.build(config, image, mesh=mesh).for_phase(phase)
   multi = num_seeds > 1
   repl = mesh_lib.replicated(mesh)
   data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)

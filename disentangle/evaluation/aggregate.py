@@ -65,7 +65,7 @@ STD_DDOF = 0
 IGNORED_FIELDS = ("seed", "num_seeds", "seed_layout", "log_every", "eval_every", "checkpoint_every",
                   "keep_checkpoints", "progress_bar", "dataset.data_dir", "dataset.allow_download",
                   "dataset.synthetic_if_missing", "dataset.source", "model.conv_impl",
-                  "cascade.solver", "cascade.unary_batching", "sweep")
+                  "cascade.solver", "cascade.unary_batching", "cascade.reuse_passes", "sweep")
 IGNORED_PREFIXES = ("eval.", "mesh.", "distributed.", "profile.")
 
 

@@ -11,8 +11,10 @@ Loss of one minibatch at iteration t (Algorithm 1, Eq. 6):
   the decoder is evaluated at the same z for every e_k (batched, without gradient), giving
   u[i, k] = log p(x_i | z_i, e_k); the discrete codes solve max_d sum_i u[i, d_i] - lambda' *
   #(same-class unordered pairs) exactly (:func:`disentangle.assignment.assign`), and the update
-  uses the same eps with d as a constant. ``discrete_start`` beyond the last step is the
-  CascadeVAE-C ablation (no discrete code).
+  uses the same eps with d as a constant; its decoder forward at (z, d) is the rows (d_i, i) of
+  the S passes, differentiated from their cached layer inputs (:meth:`CascadeVAE.solve_and_decode`,
+  ``cascade.reuse_passes``). ``discrete_start`` beyond the last step is the CascadeVAE-C ablation
+  (no discrete code).
 - No KL term for d (its prior term is the pairwise penalty, Lemma 1).
 
 Before t_d nothing of the discrete branch runs in the trainer: it compiles one program per phase
@@ -40,6 +42,8 @@ from disentangle import losses
 from disentangle import schedules
 from disentangle import sharding
 from disentangle.methods import base
+from disentangle.nn import networks
+from disentangle.nn import replay
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -58,6 +62,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.eval_discrete = "argmax"  # or 'assignment'
   c.unary_batching = "auto"   # 'per_class': S decoder calls of B rows; 'stacked': one call of
                               # S*B rows; 'auto': per backend (config.BACKEND_DEFAULTS)
+  c.reuse_passes = True       # after t_d the update's decoder forward is the S passes' rows
   return c
 
 
@@ -74,6 +79,7 @@ RULES = {
     "cascade.assignment_scope": config_lib.one_of("global", "local"),
     "cascade.eval_discrete": config_lib.one_of("argmax", "assignment"),
     "cascade.unary_batching": config_lib.one_of("auto", "per_class", "stacked"),
+    "cascade.reuse_passes": config_lib.one_of(True, False),
 }
 STEP_FIELDS = ("cascade.relieve_every", "cascade.discrete_start")  # fields counting iterations
 NEVER = 2**31 - 1  # a t_d no run reaches: the CascadeVAE-C ablation (no discrete code)
@@ -137,18 +143,51 @@ class CascadeVAE(base.VAEMethod):
     numbers. Per class was faster on CPU, where the stacked activations outgrow the caches
     (dSprites S=3, batch 64 train step, quiet 2-core CPU).
     """
+    decode = lambda latent: (self.decode_logits(vae_params, latent), ())
+    return self._passes(z, x, decode)[0]
+
+  def _passes(self, z, x, decode):
+    """(u [B, S], ``decode``'s outputs of the S passes, each stacked [S, B, ...]), batched as
+    ``cascade.unary_batching`` says (:meth:`unary`); ``decode(latent) -> (logits, extra)``."""
     S, B = self.num_discrete, z.shape[0]
     if config_lib.resolve("cascade.unary_batching",
                           self.config.cascade.unary_batching) == "per_class":
-      cols = [self.log_likelihood(
-          self.decode_logits(vae_params, self.decoder_input(z, jnp.full((B,), k))), x)
-              for k in range(S)]
-      return jnp.stack(cols, axis=-1)
+      outs = [decode(self.decoder_input(z, jnp.full((B,), k))) for k in range(S)]
+      u = jnp.stack([self.log_likelihood(logits, x) for logits, _ in outs], axis=-1)
+      return u, jax.tree_util.tree_map(lambda *a: jnp.stack(a), *outs)
     zs = jnp.broadcast_to(z[None], (S,) + z.shape).reshape(S * B, -1)
     ks = jnp.repeat(jnp.arange(S), B)
-    logits = self.decode_logits(vae_params, self.decoder_input(zs, ks))
+    out = decode(self.decoder_input(zs, ks))
     xs = jnp.broadcast_to(x[None], (S,) + x.shape).reshape((S * B,) + x.shape[1:])
-    return self.log_likelihood(logits, xs).reshape(S, B).T
+    u = self.log_likelihood(out[0], xs).reshape(S, B).T
+    return u, jax.tree_util.tree_map(lambda a: a.reshape((S, B) + a.shape[1:]), out)
+
+  def solve_and_decode(self, vae_params, z, x):
+    """(d, logits of the decoder at (z, d)): the assignment of the S passes and the update's pass.
+
+    The S passes (:meth:`unary`, without gradient) keep every layer's input; the update's logits
+    are the rows (d_i, i) of those passes, differentiated w.r.t. the decoder's parameters and z
+    as a pass of their own (:func:`disentangle.nn.replay.replay`: the backward of B rows from
+    their cached inputs), so no decoder forward runs twice.
+    """
+    sg = jax.lax.stop_gradient
+    layers = networks.decoder_layers(self.decoder)
+    frozen = sg(vae_params["decoder"])
+    call = lambda name, layer, h: layer.apply({"params": frozen[name]}, h)
+    u, (logits, inputs) = self._passes(sg(z), x,
+                                       lambda latent: networks.chain(layers, call, latent))
+    d = sg(self._assign(u).astype(jnp.int32))
+    rows = lambda a: a[d, jnp.arange(z.shape[0])]
+    return d, replay.replay(layers, vae_params["decoder"], self.decoder_input(z, d),
+                            tuple(map(rows, inputs)), rows(logits))
+
+  @property
+  def reuses_passes(self) -> bool:
+    """Whether the step's update takes its decoder forward from the S passes of u
+    (:meth:`solve_and_decode`): the discrete phase fixed on, the codes solved in the step, and
+    ``cascade.reuse_passes``."""
+    return (self.discrete_phase is True and self.given_codes is None
+            and self.config.cascade.get("reuse_passes", True))
 
   def host_assignment(self, state, batch):
     """(u [B, S], lambda') of the step's host assignment, or None where the step has none.
@@ -209,8 +248,12 @@ class CascadeVAE(base.VAEMethod):
       active = jnp.asarray(t) > self.config.cascade.discrete_start
     else:
       active = jnp.asarray(self.discrete_phase)
-    d = self.discrete_codes(vae_params, z, x, active)
-    log_px = self.log_likelihood(self.decode_logits(vae_params, self.decoder_input(z, d)), x)
+    if self.reuses_passes:
+      d, logits = self.solve_and_decode(vae_params, z, x)
+    else:
+      d = self.discrete_codes(vae_params, z, x, active)
+      logits = self.decode_logits(vae_params, self.decoder_input(z, d))
+    log_px = self.log_likelihood(logits, x)
     rec = -jnp.mean(log_px)
     kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
     betas = self.betas(t)

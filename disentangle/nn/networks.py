@@ -235,7 +235,9 @@ class Decoder(nn.Module):
 
   The input is whatever the method feeds (z, or concat(z, one-hot d) for CascadeVAE).
   ``architecture='dlib'`` (disentanglement_lib's deconv_decoder) has the same layers as
-  ``'cascade'`` and takes 64x64 images only.
+  ``'cascade'`` and takes 64x64 images only. ``dtype``: the layers' compute dtype (None: inferred
+  from the inputs and parameters, float32). The layers are :func:`decoder_layers`, a chain of
+  linear layers with ReLU between them (:func:`chain`).
   """
   image_shape: Sequence[int]
   init_scheme: str = "reference"
@@ -247,17 +249,43 @@ class Decoder(nn.Module):
 
   @nn.compact
   def __call__(self, latent):
-    size, _, channels = self.image_shape
-    check_image_size(size, self.architecture)
-    _, dense_init, transpose_init = initializers(self.init_scheme)
-    numerics = _numerics(self)
-    h = nn.relu(nn.Dense(self.hidden_units, kernel_init=dense_init, name="fc0", **numerics)(
-        latent))
-    h = nn.relu(nn.Dense(_BOTTLENECK[0] * _BOTTLENECK[1] * _BOTTLENECK[2],
-                         kernel_init=dense_init, name="fc1", **numerics)(h))
-    h = h.reshape(h.shape[:-1] + _BOTTLENECK)
-    for i, width in enumerate(_DECODER_WIDTHS[size]):
-      h = _conv_transpose(self, width, f"deconv{i}", transpose_init)(h)
+    return chain(decoder_layers(self), lambda _, layer, x: layer(x), latent)[0]
+
+
+def decoder_layers(decoder: Decoder) -> list[tuple[str, nn.Module, tuple | None]]:
+  """``[(name, layer, input shape)]``: the decoder's linear layers in order (dense fc0, fc1, the
+  transposed convs ``deconv{i}``, ``logits``). ``input shape`` is the [H, W, C] that the flat
+  activation is reshaped to before the layer (the bottleneck before ``deconv0``), else None.
+
+  Called inside :class:`Decoder`'s ``__call__`` the layers are its submodules; called outside a
+  module they are unbound, each applied to ``params[name]`` of the decoder's parameters.
+  """
+  size, _, channels = decoder.image_shape
+  check_image_size(size, decoder.architecture)
+  _, dense_init, transpose_init = initializers(decoder.init_scheme)
+  dense = lambda width, name: nn.Dense(width, kernel_init=dense_init, name=name,
+                                       **_numerics(decoder))
+  deconv = lambda width, name: _conv_transpose(decoder, width, name, transpose_init)
+  widths = _DECODER_WIDTHS[size]
+  return ([("fc0", dense(decoder.hidden_units, "fc0"), None),
+           ("fc1", dense(_BOTTLENECK[0] * _BOTTLENECK[1] * _BOTTLENECK[2], "fc1"), None)]
+          + [(f"deconv{i}", deconv(w, f"deconv{i}"), _BOTTLENECK if i == 0 else None)
+             for i, w in enumerate(widths)]
+          + [("logits", deconv(channels, "logits"), None)])
+
+
+def chain(layers, call, latent):
+  """(output, inputs) of the linear ``layers`` (:func:`decoder_layers`) with ReLU between them;
+  the output (the decoder's logits) in float32, whatever the layers' compute dtype.
+
+  ``call(name, layer, x)`` applies one layer. ``inputs[i]`` is the activation after ReLU that
+  feeds layer ``i + 1``, before any reshape: what a backward pass of layer ``i + 1`` needs besides
+  its parameters (:mod:`disentangle.nn.replay`).
+  """
+  h, inputs = latent, []
+  for i, (name, layer, shape) in enumerate(layers):
+    if i:
       h = nn.relu(h)
-    logits = _conv_transpose(self, channels, "logits", transpose_init)(h)
-    return logits.astype(jnp.float32)
+      inputs.append(h)
+    h = call(name, layer, h if shape is None else h.reshape(h.shape[:-1] + shape))
+  return h.astype(jnp.float32), tuple(inputs)
