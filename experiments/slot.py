@@ -43,8 +43,6 @@ def main(argv) -> None:
   from experiments import tables  # pylint: disable=g-import-not-at-top
   if len(argv) > 1:
     command_line.fail(f"unexpected argument {argv[1]!r}; see --helpfull")
-  if command_line.DEADLINE.value is not None:
-    command_line.fail("--deadline: not a flag of this command; the slot ends after --minutes")
   command = "python -m experiments.slot " + " ".join(shlex.quote(a) for a in sys.argv[1:])
   try:
     slot = slot_lib.parse_slot(minutes=_MINUTES.value, out=_OUT.value, workdir=_WORKDIR.value,
