@@ -15,13 +15,12 @@ from disentangle.reproduce import slot as slot_lib
 from disentangle.reproduce import utilisation
 from tests import helpers
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 FILES = {"throughput.json", "utilisation.csv", "table.json", "table.md", "log_tail.txt",
          "slot.json"}
 
 
 def _cli(*args, env=None):
-  return subprocess.run([sys.executable, "-m", "experiments.slot", *args], cwd=REPO, env=env,
+  return subprocess.run([sys.executable, "-m", "experiments.slot", *args], cwd=helpers.REPO, env=env,
                         capture_output=True, text=True, timeout=600, check=False)
 
 
