@@ -6,7 +6,7 @@ without the overlap of the host's solve (``assignment_overlap``, `disentangle.tr
 
 CascadeVAE after t_d (``cascade.discrete_start = 0``, `common.force_discrete`) with
 ``cascade.solver='scipy'``. For each N of ``--runs`` the trainer's step of N runs
-(`disentangle.train.runs.Program.stepper`, the runs laid out as ``--layout``, one device,
+(`disentangle.train.trainer.phase_step`, the runs laid out as ``--layout``, one device,
 synthetic batches) is timed in two forms:
 
 - ``one_program``: the step as one program; its callback sends every run's problem
@@ -43,7 +43,9 @@ import numpy as np
 from benchmarks import common
 from disentangle import assignment
 from disentangle import methods
+from disentangle.reproduce import throughput
 from disentangle.train import runs as runs_lib
+from disentangle.train import trainer
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "experiments/configs/dsprites_cascade.py:m6", "Config file (and variant).",
@@ -94,20 +96,20 @@ def time_step(config, runs: int, steps: int, overlapped: bool, host_fn) -> tuple
       solves.append(time.perf_counter() - t0)
 
   c = program_config(config, runs, overlapped)
-  shape = common.image_shape(c)
+  shape = throughput.image_shape(c)
   cfgs = runs_lib.run_configs(c)
   program = runs_lib.Program(c, cfgs)
   method = methods.build(c, shape, mesh=program.mesh)
   state = methods.init_states_of(method, [x.seed for x in cfgs], out_shardings=program.states)
   batches = [jax.device_put(b, program.batches)
-             for b in common.synthetic_batches(shape, c.batch_size, runs, 2)]
+             for b in throughput.synthetic_batches(shape, c.batch_size, runs, 2)]
   times, per_step = [], []
   with solver(timed):
-    train_step = program.stepper(method, shape)(0)  # t = 1 > t_d = 0: the discrete phase
+    train_step, rest = trainer.phase_step(program, method, method.phase(0))  # t = 1 > t_d = 0
     for i in range(steps + 2):
       before = len(solves)
       t0 = time.perf_counter()
-      state, metrics = train_step(state, batches[i % len(batches)])
+      state, metrics = train_step(state, batches[i % len(batches)], *rest)
       jax.block_until_ready((state, metrics))
       if i >= 2:
         times.append(time.perf_counter() - t0)
@@ -121,7 +123,7 @@ def main(argv) -> None:
   config.cascade.solver = "scipy"
   head = common.header("assignment_wait", flags.FLAGS["config"], config, force=True)
   for runs in (int(r) for r in _RUNS.value):
-    load_before = common.load_average()
+    load_before = throughput.load_average()
     record = dict(head, runs=runs, steps=_STEPS.value, layout=_LAYOUT.value,
                   problem=[runs, int(config.batch_size), int(config.cascade.num_discrete)],
                   host_threads=assignment.HOST_THREADS, load_before=load_before)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 import pathlib
 import threading
 import time
@@ -28,23 +27,14 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from disentangle import backend
+from disentangle.reproduce import throughput
 
-# Image shapes of the loaders (``disentangle.data``), so that synthetic batches need no data.
-IMAGE_SHAPES = {
-    "dsprites": (64, 64, 1),
-    "mnist": (32, 32, 1),
-    "fashion_mnist": (32, 32, 1),
-    "chairs": (64, 64, 1),
-    "celeba": (64, 64, 3),
-}
 SEED_BATCHINGS = ("vmap", "map", "unroll")
-DATA_NOTE = ("synthetic batches: uniform random images in [0, 1] of the configured shape, on "
-             "device before timing (data loading and host-to-device copies excluded)")
 
 
 # ---------------------------------------------------------------------------------------------
-# Host and environment.
+# Host and configs (the environment, image shapes and synthetic batches:
+# `disentangle.reproduce.throughput`).
 # ---------------------------------------------------------------------------------------------
 def configure_host() -> dict[str, Any] | str:
   """Calls ``disentangle.train.host.configure_malloc()`` (as the trainer does) when it exists.
@@ -66,38 +56,6 @@ def configure_host() -> dict[str, Any] | str:
   return dict(applied) if isinstance(applied, dict) else "configure_malloc"
 
 
-def num_cores() -> int:
-  """The cores this process may run on (the affinity mask, else ``os.cpu_count()``)."""
-  try:
-    return len(os.sched_getaffinity(0))
-  except AttributeError:  # not Linux
-    return os.cpu_count() or 1
-
-
-def load_average() -> list[float] | None:
-  try:
-    return [round(v, 2) for v in os.getloadavg()]
-  except OSError:
-    return None
-
-
-def environment() -> dict[str, Any]:
-  """Versions, devices and machine load, for every JSON line."""
-  record = backend.describe()
-  return {
-      "jax_version": record["jax"],
-      "backend": record["backend"],
-      "num_devices": record["device_count"],
-      "device_kind": record["device_kind"],
-      "jaxlib_version": record["jaxlib"],
-      "cores": num_cores(),
-      "loadavg": load_average(),
-  }
-
-
-# ---------------------------------------------------------------------------------------------
-# Configs.
-# ---------------------------------------------------------------------------------------------
 def describe_config(config_flag) -> dict[str, Any]:
   """Name, variant and command-line overrides of an ml_collections ``--config`` flag."""
   from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
@@ -133,26 +91,6 @@ def force_discrete(config: ml_collections.ConfigDict, enabled: bool = True) -> d
     config.cascade.discrete_start = 0
   return {"discrete_forced": bool(enabled), "discrete_start_config": original,
           "discrete_start_used": int(config.cascade.discrete_start)}
-
-
-def image_shape(config) -> tuple[int, int, int]:
-  """The dataset's image shape, without loading the data when the shape is known."""
-  name = config.dataset.name
-  if name in IMAGE_SHAPES:
-    return IMAGE_SHAPES[name]
-  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  return tuple(trainer.load_training_data(config).image_shape)
-
-
-def model_summary(config) -> dict[str, Any]:
-  """The model and batch fields every JSON line repeats."""
-  out = {"method": config.method, "conv_impl": config.model.conv_impl,
-         "batch_size": int(config.batch_size), "latent_dim": int(config.model.latent_dim),
-         "dataset": config.dataset.name}
-  if config.method == "cascadevae":
-    out.update(num_discrete=int(config.cascade.num_discrete),
-               solver=config.cascade.solver, penalty=float(config.cascade.penalty))
-  return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,7 +151,7 @@ def header(benchmark: str, config_flag, config, force: bool) -> dict[str, Any]:
   out: dict[str, Any] = {"benchmark": benchmark}
   out.update(describe_config(config_flag))
   out.update(force_discrete(config, force))
-  out.update(model_summary(config))
+  out.update(throughput.model_summary(config))
   from disentangle.train import host  # pylint: disable=g-import-not-at-top
   out["compiler_options"] = host.compiler_options(config)
   return out
@@ -221,8 +159,8 @@ def header(benchmark: str, config_flag, config, force: bool) -> dict[str, Any]:
 
 def finish_record(record: dict[str, Any], malloc) -> dict[str, Any]:
   """Adds the environment, the host settings and the data note to a final record."""
-  record.update(environment())
-  record.update(host_setup=malloc, data=DATA_NOTE)
+  record.update(throughput.environment())
+  record.update(host_setup=malloc, data=throughput.DATA_NOTE)
   return record
 
 def time_callback_jit(u: np.ndarray, penalty: np.ndarray, reps: int = 20) -> float:
@@ -290,43 +228,6 @@ class StepBench:
     return out
 
 
-def synthetic_batches(image_shape: Sequence[int], batch_size: int, num_seeds: int,
-                      count: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
-  """``count`` host batches {'image': float32 [(N,) B, H, W, C] uniform in [0, 1]}."""
-  rng = np.random.default_rng(seed)
-  lead = (num_seeds,) if num_seeds > 1 else ()
-  shape = lead + (batch_size,) + tuple(image_shape)
-  return [{"image": rng.random(shape, dtype=np.float32)} for _ in range(count)]
-
-
-def with_side_information(batch: dict, spec, num_seeds: int, seed: int,
-                          num_factors: int = 1) -> dict:
-  """``batch`` plus what a method's `BatchSpec` asks for, synthetic: ``targets`` /
-  ``attributes`` (int32 in {0, 1}, valid for every class count), the labelled stream
-  (``labelled_image`` uniform in [0, 1], ``labelled_targets``) of ``spec.labelled.batch_size``
-  and, for pairs, ``image_pair`` (uniform in [0, 1]) with ``changed`` (int32 [B,
-  ``num_factors``], one changed factor per pair)."""
-  rng = np.random.default_rng([seed, 1])
-  images = batch["image"]
-  lead = images.shape[:-4]
-  out = dict(batch)
-  bits = lambda n, k: rng.integers(0, 2, lead + (n, k)).astype(np.int32)
-  if spec.targets:
-    out["targets"] = bits(images.shape[-4], len(spec.targets))
-  if spec.attributes:
-    out["attributes"] = bits(images.shape[-4], len(spec.attributes))
-  if spec.labelled is not None:
-    n = spec.labelled.batch_size
-    out["labelled_image"] = rng.random(lead + (n,) + images.shape[-3:], dtype=np.float32)
-    out["labelled_targets"] = bits(n, max(1, len(spec.targets)))
-  if getattr(spec, "pairs", None) is not None:
-    b = images.shape[-4]
-    out["image_pair"] = rng.random(images.shape, dtype=np.float32)
-    which = rng.integers(0, num_factors, lead + (b,))
-    out["changed"] = (which[..., None] == np.arange(num_factors)).astype(np.int32)
-  return out
-
-
 def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches: int = 4,
                seed: int = 0, seed_batching: str = "vmap", phase=None) -> StepBench:
   """Builds, initialises and compiles the trainer's step for ``config`` on synthetic batches.
@@ -376,10 +277,10 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
                     out_shardings=(repl, repl))
   spec = type(method).batch_spec(config)
   factors = min(config.model.latent_dim, 5)  # a pair's label: as many factors as dSprites
-  batches = [jax.device_put(with_side_information(b, spec, num_seeds, seed + i, factors),
-                            data_sharding)
-             for i, b in enumerate(synthetic_batches(image, config.batch_size, num_seeds,
-                                                     num_batches, seed))]
+  synthetic = throughput.synthetic_batches(image, config.batch_size, num_seeds, num_batches, seed)
+  batches = [jax.device_put(
+      throughput.with_side_information(b, spec, num_seeds, seed + i, factors), data_sharding)
+             for i, b in enumerate(synthetic)]
   jax.block_until_ready((state, batches))
 
   t0 = time.perf_counter()

@@ -38,6 +38,7 @@ from ml_collections import config_flags
 import numpy as np
 
 from benchmarks import common
+from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
                                           lock_config=True)
@@ -87,7 +88,7 @@ def torch_side(module_name: str, config, image_shape, *, compile_step: bool, see
       lam=c.penalty, learning_rate=config.optimizer.learning_rate,
       weight_decay=config.weight_decay, compile_model=compile_step, seed=seed)
   batches = [torch.from_numpy(np.ascontiguousarray(b["image"].transpose(0, 3, 1, 2)))
-             for b in common.synthetic_batches(image_shape, config.batch_size, 1, 4, seed)]
+             for b in throughput.synthetic_batches(image_shape, config.batch_size, 1, 4, seed)]
   cursor = [0]
 
   def step() -> None:
@@ -164,8 +165,8 @@ def main(argv) -> None:
   malloc = common.configure_host()
   config = _CONFIG.value
   head = common.header("compare", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
-  image = common.image_shape(config)
-  cores = _TORCH_THREADS.value or common.num_cores()
+  image = throughput.image_shape(config)
+  cores = _TORCH_THREADS.value or throughput.num_cores()
 
   bench = common.build_step(config, image)
   t0 = time.perf_counter()
@@ -198,7 +199,7 @@ def main(argv) -> None:
                       "jax_cpu_ms": round(cpu_med["jax"], 2),
                       "torch_cpu_ms": round(cpu_med["torch"], 2),
                       "cpu_ratio": round(cpu_ratios[-1], 3),
-                      "loadavg": common.load_average()}), flush=True)
+                      "loadavg": throughput.load_average()}), flush=True)
 
   record = dict(head)
   record.update(torch_info)

@@ -45,11 +45,11 @@ def readings(config, image_shape, impls, runs_list, dtype="float32"):
 
 def main(argv):
   del argv
-  from benchmarks import common  # pylint: disable=g-import-not-at-top
   from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import throughput  # pylint: disable=g-import-not-at-top
   name, variant = _CONFIG.value.split(":")
   config = importlib.import_module(f"experiments.configs.{name}").get_config(variant)
-  image_shape = common.image_shape(config)
+  image_shape = throughput.image_shape(config)
   runs_list = [int(r) for r in _RUNS.value]
   impls = list(dict.fromkeys(["flax"] + _IMPLS.value))
   found = readings(config, image_shape, impls, runs_list, _DTYPE.value)

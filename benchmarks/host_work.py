@@ -56,7 +56,7 @@ def main(argv) -> None:
   spec_fn = getattr(method_cls, "batch_spec", None)
   spec = spec_fn(config) if spec_fn is not None else data_lib.IMAGES_ONLY
   cfgs = runs_lib.run_configs(config)
-  source = trainer._make_source(dataset, spec, config, cfgs, None)  # pylint: disable=protected-access
+  source = runs_lib.make_source(dataset, spec, config, cfgs)
   device = jax.devices()[0]
   rows = input_pipeline.RowSource(source)
   record = {"benchmark": "host_work", "config": config.method, "dataset": config.dataset.name,

@@ -51,6 +51,7 @@ from ml_collections import config_flags
 import numpy as np
 
 from benchmarks import common
+from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
                                           lock_config=False)
@@ -103,7 +104,7 @@ class _Interleaver:
       wall, cpu = self._bare_block()
       self.step_s.append(wall)
       self.step_cpu_s.append(cpu)
-      self.loads.append(common.load_average())
+      self.loads.append(throughput.load_average())
       r = len(self.loop_s)
       loop_ms, step_ms = 1e3 * self.loop_s[-1] / self.block, 1e3 * self.step_s[-1] / self.block
       print(json.dumps({"benchmark": "loop", "round": r - 1, "loop_ms": round(loop_ms, 2),
@@ -127,7 +128,7 @@ def _source(config, bench: common.StepBench):
   spec_fn = getattr(type(bench.method), "batch_spec", None)
   spec = spec_fn(config) if spec_fn is not None else data_lib.IMAGES_ONLY
   if config.num_seeds > 1:
-    return trainer._make_source(dataset, spec, config, runs_lib.run_configs(config), None)  # pylint: disable=protected-access
+    return runs_lib.make_source(dataset, spec, config, runs_lib.run_configs(config))
   return input_pipeline.make_source(dataset, spec, global_batch=config.batch_size,
                                     seed=config.seed)
 
@@ -225,7 +226,7 @@ def seeds_main(config, record: dict, n: int) -> None:
         ms[k].extend(per_step)
         print(json.dumps({"benchmark": "loop_seeds", "round": r, "num_seeds": k,
                           "ms_per_step": [round(v, 2) for v in per_step],
-                          "loadavg": common.load_average()}), flush=True)
+                          "loadavg": throughput.load_average()}), flush=True)
         time.sleep(_PAUSE_S)
   single, multi = float(np.median(ms[1])), float(np.median(ms[n]))
   record.update(
@@ -236,7 +237,7 @@ def seeds_main(config, record: dict, n: int) -> None:
       ratio=round(n * single / multi, 4), rounds=_ROUNDS.value, block=block, warmup_steps=warmup,
       ratio_note="seed-steps/s of the trainer with num_seeds = N over N separate runs' (N x the "
                  "single run's ms per step), medians over blocks; > 1: one program is faster")
-  record.update(common.environment())
+  record.update(throughput.environment())
   print(json.dumps(record), flush=True)
 
 
@@ -262,11 +263,11 @@ def main(argv) -> None:
   # ``--config.num_seeds=N``: the loop of one N-run program against its bare step (the step
   # over the N runs' stacked states and batches, the trainer's seed layout).
   from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
-  bench = common.build_step(config, common.image_shape(config), num_seeds=config.num_seeds,
+  bench = common.build_step(config, throughput.image_shape(config), num_seeds=config.num_seeds,
                             seed=config.seed, seed_batching=seeds.layout(config))
   bench.batches = real_batches(config, bench)
   hook = _Interleaver(bench, warmup, block, rounds)
-  load_start = common.load_average()
+  load_start = throughput.load_average()
   with tempfile.TemporaryDirectory() as tmp:
     workdir = pathlib.Path(_WORKDIR.value or tmp)
     trainer.train(config, workdir / "run", hooks=[hook])
@@ -296,7 +297,7 @@ def main(argv) -> None:
                  "bare step in the same process",
   )
   record["host_costs"] = host_costs(config, bench)
-  record.update(common.environment())
+  record.update(throughput.environment())
   record.update(host_setup=malloc,
                 data="loop: the config's real training data through the trainer's input "
                      "pipeline; bare step: 4 real batches of the same run (its last steps), "

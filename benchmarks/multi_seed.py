@@ -32,6 +32,7 @@ from ml_collections import config_flags
 import numpy as np
 
 from benchmarks import common
+from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
                                           lock_config=True)
@@ -65,7 +66,7 @@ def main(argv) -> None:
   head = common.header("multi_seed", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
   head["seeds"] = n
   solver = config.cascade.solver if config.method == "cascadevae" else None
-  image = common.image_shape(config)
+  image = throughput.image_shape(config)
 
   with common.CallbackTimer() as timer:
     single = common.build_step(config, image, num_seeds=1)
@@ -91,7 +92,7 @@ def main(argv) -> None:
       for k in ratios:
         ratios[k].append(n * round_ms["single"] / round_ms[k])
         line[f"{k}_speedup"] = round(ratios[k][-1], 3)
-      line["loadavg"] = common.load_average()
+      line["loadavg"] = throughput.load_average()
       print(json.dumps(line), flush=True)
 
   record = dict(head)

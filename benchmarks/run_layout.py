@@ -45,6 +45,7 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks import layouts as layouts_lib
+from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "experiments/configs/dsprites_cascade.py:m6", "Experiment config file[:variant].",
@@ -151,15 +152,15 @@ def main(argv) -> None:
   malloc = common.configure_host()
   config = _CONFIG.value
   head = common.header("run_layout", flags.FLAGS["config"], config, _STEP_LEVEL.value)
-  image = common.image_shape(config)
+  image = throughput.image_shape(config)
   for runs in counts:
-    before = common.load_average()
+    before = throughput.load_average()
     layouts = ["vmap"] if runs == 1 else list(_LAYOUTS.value)  # one run: every layout is one pass
     lines = [network_level(config, image, runs, layouts, _STEPS.value)]
     if _STEP_LEVEL.value and runs > 1:
       lines.append(step_level(config, image, runs, _STEPS.value))
     for line in lines:
-      record = dict(head, **line, loadavg_before=before, loadavg_after=common.load_average())
+      record = dict(head, **line, loadavg_before=before, loadavg_after=throughput.load_average())
       print(json.dumps(common.finish_record(record, malloc)), flush=True)
 
 

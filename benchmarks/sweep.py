@@ -5,7 +5,7 @@
 
 Builds the trainer's program (:class:`disentangle.train.runs.Program`: the runs on a
 ``(runs, data)`` mesh, one compiled step per phase) for ``--runs`` seeds on each device count,
-and the single run on one device, on synthetic batches (`benchmarks.common`). For each layout and
+and the single run on one device, on synthetic batches (`disentangle.reproduce.throughput.time_runs`). For each layout and
 phase (CascadeVAE: ``before`` t_d, without the discrete branch, and ``after``; other methods:
 one phase) prints one JSON line: run-steps/s (median step), ``callbacks_per_step`` (host
 assignment calls per step, counted), the compiled program's top-level operation count and
@@ -24,7 +24,7 @@ import jax
 from ml_collections import config_flags
 
 from benchmarks import common
-from benchmarks import phases
+from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
                                           lock_config=True)
@@ -40,19 +40,20 @@ def main(argv) -> None:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   malloc = common.configure_host()
   config = _CONFIG.value
-  image = common.image_shape(config)
+  image = throughput.image_shape(config)
   head = {"benchmark": "sweep", "config": common.describe_config(flags.FLAGS["config"]),
           "method": config.method, "backend": jax.default_backend(),
-          "device_count": jax.device_count(), "cores": common.num_cores(),
-          "note": common.DATA_NOTE}
+          "device_count": jax.device_count(), "cores": throughput.num_cores(),
+          "note": throughput.DATA_NOTE}
   print(json.dumps(head), flush=True)
-  measure = functools.partial(phases.measure_program, steps=_STEPS.value, warmup=_WARMUP.value)
-  with phases.CallbackCounter() as counter:
-    single = {r["phase"]: r for r in measure(config, image, 1, 1, counter)}
+  measure = functools.partial(throughput.time_runs, image=image, steps=_STEPS.value,
+                              warmup=_WARMUP.value)
+  with throughput.CallbackCounter() as counter:
+    single = measure(config, 1, devices=1, counter=counter)
     for r in single.values():
       print(json.dumps(dict(r, ratio_to_separate=1.0)), flush=True)
     for devices in map(int, _DEVICES.value):
-      for r in measure(config, image, _RUNS.value, devices, counter):
+      for r in measure(config, _RUNS.value, devices=devices, counter=counter).values():
         ratio = _RUNS.value * single[r["phase"]]["step_ms"] / r["step_ms"]
         print(json.dumps(dict(r, ratio_to_separate=round(ratio, 3), malloc=malloc)), flush=True)
 

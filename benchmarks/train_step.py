@@ -23,6 +23,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from benchmarks import common
+from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
                                           lock_config=True)
@@ -47,7 +48,7 @@ def measure(config, *, steps: int, warmup: int, num_seeds: int = 1) -> dict[str,
   """
   solver = config.cascade.solver if config.method == "cascadevae" else None
   with common.CallbackTimer() as timer:
-    bench = common.build_step(config, common.image_shape(config), num_seeds=num_seeds)
+    bench = common.build_step(config, throughput.image_shape(config), num_seeds=num_seeds)
     bench.run(warmup)
     mark = timer.mark()
     times = bench.run(steps)

@@ -16,7 +16,9 @@ target on the same host removes the temporaries of processes that no longer run.
 A write that fails with an ``OSError`` (a full disk: ``ENOSPC``; a quota, a read-only or lost
 file system) raises :class:`WriteError`, one line naming the path and the cause; the target keeps
 its old content and no temporary is left. The run's other writers (``train.writers``, the
-checkpoints) raise the same error, which the command line prints as one line.
+checkpoints) raise the same error, which the command line prints as one line. An error of the
+user's that the block of :func:`replacing` raises itself (`errors.UserError`: a download that
+failed, a checksum that differs) is not a write error and keeps its own message.
 
 **On a bucket** (a ``gs://`` target, `disentangle.paths`) every write is one whole-object
 upload: the content is made in a local temporary (:func:`replacing`; :func:`write_text` and
@@ -98,7 +100,7 @@ def replacing(path: str | os.PathLike, suffix: str | None = None, *,
       fsync(path.parent)
   except BaseException as e:
     tmp.unlink(missing_ok=True)
-    if isinstance(e, OSError) and not isinstance(e, WriteError):
+    if isinstance(e, OSError) and not isinstance(e, errors.UserError):  # a write of the block
       raise write_error(path, e) from e
     raise
 
@@ -115,7 +117,7 @@ def _uploading(path, suffix: str | None) -> Iterator[pathlib.Path]:
     yield tmp
     _upload(path, tmp.read_bytes())
   except OSError as e:
-    if isinstance(e, WriteError):
+    if isinstance(e, errors.UserError):  # the block's own, already saying what failed
       raise
     raise write_error(path, e) from e
   finally:

@@ -5,8 +5,8 @@ The training entry points (`disentangle.launch`), ``experiments.reproduce`` and
 ``error: ...`` on stderr and exit status 2 (`BAD_INPUT_STATUS`); `preemption.Preempted` (SIGTERM,
 SIGINT, the deadline) prints its line with the command that resumes and exits with its status
 (143, 130; 124 for the deadline). ``--deadline`` (seconds or a number with s / m / h, from the
-command's start) is parsed here once (`parse_deadline`). The behaviour, for users:
-docs/reliability.md.
+command's start) is defined by the commands that take it (`define_deadline`) and parsed here
+once (`parse_deadline`). The behaviour, for users: docs/reliability.md.
 """
 from __future__ import annotations
 
@@ -23,9 +23,6 @@ from disentangle import errors
 BAD_INPUT_STATUS = 2
 UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
-DEADLINE = flags.DEFINE_string(
-    "deadline", None, "Stop at this wall time from the start, with a checkpoint: seconds or a "
-    "number with a unit (90s, 25m, 1h).")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smh]?)\s*$")
 
@@ -49,13 +46,20 @@ def parse_deadline(text: str) -> float:
   return seconds
 
 
-def deadline_from_flag(started: float | None = None) -> float | None:
-  """``--deadline`` as a `time.time()` counted from ``started`` (default: now); None without
-  the flag. Bad input: one line naming the flag, exit status 2."""
-  if DEADLINE.value is None:
+def define_deadline() -> flags.FlagHolder:
+  """``--deadline``, defined by an entry point that takes it (once, when it runs)."""
+  return flags.DEFINE_string(
+      "deadline", None, "Stop at this wall time from the start, with a checkpoint: seconds or a "
+      "number with a unit (90s, 25m, 1h).")
+
+
+def deadline_from_flag(flag: flags.FlagHolder, started: float | None = None) -> float | None:
+  """``--deadline`` (``flag``, `define_deadline`) as a `time.time()` counted from ``started``
+  (default: now); None without the flag. Bad input: one line naming the flag, exit status 2."""
+  if flag.value is None:
     return None
   try:
-    seconds = parse_deadline(DEADLINE.value)
+    seconds = parse_deadline(flag.value)
   except ValueError as e:
     fail(str(e))
   return (time.time() if started is None else started) + seconds

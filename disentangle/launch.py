@@ -14,6 +14,7 @@ described once in docs/reliability.md.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import pathlib
 import shlex
@@ -29,12 +30,17 @@ from disentangle import command_line
 from disentangle import config as config_lib
 from disentangle import paths
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, with :variant.",
-                                          lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (created; resumed if it exists).")
-
-BAD_INPUT_STATUS = command_line.BAD_INPUT_STATUS
 fail = command_line.fail
+
+
+def define_flags() -> dict[str, flags.FlagHolder]:
+  """``--config``, ``--workdir`` and ``--deadline`` of a training entry point, defined when it
+  runs (`main`), never when a module is imported."""
+  return {"config": config_flags.DEFINE_config_file("config", None, "Config file, with :variant.",
+                                                    lock_config=True),
+          "workdir": flags.DEFINE_string("workdir", None,
+                                         "Run directory (created; resumed if it exists)."),
+          "deadline": command_line.define_deadline()}
 
 
 def default_workdir(config_arg: str) -> pathlib.Path:
@@ -83,7 +89,7 @@ def _last_line(text: str) -> str:
   return [line for line in text.splitlines() if line.strip()][-1].strip()
 
 
-def parse_flags(argv: list[str]) -> list[str]:
+def parse_flags(argv: list[str], config: flags.FlagHolder) -> list[str]:
   """absl's flag parsing, with a bad ``--config`` (file, variant, field, value) as one line.
 
   ``config_flags`` raises a bare ``KeyError`` / ``AttributeError`` (with a traceback) for an
@@ -94,7 +100,7 @@ def parse_flags(argv: list[str]) -> list[str]:
   """
   try:
     rest = flags.FLAGS(argv)
-    _ = _CONFIG.value.method  # a missing config file raises only here
+    _ = config.value.method  # a missing config file raises only here
     return rest
   except Exception as e:  # pylint: disable=broad-except
     message = config_problem(argv)
@@ -105,15 +111,16 @@ def parse_flags(argv: list[str]) -> list[str]:
   fail(message)
 
 
-def _run(_):
-  deadline = command_line.deadline_from_flag(_STARTED)  # a bad value: one line, nothing created
+def _run(defined: dict[str, flags.FlagHolder], _):
+  # a bad deadline: one line, nothing created
+  deadline = command_line.deadline_from_flag(defined["deadline"], _STARTED)
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
   absl_logging.set_verbosity(absl_logging.WARNING)
-  config = _CONFIG.value
-  workdir = paths.as_path(_WORKDIR.value)  # a folder or a bucket URL (gs://bucket/run)
+  config = defined["config"].value
+  workdir = paths.as_path(defined["workdir"].value)  # a folder or a bucket URL (gs://bucket/run)
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
     methods.validate(config)  # once; a bad field: its one line alone, before the announcement
     print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
@@ -148,4 +155,6 @@ def main(default_config: str | None = None) -> None:
     fail("--config=<file>.py[:variant] is required")
   if not any(a.startswith("--workdir=") for a in sys.argv):
     sys.argv.append(f"--workdir={default_workdir(config_arg)}")
-  app.run(_run, flags_parser=parse_flags)
+  defined = define_flags()
+  app.run(functools.partial(_run, defined),
+          flags_parser=functools.partial(parse_flags, config=defined["config"]))

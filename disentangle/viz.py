@@ -204,17 +204,3 @@ def plot_information_curves(path: str, steps: Sequence[float], values: np.ndarra
   fig.tight_layout()
   with atomic.replacing(path, suffix=".png") as tmp:
     fig.savefig(tmp, format="png")
-
-
-def stack_grids(grids: Sequence[np.ndarray], pad_value: float = 1.0) -> np.ndarray:
-  """Stacks grid images [H_i, W_i, C] vertically, padding narrower ones on the right."""
-  grids = [np.asarray(g, np.float32) for g in grids]
-  width = max(g.shape[1] for g in grids)
-  channels = max(g.shape[2] for g in grids)
-  out = []
-  for g in grids:
-    if g.shape[2] != channels:
-      g = np.repeat(g, channels, axis=2)
-    pad = np.full((g.shape[0], width - g.shape[1], channels), pad_value, np.float32)
-    out.append(np.concatenate([g, pad], axis=1))
-  return np.concatenate(out, axis=0)

@@ -10,7 +10,10 @@ on the whole representation and with the b_j of the subgroup (``--sensitive`` /
 the alpha = 0 run, FactorVAE on [z, b] with FFVAE's grouping: its b carry no attribute by
 construction, but it is an ffvae-method run and has the same ``sensitive_dims``) adds that run's
 two rows. Writes ``RUN/fairness.json`` and ``RUN/fairness.md`` atomically, on process 0 only.
+Bad input (not a run, not an FFVAE run, an unknown attribute, a failed write) is one line and
+exit status 2 (`disentangle.command_line.exits`).
 """
+import shlex
 import sys
 
 
@@ -29,6 +32,7 @@ def main(argv=None):
     from absl import logging  # pylint: disable=g-import-not-at-top
     import jax  # pylint: disable=g-import-not-at-top
 
+    from disentangle import command_line  # pylint: disable=g-import-not-at-top
     from disentangle.evaluation import fair_audit  # pylint: disable=g-import-not-at-top
     if not flags_["verbosity"].present:
       logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
@@ -36,14 +40,12 @@ def main(argv=None):
       return
     subgroup = (tuple(s.strip() for s in flags_.sensitive.split(",") if s.strip())
                 if flags_.sensitive else None)
-    try:
-      rows = fair_audit.audit_run(flags_.workdir, target=flags_.target, subgroup=subgroup, step=flags_.step)
+    with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
+      rows = fair_audit.audit_run(flags_.workdir, target=flags_.target, subgroup=subgroup,
+                                  step=flags_.step)
       if flags_.baseline:
         rows += fair_audit.audit_run(flags_.baseline, target=flags_.target, subgroup=subgroup)
-    except (FileNotFoundError, ValueError) as e:  # ConfigError is a ValueError
-      print(f"error: {e}", file=sys.stderr)
-      sys.exit(2)
-    json_path, md_path = fair_audit.write(flags_.workdir, rows)
+      json_path, md_path = fair_audit.write(flags_.workdir, rows)
     print(md_path.read_text())
     print(f"wrote {json_path} and {md_path}")
 

@@ -38,11 +38,11 @@ _SEEDS = flags.DEFINE_string("seeds", None, "Seeds per row (default: the paper's
 _FRACTION = flags.DEFINE_string("fraction", "1", "Share of every schedule, in (0, 1].")
 _LIST = flags.DEFINE_bool("list", False, "Name every table with its rows.")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the programs and the run-steps only.")
+_DEADLINE = command_line.define_deadline()
 _EVAL_POINTS = flags.DEFINE_string(
     "eval_points", "0", "0: each metric's own number of points; N >= 100: every metric on at "
     "most N points (a CPU budget; recorded in table.md).")
 
-BAD_INPUT_STATUS = command_line.BAD_INPUT_STATUS
 fail = command_line.fail
 
 
@@ -86,7 +86,7 @@ def main(argv):
                       eval_points=eval_points)
   except errors.UserError as e:
     fail(str(e))
-  deadline = command_line.deadline_from_flag(STARTED)
+  deadline = command_line.deadline_from_flag(_DEADLINE, STARTED)
   absl_logging.set_verbosity(absl_logging.WARNING)
   command = "python -m experiments.reproduce " + " ".join(shlex.quote(a) for a in sys.argv[1:])
   # A workdir in use, a missing data file, NaN, no restorable checkpoint, a failed write: one

@@ -5,7 +5,7 @@ python -m experiments.slot --minutes=25 --out=DIR [--slot_workdir=W]
     [--runs=1,10,20,40] [--throughput_minutes=M]
 
 The logic, the files of ``DIR`` and the exit statuses: `disentangle.reproduce.slot`; the
-throughput figures: `benchmarks.throughput`; the tables: `experiments.tables`. The same command
+throughput figures: `disentangle.reproduce.throughput`; the tables: `experiments.tables`. The same command
 again continues where the last one stopped.
 """
 import functools
@@ -43,8 +43,6 @@ def main(argv) -> None:
   from experiments import tables  # pylint: disable=g-import-not-at-top
   if len(argv) > 1:
     command_line.fail(f"unexpected argument {argv[1]!r}; see --helpfull")
-  if command_line.DEADLINE.value is not None:
-    command_line.fail("--deadline: not a flag of this command; the slot ends after --minutes")
   command = "python -m experiments.slot " + " ".join(shlex.quote(a) for a in sys.argv[1:])
   try:
     slot = slot_lib.parse_slot(minutes=_MINUTES.value, out=_OUT.value, workdir=_WORKDIR.value,
@@ -56,7 +54,6 @@ def main(argv) -> None:
     command_line.fail(str(e))
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
 
-  from benchmarks import throughput  # pylint: disable=g-import-not-at-top
   from disentangle.train import host  # pylint: disable=g-import-not-at-top
   from experiments import aggregate  # pylint: disable=g-import-not-at-top
   from experiments.configs import common as configs  # pylint: disable=g-import-not-at-top
@@ -66,8 +63,7 @@ def main(argv) -> None:
   modules = {m.__name__.rpartition(".")[2]: m for m in aggregate.config_modules()}
   scale = functools.partial(configs.scale_schedule, round_steps=True)
   with command_line.exits(command):
-    status = slot_lib.run_slot(slot, measure=throughput.measure, modules=modules, scale=scale,
-                               started=STARTED)
+    status = slot_lib.run_slot(slot, modules=modules, scale=scale, started=STARTED)
   sys.exit(status)
 
 

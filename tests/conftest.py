@@ -24,7 +24,7 @@ jax.config.update("jax_num_cpu_devices", 8)
 
 import pytest  # noqa: E402
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from tests.helpers import SHARED  # noqa: E402  (after the devices are set)
 
 
 def pytest_configure(config):
@@ -41,7 +41,6 @@ def pytest_configure(config):
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
-SHARED = pathlib.Path(os.environ.get("DISENTANGLE_SHARED_DIR", REPO.parent / "shared"))
 if (SHARED / "data").is_dir():  # the offline data folder, for loaders called without a folder
   os.environ.setdefault("DISENTANGLE_DATA_DIR", str(SHARED / "data"))
 

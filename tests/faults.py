@@ -42,7 +42,6 @@ import sys
 import tempfile
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 MODULE = "experiments.dsprites_betavae"
 COMMAND = ("--config=experiments/configs/dsprites_betavae.py:smoke", "--config.batch_size=16",
            "--config.eval.num_points=500", "--config.eval.factor_score_votes=20",
@@ -201,7 +200,8 @@ def compare(run: pathlib.Path, reference: pathlib.Path, steps: int) -> list[str]
 
 def environment(workdir: pathlib.Path) -> dict:
   """The children's environment: the repository importable, a shared compilation cache."""
-  env = dict(os.environ, PYTHONPATH=str(REPO))
+  from tests import helpers  # pylint: disable=g-import-not-at-top  (not in the children)
+  env = dict(os.environ, PYTHONPATH=str(helpers.REPO))
   env.setdefault("JAX_COMPILATION_CACHE_DIR", str(pathlib.Path(workdir) / "jax_cache"))
   env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
   env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
@@ -224,8 +224,9 @@ def start(run: pathlib.Path, steps: int, env: dict, log: pathlib.Path,
   env = dict(env, **({KILL_ENV: kill_at} if kill_at else {}))
   args = [sys.executable, "-c", "from tests import faults; faults.child()", *command(steps),
           f"--workdir={run}"]
+  from tests import helpers  # pylint: disable=g-import-not-at-top  (not in the children)
   with open(log, "w") as f:
-    return subprocess.Popen(args, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+    return subprocess.Popen(args, cwd=helpers.REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
 
 
 def reference(run: pathlib.Path, steps: int, env: dict) -> float:

@@ -24,10 +24,13 @@ import pytest
 from disentangle import config as config_lib
 from disentangle import data
 from disentangle import methods
+from disentangle import paths
 from disentangle.data.labels import supervision
 from disentangle.data.tfds import builders
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+# The offline data folder beside the checkout (real MNIST, 12 real dSprites images).
+SHARED = pathlib.Path(os.environ.get("DISENTANGLE_SHARED_DIR", REPO.parent / "shared"))
 
 
 class TinyImages:
@@ -249,6 +252,36 @@ def run_pair(workdir, steps, *extra, env=None):
 # -- metrics lines -------------------------------------------------------------------------------
 def metrics_lines(path):
   return [json.loads(l) for l in (path / "metrics.jsonl").read_text().splitlines()]
+
+
+def lines(folder):
+  """The metrics lines of ``folder`` (a folder or a gs:// URL), without the wall-clock rate."""
+  text = paths.as_path(folder).joinpath("metrics.jsonl").read_text()
+  return [{k: v for k, v in json.loads(l).items() if k != "steps_per_sec"}
+          for l in text.splitlines()]
+
+
+def events(folder):
+  """(step, tag, value) of every scalar in the TensorBoard event files of ``folder`` (TFRecord:
+  length, its CRC, the Event proto, its CRC)."""
+  from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
+  out = []
+  for path in sorted(folder.iterdir()):
+    data, i = path.read_bytes(), 0
+    while i < len(data):
+      n = int.from_bytes(data[i:i + 8], "little")
+      event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+      out += [(event.step, v.tag, v.simple_value) for v in event.summary.value]
+      i += 12 + n + 4
+  return out
+
+
+def steps(folder):
+  """The complete checkpoint steps under ``folder`` (orbax's finalised step folders; a folder or
+  a gs:// URL); none where it does not exist."""
+  folder = paths.as_path(folder)
+  return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) \
+      if folder.exists() else []
 
 
 def assert_same_metrics(a, b, rtol=2e-4, atol=2e-5):

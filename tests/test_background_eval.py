@@ -25,12 +25,6 @@ from disentangle.train import trainer
 from disentangle.train import writers
 from tests import faults
 from tests import helpers
-from tests.conftest import REPO
-
-
-def _lines(run):
-  return [{k: v for k, v in json.loads(l).items() if k != "steps_per_sec"}
-          for l in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 def _files(run, folder, pattern):
@@ -92,8 +86,8 @@ def test_background_evaluation_writes_what_the_loop_writes(tmp_path):
     np.testing.assert_array_equal(a, b)
   for i, run in enumerate(("seed_0", "seed_1")):
     bg, fg = tmp_path / "True" / run, tmp_path / "False" / run
-    assert _lines(bg) == _lines(fg)
-    assert sum("eval/accuracy" in l for l in _lines(bg)) == 2
+    assert helpers.lines(bg) == helpers.lines(fg)
+    assert sum("eval/accuracy" in l for l in helpers.lines(bg)) == 2
     for folder, pattern in (("eval", "step_*.json"), ("images", "*.png")):
       assert _files(bg, folder, pattern) == _files(fg, folder, pattern) != {}
     cfg = runs_lib.run_configs(config)[i]  # the run's own config, as the trainer builds it
@@ -164,7 +158,7 @@ def test_sigterm_during_a_background_evaluation_loses_nothing(tmp_path, monkeypa
   assert log and log[0][0] == 3 and log[0][1] > sent[0]  # still running at the signal
   assert (tmp_path / "b" / "eval" / "step_3.json").exists()
   assert not (tmp_path / "b" / trainer.PENDING_EVAL).exists()
-  assert [l["step"] for l in _lines(tmp_path / "b")] == [1, 2, 3, 3, 4]
+  assert [l["step"] for l in helpers.lines(tmp_path / "b")] == [1, 2, 3, 3, 4]
   _train(_config(), tmp_path / "b", data)
   _assert_same_runs(tmp_path / "b", never_stopped, 9)
 
@@ -200,12 +194,12 @@ def test_a_run_killed_during_a_background_evaluation_evaluates_that_step_again(t
   once) and ends equal to a run never killed (evaluated in the loop)."""
   data = helpers.TinyImages(n=64)
   run = tmp_path / "b"
-  env = dict(os.environ, PYTHONPATH=str(REPO))
-  proc = subprocess.run([sys.executable, "-c", _KILLED_CHILD, str(run)], cwd=REPO, env=env,
+  env = dict(os.environ, PYTHONPATH=str(helpers.REPO))
+  proc = subprocess.run([sys.executable, "-c", _KILLED_CHILD, str(run)], cwd=helpers.REPO, env=env,
                         capture_output=True, text=True, timeout=600)
   assert proc.returncode == -signal.SIGKILL, proc.stdout[-2000:] + proc.stderr[-3000:]
   assert json.loads((run / trainer.PENDING_EVAL).read_text()) == {"step": 3}
-  assert sum(l["step"] == 3 and "eval/mi_per_dim" in l for l in _lines(run)) == 1
+  assert sum(l["step"] == 3 and "eval/mi_per_dim" in l for l in helpers.lines(run)) == 1
   _train(_config(), run, data)
   assert not (run / trainer.PENDING_EVAL).exists()
   _assert_same_runs(run, never_stopped, 9)
@@ -233,4 +227,4 @@ def test_an_error_in_a_background_evaluation_stops_the_loop(tmp_path, monkeypatc
     assert len(closed) == 1
     assert [t for t in threading.enumerate() if t not in threads and
             t.name.startswith("evaluation")] == []
-    assert [l["step"] for l in _lines(tmp_path / str(background))] == [1, 2, 3]
+    assert [l["step"] for l in helpers.lines(tmp_path / str(background))] == [1, 2, 3]

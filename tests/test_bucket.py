@@ -1,7 +1,6 @@
 """Runs on a bucket (``gs://``): a Cloud Storage emulator on 127.0.0.1 (`tests.storage_emulator`,
 started by the ``storage_emulator`` fixture) behind the real clients (gcsfs, tensorstore)."""
 import json
-import pathlib
 import signal
 import socket
 import subprocess
@@ -15,8 +14,6 @@ from disentangle import paths
 from disentangle.train import preemption
 from tests import helpers
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
 
 def _fs():
   """The bucket's file system, its listings cache dropped (other processes write too)."""
@@ -25,17 +22,6 @@ def _fs():
   return fs
 
 
-def _lines(folder):
-  """The metrics lines of ``folder`` (local or gs://), without the wall-clock rate."""
-  text = paths.as_path(folder, ).joinpath("metrics.jsonl").read_text() if paths.is_remote(
-      folder) else (folder / "metrics.jsonl").read_text()
-  return [{k: v for k, v in json.loads(l).items() if k != "steps_per_sec"}
-          for l in text.splitlines()]
-
-
-def _steps(folder):
-  """The complete checkpoint steps under ``folder`` (orbax's finalised step folders)."""
-  return sorted(int(p.name) for p in paths.as_path(folder).iterdir() if p.name.isdigit())
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +53,18 @@ def test_a_run_stopped_and_resumed_on_a_bucket_equals_the_local_run(bucket, loca
     trainer.train(config, bucket, dataset=data, hooks=[sigterm_at_4])
   assert e.value.step == 4 and f"checkpoint 4 in {bucket}/checkpoints" in str(e.value)
   _fs()
-  assert _steps(f"{bucket}/checkpoints") == [3, 4]
-  assert [l["step"] for l in _lines(bucket)] == [2, 3, 4]
+  assert helpers.steps(f"{bucket}/checkpoints") == [3, 4]
+  assert [l["step"] for l in helpers.lines(bucket)] == [2, 3, 4]
   resumed = trainer.train(config, bucket, dataset=data)
   for a, b in zip(jax.tree_util.tree_leaves(local), jax.tree_util.tree_leaves(resumed)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-  assert _lines(bucket) == _lines(folder)
+  assert helpers.lines(bucket) == helpers.lines(folder)
   fs = _fs()
   assert json.loads(fs.cat(f"{bucket}/config.json")) == json.loads(
       (folder / "config.json").read_text())
   events = [p for p in fs.ls(f"{bucket}/tensorboard") if "tfevents" in p]
   assert len(events) == 2 and all(fs.size(p) > 0 for p in events)  # the stopped and resumed runs
-  assert _steps(f"{bucket}/checkpoints") == [6, 9]
+  assert helpers.steps(f"{bucket}/checkpoints") == [6, 9]
 
 
 _KILLED_CHILD = """
@@ -106,15 +92,15 @@ def test_a_run_killed_on_a_bucket_resumes_equal_to_the_local_run(bucket, local_r
   config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
   folder, local = local_run
   child = subprocess.run([sys.executable, "-c", _KILLED_CHILD, bucket], capture_output=True,
-                         text=True, timeout=600, cwd=REPO)
+                         text=True, timeout=600, cwd=helpers.REPO)
   assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
   _fs()
-  assert _steps(f"{bucket}/checkpoints") == [3]
-  assert [l["step"] for l in _lines(bucket)] == [2, 3, 4]  # line 4: past the checkpoint
+  assert helpers.steps(f"{bucket}/checkpoints") == [3]
+  assert [l["step"] for l in helpers.lines(bucket)] == [2, 3, 4]  # line 4: past the checkpoint
   resumed = trainer.train(config, bucket, dataset=data)
   for a, b in zip(jax.tree_util.tree_leaves(local), jax.tree_util.tree_leaves(resumed)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-  assert _lines(bucket) == _lines(folder)
+  assert helpers.lines(bucket) == helpers.lines(folder)
 
 
 @pytest.mark.slow
@@ -135,9 +121,9 @@ def test_two_processes_write_one_checkpoint_into_one_bucket_folder_and_resume(bu
   second = helpers.run_pair(bucket, 4)  # resumes from step 2
   assert all(r["step"] == 4 for r in second)
   assert second[0]["params_sha256"] == second[1]["params_sha256"]
-  assert [l["step"] for l in _lines(bucket)] == [1, 2, 3, 4]
+  assert [l["step"] for l in helpers.lines(bucket)] == [1, 2, 3, 4]
   _fs()
-  assert 4 in _steps(f"{bucket}/checkpoints")
+  assert 4 in helpers.steps(f"{bucket}/checkpoints")
 
 
 def _dead_pid() -> int:

@@ -1,7 +1,6 @@
 """The command lines' shared pieces (`disentangle.command_line`): ``--deadline`` parsed once, bad
 values in one line naming the flag with nothing created, and a run stopped at its deadline."""
 import importlib
-import pathlib
 import re
 import subprocess
 import sys
@@ -11,8 +10,6 @@ import pytest
 from disentangle import command_line
 from disentangle import errors
 from tests import helpers
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("text,seconds", [("90", 90), ("90s", 90), ("25m", 1500), ("1h", 3600),
@@ -38,7 +35,7 @@ _SMOKE = ("--config=experiments/configs/dsprites_betavae.py:smoke", "--config.ba
 
 
 def _run(module, *args):
-  return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True,
+  return subprocess.run([sys.executable, "-m", module, *args], cwd=helpers.REPO, capture_output=True,
                         text=True, timeout=600, check=False)
 
 
@@ -107,7 +104,9 @@ def test_evaluate_on_a_folder_that_is_not_a_run_is_one_line(tmp_path, make, expe
 @pytest.mark.parametrize("error", [
     "config.ConfigError", "reproduce.plan.BadInput", "data.files.DataFileError",
     "data.files.MissingDataError", "train.trainer.NonFiniteError",
-    "train.checkpoint.CheckpointError", "atomic.WriteError", "evaluation.evaluate_run.NotARun"])
+    "train.checkpoint.CheckpointError", "atomic.WriteError", "evaluation.evaluate_run.NotARun",
+    "evaluation.aggregate.NotEvaluated", "evaluation.fair_audit.NotAnFFVAERun",
+    "data.files.DownloadError"])
 def test_every_one_line_error_is_a_user_error_and_exits_with_its_line(error, capsys):
   module, name = error.rsplit(".", 1)
   cls = getattr(importlib.import_module(f"disentangle.{module}"), name)

@@ -1,6 +1,5 @@
 """Bad configs fail before compilation with an error naming the field."""
 import importlib
-import pathlib
 import subprocess
 import sys
 
@@ -99,7 +98,6 @@ def test_unknown_field_hint_names_the_nearest_field():
     mod.get_config("casade.penalty=1")
 
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 BETAVAE = "--config=experiments/configs/dsprites_betavae.py:smoke"
 
 
@@ -138,7 +136,7 @@ def test_bad_command_line_in_its_own_process_is_one_line(tmp_path, args, expect)
   the flags are parsed, and a value refused by the validation (`command_line.exits`)."""
   workdir = tmp_path / "run"
   r = subprocess.run([sys.executable, "-m", "experiments.dsprites_betavae", *args,
-                      f"--workdir={workdir}"], cwd=REPO, capture_output=True, text=True,
+                      f"--workdir={workdir}"], cwd=helpers.REPO, capture_output=True, text=True,
                      timeout=300)
   _assert_one_line(r, expect, workdir)
 

@@ -124,3 +124,15 @@ def test_md5_digest_matches_hashlib(tmp_path):
   assert files.file_digest(path, "md5") == hashlib.md5(path.read_bytes()).hexdigest()
   spec = files.DataFile("blob", "md5", hashlib.md5(path.read_bytes()).hexdigest())
   assert files.fetch(spec, tmp_path) == path
+
+
+def test_a_failed_download_names_the_url_not_a_write(monkeypatch, tmp_path):
+  """A mirror that cannot be read is reported as a download that failed, with its reason; the
+  atomic writer around it names only write errors."""
+  monkeypatch.delenv(files.NO_DOWNLOAD_ENV, raising=False)
+  url = (tmp_path / "absent.gz").as_uri()
+  spec = files.DataFile("z/labels.gz", "sha256", "0" * 64, (url,))
+  with pytest.raises(files.MissingDataError) as e:
+    files.fetch(spec, tmp_path / "data")
+  assert f"  could not download {url}: " in str(e.value) and "cannot write" not in str(e.value)
+  assert not (tmp_path / "data" / "z").exists()

@@ -5,7 +5,6 @@ same batches (images, targets) for the same (seed, step); the ground-truth proto
 against the factors written into each image's pixels.
 """
 import json
-import pathlib
 import subprocess
 import sys
 
@@ -376,7 +375,7 @@ def test_builds_past_the_shuffle_buffer_without_tensorflow(tmp_path):
   read back by index the rows of the raw arrays (the counted stand-in) and of the renderer (a
   split of declared size, written as generated)."""
   proc = subprocess.run([sys.executable, "-c", _NO_TF_BUILD, str(tmp_path)], capture_output=True,
-                        text=True, cwd=pathlib.Path(__file__).resolve().parents[1], check=False)
+                        text=True, cwd=helpers.REPO, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = json.loads(proc.stdout.strip().splitlines()[-1])
   assert out["spilled"] in ("ImportError", "ModuleNotFoundError")

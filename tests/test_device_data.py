@@ -20,7 +20,6 @@ from disentangle.train import device_data
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
 from disentangle.train import trainer
-from tests import conftest
 from tests import helpers
 
 SIDE = BatchSpec(targets=("digit",), attributes=("big",),
@@ -35,7 +34,7 @@ def sets(tmp_path_factory):
   """Every kind of in-memory training set, small (MNIST the real one where ../shared/data has
   it, else the synthetic stand-in)."""
   tmp = tmp_path_factory.mktemp("sets")
-  mnist_dir, verify = conftest.SHARED / "data", True
+  mnist_dir, verify = helpers.SHARED / "data", True
   if not (mnist_dir / "mnist").is_dir():
     mnist_dir, verify = synthetic.ensure_synthetic("mnist", tmp / "synthetic"), False
   rng = np.random.default_rng(0)

@@ -1,7 +1,6 @@
 """AnnealedVAE and DIP-VAE-I/II: regularisers against closed forms and numpy, configs, runs."""
 import importlib
 import json
-import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -16,8 +15,6 @@ from disentangle.methods import dipvae
 from disentangle.train import runs
 from disentangle.train import trainer
 from tests import helpers
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _config_module(name):

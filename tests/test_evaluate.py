@@ -2,7 +2,6 @@
 import importlib
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,6 @@ from disentangle.train import checkpoint
 from disentangle.train import trainer
 from tests import helpers
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 SEED = 3
 
 
@@ -303,7 +301,7 @@ def test_aggregate_mean_std_best_beside_published(tmp_path):
 
   out = tmp_path / "table.md"
   proc = subprocess.run([sys.executable, "-m", "experiments.aggregate", *map(str, runs),
-                         f"--output={out}"], cwd=REPO, capture_output=True, text=True,
+                         f"--output={out}"], cwd=helpers.REPO, capture_output=True, text=True,
                         timeout=120, check=False)
   assert proc.returncode == 0, proc.stderr
   assert "80.00 (8.16) / 90.00" in out.read_text()
@@ -442,7 +440,7 @@ def test_the_command_line_finishes_a_dsprites_cascadevae_smoke_run_with_one_line
   proc = subprocess.run(
       [sys.executable, "-m", "experiments.evaluate", f"--workdir={run_dir}",
        "--factor_score_votes=20", "--vote_batch=10", "--mig_points=500"],
-      capture_output=True, text=True, cwd=REPO, env=env, timeout=900, check=False)
+      capture_output=True, text=True, cwd=helpers.REPO, env=env, timeout=900, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "ConvergenceWarning" not in proc.stderr and "Traceback" not in proc.stderr
   lines = proc.stdout.strip().splitlines()

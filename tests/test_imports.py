@@ -7,7 +7,9 @@ imports included, since a circle through a deferred import is still a circle).
 import ast
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests import helpers
+
+ROOT = helpers.REPO
 PACKAGE = ROOT / "disentangle"
 
 

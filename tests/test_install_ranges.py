@@ -19,13 +19,14 @@ from packaging import specifiers
 from packaging import version
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from tests import helpers
+
 PLUGIN = "jax-cuda13-plugin"
 
 
 def _tested() -> dict[str, tuple[str, str]]:
   """setup.py's ``TESTED`` (name -> (lock, newest)), read without running setup.py."""
-  for node in ast.parse((REPO / "setup.py").read_text()).body:
+  for node in ast.parse((helpers.REPO / "setup.py").read_text()).body:
     if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "TESTED":
       return ast.literal_eval(node.value)
   raise AssertionError("setup.py has no TESTED")
@@ -33,7 +34,7 @@ def _tested() -> dict[str, tuple[str, str]]:
 
 def _lock() -> dict[str, str]:
   pins = {}
-  for line in (REPO / "requirements.txt").read_text().splitlines():
+  for line in (helpers.REPO / "requirements.txt").read_text().splitlines():
     if line.strip() and not line.startswith("#"):
       req = requirements.Requirement(line)
       (spec,) = req.specifier
@@ -90,7 +91,7 @@ def _dry_run(env: pathlib.Path, tmp_path: pathlib.Path, *extra: str):
   python = env / "bin" / "python"
   out = subprocess.run(
       [sys.executable, "-m", "pip", "--python", str(python), "install", "--dry-run", "--quiet",
-       "--report", str(report), "--no-index", "--no-build-isolation", *extra, "-e", str(REPO)],
+       "--report", str(report), "--no-index", "--no-build-isolation", *extra, "-e", str(helpers.REPO)],
       capture_output=True, text=True, timeout=300,
       env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1",
            "PIP_DISABLE_PIP_VERSION_CHECK": "1"})

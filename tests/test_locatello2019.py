@@ -4,7 +4,6 @@ disentanglement_lib's ``unsupervised_study_v1`` settings, bad input, and its pic
 import functools
 import json
 import math
-import pathlib
 import re
 
 import numpy as np
@@ -22,7 +21,6 @@ from experiments import tables
 from experiments.configs import common
 from tests import helpers
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 MODULES = {m.__name__.rpartition(".")[2]: m for m in aggregate_entry.config_modules()}
 SCALE = functools.partial(common.scale_schedule, round_steps=True)
 

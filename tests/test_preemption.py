@@ -10,10 +10,6 @@ from disentangle.train import preemption
 from tests import helpers
 
 
-def _steps(folder):
-  return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
-
-
 def test_no_signal_no_stop_and_handlers_restored():
   before = {s: signal.getsignal(s) for s in preemption.SIGNALS}
   with preemption.Signals(0) as stop:
@@ -54,7 +50,7 @@ def test_two_processes_stop_at_the_same_step_when_one_gets_sigterm(tmp_path):
   assert stops[0] == stops[1] and 2 <= stops[0] < 12, results
   assert [r["signal"] for r in results] == ["SIGTERM", "SIGTERM"]
   assert results[0]["params_sha256"] == results[1]["params_sha256"]
-  assert stops[0] in _steps(tmp_path / "checkpoints")
+  assert stops[0] in helpers.steps(tmp_path / "checkpoints")
   lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert [l["step"] for l in lines] == list(range(1, stops[0] + 1))
 

@@ -6,7 +6,6 @@ import functools
 import itertools
 import json
 import math
-import pathlib
 import subprocess
 import sys
 
@@ -22,7 +21,6 @@ from experiments import tables
 from experiments.configs import common
 from tests import helpers
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 MODULES = {m.__name__.rpartition(".")[2]: m for m in aggregate_entry.config_modules()}
 SCALE = functools.partial(common.scale_schedule, round_steps=True)
 REQUIRED = ("cascadevae_table1", "cascadevae_table2", "cascadevae_table3", "cascadevae_table4",
@@ -274,7 +272,7 @@ def test_table_cells_mean_population_std_and_best_beside_the_published():
   json.dumps(data)
 
 
-def _cli(*args, cwd=REPO):
+def _cli(*args, cwd=helpers.REPO):
   return subprocess.run([sys.executable, "-m", "experiments.reproduce", *args], cwd=cwd,
                         capture_output=True, text=True, timeout=300, check=False)
 

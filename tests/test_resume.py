@@ -34,7 +34,6 @@ device data (``dataset.placement`` is a resumable field).
 """
 import json
 import os
-import pathlib
 import signal
 import subprocess
 import sys
@@ -89,14 +88,6 @@ def _leaves(state):
   return [np.asarray(x) for x in jax.tree_util.tree_leaves(state)]
 
 
-def _lines(run):
-  return [{k: v for k, v in json.loads(l).items() if k != "steps_per_sec"}
-          for l in (run / "metrics.jsonl").read_text().splitlines()]
-
-
-def _steps(folder):
-  return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) \
-      if folder.exists() else []
 
 
 def _run_dirs(config):
@@ -173,7 +164,7 @@ def _kill(config, data, run, monkeypatch, calls=None, **kw):
 
   with pytest.raises(_Killed):
     trainer.train(config, run, dataset=data, hooks=[kill_after_4], **kw)
-  assert _steps(run / "checkpoints") == [3]
+  assert helpers.steps(run / "checkpoints") == [3]
 
 
 def _signal(signum):
@@ -192,8 +183,8 @@ def _signal(signum):
     assert str(e.value).startswith(f"stopped by {signal.Signals(signum).name} at step 4 of 9, "
                                    f"checkpoint 4 in {run / 'checkpoints'}")
     assert {s: signal.getsignal(s) for s in preemption.SIGNALS} == before
-    assert _steps(run / "checkpoints") == [3, 4]
-    assert all([l["step"] for l in _lines(run / r)] == [2, 3, 4] for r in _run_dirs(config))
+    assert helpers.steps(run / "checkpoints") == [3, 4]
+    assert all([l["step"] for l in helpers.lines(run / r)] == [2, 3, 4] for r in _run_dirs(config))
   return interrupt
 
 
@@ -213,8 +204,8 @@ def _error_in_loop(config, data, run, monkeypatch, **kw):
     trainer.train(config, run, dataset=data, hooks=[fail], **kw)
   assert sorted(type(c).__name__ for c in closed) == ["Checkpointer", "MetricWriter"]
   assert [t.name for t in threading.enumerate() if t not in threads] == []
-  assert [l["step"] for l in _lines(run)] == [2, 3, 4]
-  assert _steps(run / "checkpoints") == [3]
+  assert [l["step"] for l in helpers.lines(run)] == [2, 3, 4]
+  assert helpers.steps(run / "checkpoints") == [3]
 
 
 _KILLED_IN_CHECKPOINT = """
@@ -239,14 +230,14 @@ os._exit(4)
 
 def _sigkill_in_checkpoint(config, data, run, monkeypatch, **kw):
   del config, data, monkeypatch, kw
-  root = pathlib.Path(__file__).resolve().parents[1]
+  root = helpers.REPO
   proc = subprocess.run([sys.executable, "-c", _KILLED_IN_CHECKPOINT, str(run), "cascadevae"],
                         cwd=root, env=dict(os.environ, PYTHONPATH=str(root)),
                         capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-3000:])
-  assert _steps(run / "checkpoints") == [3]
+  assert helpers.steps(run / "checkpoints") == [3]
   assert any(p.name.startswith("6.") for p in (run / "checkpoints").iterdir())  # the partial one
-  assert [l["step"] for l in _lines(run)][:4] == [2, 3, 4, 6]
+  assert [l["step"] for l in helpers.lines(run)][:4] == [2, 3, 4, 6]
 
 
 def _line_count(path) -> int:
@@ -278,7 +269,7 @@ def _full_disk(where):
       monkeypatch.setattr(os, "replace", full)
     with pytest.raises(atomic.WriteError, match="No space left on device"):
       trainer.train(config, run, dataset=data, **kw)
-    assert _steps(run / "checkpoints") == ([] if where == "config" else [3])
+    assert helpers.steps(run / "checkpoints") == ([] if where == "config" else [3])
   return interrupt
 
 
@@ -303,7 +294,7 @@ def _deadline(where):
     assert str(e.value).startswith(f"stopped at the deadline at step {stop} of 9, checkpoint "
                                    f"{stop} in {run / 'checkpoints'}")
     assert {s: signal.getsignal(s) for s in preemption.SIGNALS} == before
-    assert _steps(run / "checkpoints") == [3, stop]
+    assert helpers.steps(run / "checkpoints") == [3, stop]
     assert calls == [3]  # the evaluation of step 6 was not started
     assert (run / trainer.PENDING_EVAL).exists() == (where == "evaluation")
   return interrupt
@@ -345,8 +336,8 @@ def test_an_interrupted_run_resumes_bitwise(tmp_path, monkeypatch, straight, run
   for a, b in zip(_leaves(straight_state), _leaves(resumed), strict=True):
     np.testing.assert_array_equal(a, b)
   for r in _run_dirs(config):
-    assert _lines(tmp_path / r) == _lines(straight_dir / r)
-  train_lines = [l for l in _lines(tmp_path / _run_dirs(config)[0])
+    assert helpers.lines(tmp_path / r) == helpers.lines(straight_dir / r)
+  train_lines = [l for l in helpers.lines(tmp_path / _run_dirs(config)[0])
                  if not any(k.startswith("eval/") for k in l)]
   assert [l["step"] for l in train_lines] == [2, 3, 4, 6, 8, 9]  # none lost, none twice
   if evaluated:

@@ -10,23 +10,17 @@ import sys
 
 import pytest
 
-from benchmarks import throughput
 from disentangle.reproduce import plan
 from disentangle.reproduce import slot as slot_lib
 from disentangle.reproduce import utilisation
 from tests import helpers
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 FILES = {"throughput.json", "utilisation.csv", "table.json", "table.md", "log_tail.txt",
          "slot.json"}
 
 
-# The command's throughput figures; in the calls below throughput.json exists and they are kept.
-_run_slot = functools.partial(slot_lib.run_slot, measure=throughput.measure)
-
-
 def _cli(*args, env=None):
-  return subprocess.run([sys.executable, "-m", "experiments.slot", *args], cwd=REPO, env=env,
+  return subprocess.run([sys.executable, "-m", "experiments.slot", *args], cwd=helpers.REPO, env=env,
                         capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -145,7 +139,7 @@ def two_rows(tmp_path_factory):
   out.mkdir()
   (out / "throughput.json").write_text("{}")
   first = slot_lib.parse_slot(minutes=30, out=out, queue="two/fake.other", tables={"two": two})
-  seen = {"first_status": _run_slot(first, modules=modules, **kwargs)}
+  seen = {"first_status": slot_lib.run_slot(first, modules=modules, **kwargs)}
   folder = first.table_dir(first.queue[0])
   files = lambda: {p: p.stat().st_mtime_ns for p in (folder / "runs" / "fake_other").rglob("*")  # noqa: E731
                    if p.is_file()}
@@ -154,7 +148,7 @@ def two_rows(tmp_path_factory):
               first_files=files())
   both = slot_lib.parse_slot(minutes=30, out=out, queue="two/fake.other,two",
                              tables={"two": two})
-  seen.update(second_status=_run_slot(both, modules=modules, **kwargs), second_files=files(),
+  seen.update(second_status=slot_lib.run_slot(both, modules=modules, **kwargs), second_files=files(),
               second_lines=json.loads((folder / "table.json").read_text())["lines"],
               log=(out.parent / "out_workdir" / "slot.log").read_text(),
               text=(out / "table.md").read_text())
@@ -208,7 +202,7 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   kept = (out / "throughput.json").stat().st_mtime_ns
   monkeypatch.setattr(preemption.Signals, "passed", lambda self: self.deadline is not None)
   with pytest.raises(preemption.DeadlineReached, match="at step 1 of 4"):
-    _run_slot(slot, modules=modules, **kwargs)
+    slot_lib.run_slot(slot, modules=modules, **kwargs)
   monkeypatch.undo()
   program = slot.table_dir(slot.queue[0]) / "runs" / "fake_tiny"
   assert sorted(p.name for p in (program / "checkpoints").iterdir()) == ["1"]
@@ -221,7 +215,7 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
   _check_summary(out)
 
   # The same call again resumes and finishes: the table equals an uninterrupted run's.
-  assert _run_slot(slot, modules=modules, **kwargs) == 0
+  assert slot_lib.run_slot(slot, modules=modules, **kwargs) == 0
   reference = two_rows["second_lines"][:1]  # the same program, never stopped
   assert reference[0]["label"] == "tiny" and reference[0]["status"] == "evaluated"
   (merged,) = json.loads((out / "table.json").read_text())["tables"]
@@ -231,7 +225,7 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
 
   # Once more: nothing trained or evaluated again.
   files = {p: p.stat().st_mtime_ns for p in program.rglob("*") if p.is_file()}
-  assert _run_slot(slot, modules=modules, **kwargs) == 0
+  assert slot_lib.run_slot(slot, modules=modules, **kwargs) == 0
   assert {p: p.stat().st_mtime_ns for p in program.rglob("*") if p.is_file()} == files
   state = json.loads((out / "slot.json").read_text())
   assert state["status"] == "done" and len(state["previous_calls"]) == 3
@@ -242,14 +236,13 @@ def test_a_slot_measures_then_runs_its_queue_to_the_deadline_and_the_same_call_r
 
 @pytest.mark.slow
 def test_the_phases_time_the_overlapped_step_with_a_callback_per_group():
-  """`benchmarks.phases.measure_program`, the slot's throughput unit, on 2 unrolled tiny CascadeVAE
+  """`throughput.time_runs`, the slot's throughput unit, on 2 unrolled tiny CascadeVAE
   runs after t_d with the host's solves overlapped (``scipy_overlapped``): the four programs of a
   step call back once per group, twice a step (the one program's figures: the slot's test)."""
-  from benchmarks import phases  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import throughput  # pylint: disable=g-import-not-at-top
   config = helpers.tiny_config("cascadevae", seed_layout="unroll", assignment_overlap=True)
-  with phases.CallbackCounter() as counter:
-    (record,) = phases.measure_program(config, (32, 32, 1), 2, 1, counter, steps=2, warmup=1,
-                                       only=("after",))
+  records = throughput.time_runs(config, 2, image=(32, 32, 1), steps=2, warmup=1, only=("after",))
+  (record,) = records.values()
   assert record["runs"] == 2 and record["timed_steps"] == 2 and record["run_steps_per_s"] > 0
   assert record["callbacks_per_step"] == 2.0 and record["top_level_ops"] is None
 
@@ -269,7 +262,7 @@ def test_a_failed_table_is_reported_and_the_queue_goes_on(tmp_path):
   slot = slot_lib.parse_slot(minutes=1, out=out, queue="broken,tiny",
                              tables={"broken": broken, "tiny": table}, command="slot")
   with pytest.raises(preemption.DeadlineReached, match="before the training of program 1/1"):
-    _run_slot(slot, modules=dict(modules, bad=bad), started=0.0, **kwargs)
+    slot_lib.run_slot(slot, modules=dict(modules, bad=bad), started=0.0, **kwargs)
   state = json.loads((out / "slot.json").read_text())
   failed, tiny = state["queue"]
   assert failed["status"].startswith("failed: ") and "cascade.solver" in failed["status"]

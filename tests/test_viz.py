@@ -88,10 +88,3 @@ def test_plot_information_curves(tmp_path):
                               figsize=(6, 4), dpi=50)
   assert read_png(path)[0] == (300, 200)
   assert [p.name for p in tmp_path.iterdir()] == ["info.png"]
-
-
-def test_stack_grids_pads_narrow_grids():
-  a, b = np.zeros((3, 5, 1)), np.zeros((2, 7, 3))
-  out = viz.stack_grids([a, b])
-  assert out.shape == (5, 7, 3)
-  assert np.all(out[:3, 5:] == 1.0) and np.all(out[:3, :5] == 0.0)

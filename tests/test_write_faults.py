@@ -60,20 +60,6 @@ def test_metrics_line_on_a_full_disk(tmp_path, monkeypatch):
       == [1]
 
 
-def _events(folder):
-  """(step, tag, value) of every scalar in the TensorBoard event files of ``folder`` (TFRecord:
-  length, its CRC, the Event proto, its CRC)."""
-  from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
-  out = []
-  for path in sorted(folder.iterdir()):
-    data, i = path.read_bytes(), 0
-    while i < len(data):
-      n = int.from_bytes(data[i:i + 8], "little")
-      event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
-      out += [(event.step, v.tag, v.simple_value) for v in event.summary.value]
-      i += 12 + n + 4
-  return out
-
 
 def test_tensorboard_on_a_full_disk_is_one_line(tmp_path, monkeypatch):
   """The event file is written at each log step (readable at once); ENOSPC there is a
@@ -81,7 +67,7 @@ def test_tensorboard_on_a_full_disk_is_one_line(tmp_path, monkeypatch):
   from tensorboardX import record_writer  # pylint: disable=g-import-not-at-top
   w = writers.MetricWriter(tmp_path)
   w.write(2, {"loss": 1.5, "kl_per_dim": np.array([0.25, 0.5])})
-  assert _events(tmp_path / "tensorboard") == [(2, "loss", 1.5), (2, "kl_per_dim/0", 0.25),
+  assert helpers.events(tmp_path / "tensorboard") == [(2, "loss", 1.5), (2, "kl_per_dim/0", 0.25),
                                                (2, "kl_per_dim/1", 0.5)]
   monkeypatch.setattr(record_writer.RecordWriter, "write", _full)
   with pytest.raises(atomic.WriteError) as e:
@@ -138,15 +124,15 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
   logging.getLogger().addHandler(records)
   monkeypatch.setattr(logging.getLogger("asyncio"), "filters", [])
   try:
-    with checkpoint._quiet_failed_save():  # pylint: disable=protected-access
-      _orbax_records()
+    quiet = checkpoint._QuietFailedSave()  # pylint: disable=protected-access
+    _orbax_records()
+    quiet.end(failed=False)  # the save succeeded
     assert records.messages == ["_SignalingThread.run() raised an exception",
                                 "Task exception was never retrieved"]
     records.messages.clear()
-    with pytest.raises(OSError):
-      with checkpoint._quiet_failed_save():  # pylint: disable=protected-access
-        _orbax_records()
-        raise ENOSPC
+    quiet = checkpoint._QuietFailedSave()  # pylint: disable=protected-access
+    _orbax_records()
+    quiet.end(failed=True)  # the save failed (ENOSPC)
     assert records.messages == []
     _orbax_records()  # collected after the failed save returned
     logging.getLogger("asyncio").error("Task exception was never retrieved\nfuture: <Task other>")
@@ -217,7 +203,7 @@ def test_command_line_full_disk_at_a_checkpoint_is_the_error_line_alone(tmp_path
   completes once the space is back. Two full disks in one folder: a 6 MB tmpfs (root only;
   unmounted after, the folder empty again), then any file past 1 MB failing (RLIMIT_FSIZE; only
   the checkpoint's data file is that large), after which the same command completes there."""
-  repo = pathlib.Path(__file__).resolve().parents[1]
+  repo = helpers.REPO
   workdir = tmp_path / "run"
   args = [sys.executable, "-c", _FILE_SIZE_CLI,
           "--config=experiments/configs/dsprites_betavae.py:smoke", "--config.num_steps=10",

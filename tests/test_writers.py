@@ -11,7 +11,7 @@ import pytest
 
 from disentangle import atomic
 from disentangle.train import writers
-from tests import test_write_faults
+from tests import helpers
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -34,7 +34,7 @@ def _sequence():
 def _events(folder):
   """(step, tag, value as text, NaN equal to NaN) of every scalar in ``folder``'s event files."""
   return [(step, tag, repr(value)) for step, tag, value in
-          test_write_faults._events(folder)]  # pylint: disable=protected-access
+          helpers.events(folder)]
 
 
 def test_background_files_equal_the_callers(tmp_path):

@@ -57,6 +57,10 @@ class ChecksumError(DataFileError):
   """The file is present but its checksum differs from the canonical one."""
 
 
+class DownloadError(DataFileError):
+  """A URL could not be read (one mirror of a missing file)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class DataFile:
   """One canonical file.
@@ -213,16 +217,14 @@ def _download(spec: DataFile, path: pathlib.Path) -> None:
   """Downloads to a temporary file beside ``path``, verifies it, then renames it atomically."""
   created = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
   path.parent.mkdir(parents=True, exist_ok=True)
-  errors = []
+  failures = []
   for url in spec.urls:
     try:
       h = hashlib.new(spec.algorithm)
       _LOG.info("downloading %s -> %s", url, path)
       with atomic.replacing(path, suffix=".part") as tmp:
-        with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-          for chunk in iter(lambda: response.read(1 << 20), b""):
-            h.update(chunk)
-            out.write(chunk)
+        with open(tmp, "wb") as out:
+          _copy_url(url, out, h)
         if h.hexdigest() != spec.digest.lower():
           raise ChecksumError(f"{url}: expected {spec.algorithm} {spec.digest}, got "
                               f"{h.hexdigest()}")
@@ -230,7 +232,8 @@ def _download(spec: DataFile, path: pathlib.Path) -> None:
       _VERIFIED[(str(path.resolve()), st.st_size, st.st_mtime_ns, spec.algorithm)] = h.hexdigest()
       return
     except Exception as e:  # noqa: BLE001 -- try the next mirror, report all failures below.
-      errors.append(f"  {url}: {type(e).__name__}: {e}")
+      failures.append(f"  {e}" if isinstance(e, errors.UserError) else
+                      f"  {url}: {type(e).__name__}: {e}")
       _LOG.warning("download of %s failed: %s", url, e)
   for folder in created:  # innermost first: leave no empty folders behind
     try:
@@ -238,8 +241,29 @@ def _download(spec: DataFile, path: pathlib.Path) -> None:
     except OSError:
       break
   raise MissingDataError(f"missing data file {path} (expected {spec.algorithm} {spec.digest}) and "
-                         f"every download failed:\n" + "\n".join(errors) + "\n" +
+                         f"every download failed:\n" + "\n".join(failures) + "\n" +
                          _how_to_get(spec, path))
+
+
+def _copy_url(url: str, out, digest) -> None:
+  """Reads ``url`` into the open file ``out``, updating ``digest``; `DownloadError` (could not
+  download, and why) when the URL cannot be opened or read."""
+  def failed(e: OSError) -> DownloadError:
+    return DownloadError(f"could not download {url}: {getattr(e, 'reason', None) or e}")
+  try:
+    response = urllib.request.urlopen(url, timeout=60)
+  except OSError as e:
+    raise failed(e) from e
+  with response:
+    while True:
+      try:
+        chunk = response.read(1 << 20)
+      except OSError as e:
+        raise failed(e) from e
+      if not chunk:
+        return
+      digest.update(chunk)
+      out.write(chunk)
 
 
 def _from_bucket(spec: DataFile, url) -> pathlib.Path:

@@ -54,6 +54,7 @@ import ml_collections
 import numpy as np
 
 from disentangle import config as config_lib
+from disentangle import errors
 from disentangle import paths as paths_lib
 from disentangle.metrics import registry
 from disentangle.metrics.dlib import udr as udr_lib
@@ -143,13 +144,17 @@ def match_experiment(config, candidates: Sequence[dict]) -> Optional[dict]:
   return match
 
 
+class NotEvaluated(errors.UserError, FileNotFoundError):
+  """A run to aggregate has no ``results.json`` (``python -m experiments.evaluate`` first)."""
+
+
 def load_runs(paths: Iterable) -> list[dict]:
   """Per-seed records {run_dir, config, results} of run dirs or multi-seed workdirs."""
   records = []
   for path in map(paths_lib.as_path, paths):
     res_path = path / "results.json"
     if not res_path.is_file():
-      raise FileNotFoundError(f"{res_path} not found: run `python -m experiments.evaluate "
+      raise NotEvaluated(f"{res_path} not found: run `python -m experiments.evaluate "
                               f"--workdir={path}` first")
     results = json.loads(res_path.read_text())
     for seed_result in results.get("seeds", [results]):

@@ -20,6 +20,7 @@ import numpy as np
 
 from disentangle import atomic
 from disentangle import config as config_lib
+from disentangle import errors
 from disentangle import methods
 from disentangle import paths
 from disentangle.data.labels import supervision
@@ -32,9 +33,13 @@ from disentangle.train import trainer
 ROW_SELECTION_SEED = 1  # the examples audited: default_rng([fair.seed, 1]).choice (no replacement)
 
 
+class NotAnFFVAERun(errors.UserError, ValueError):
+  """The run audited has no sensitive dimensions b (not an ffvae-method run)."""
+
+
 def _check_run(run_dir, config) -> None:
   if not issubclass(methods.spec(config.method).cls, ffvae.FFVAE):
-    raise ValueError(f"run {run_dir}: method {config.method!r} has no sensitive dimensions b "
+    raise NotAnFFVAERun(f"run {run_dir}: method {config.method!r} has no sensitive dimensions b "
                      f"(the fairness audit removes b_j; train an ffvae run)")
 
 

@@ -56,11 +56,6 @@ STEP_FIELDS = ()
 Discriminator = disc_lib.Discriminator  # the shared module (also FFVAE's)
 
 
-def permute_dims(rng, z):
-  """Permute each column of z [B, m] independently along the batch (Kim & Mnih, Alg. 2)."""
-  return disc_lib.permute_groups(rng, z, disc_lib.singleton_groups(z.shape[1]))
-
-
 class FactorVAE(base.VAEMethod):
   name = "factorvae"
 

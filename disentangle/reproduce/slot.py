@@ -3,7 +3,7 @@
 The command is ``python -m experiments.slot`` (its flags: `experiments.slot`); this module is its
 logic: `parse_slot` checks the input, `run_slot` spends the slot.
 
-1. Throughput (the ``measure`` the command passes, `benchmarks.throughput.measure`; skipped
+1. Throughput (`disentangle.reproduce.throughput.measure`; skipped
    when ``DIR/throughput.json`` exists, unless ``--redo_throughput``): for dSprites CascadeVAE
    ``m6`` and MNIST ``m10`` (``--smoke``: their ``smoke`` variants, 1-2 runs), N runs in one
    program for each N of ``--runs``, before and after t_d, with the host solver, and after t_d
@@ -311,14 +311,15 @@ def write_summary(slot: Slot, call: dict, status: Mapping[str, dict],
 # ---------------------------------------------------------------------------------------------
 # The slot.
 # ---------------------------------------------------------------------------------------------
-def run_slot(slot: Slot, *, measure: Callable, modules: Mapping, scale: Callable, dataset=None,
-             evaluate_kwargs: Optional[dict] = None, started: Optional[float] = None) -> int:
+def run_slot(slot: Slot, *, modules: Mapping, scale: Callable, measure: Optional[Callable] = None,
+             dataset=None, evaluate_kwargs: Optional[dict] = None,
+             started: Optional[float] = None) -> int:
   """The throughput, then the queue up to the deadline, summarised in ``slot.out``.
 
   Args:
     slot: the parsed input (`parse_slot`).
     measure: ``measure(counts, smoke, sampler, budget_end, log) -> dict``, the throughput
-      figures (`benchmarks.throughput.measure`), written to ``throughput.json``.
+      figures written to ``throughput.json`` (default `disentangle.reproduce.throughput.measure`).
     modules, scale, dataset, evaluate_kwargs: as `disentangle.reproduce.run.run_table`.
     started: the ``time.time()`` the slot began (default: now).
 
@@ -334,6 +335,9 @@ def run_slot(slot: Slot, *, measure: Callable, modules: Mapping, scale: Callable
 
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
+  if measure is None:
+    from disentangle.reproduce import throughput  # pylint: disable=g-import-not-at-top
+    measure = throughput.measure
   with contextlib.ExitStack() as stack:
     try:
       stack.enter_context(run.holding(slot.workdir))

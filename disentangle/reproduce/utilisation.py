@@ -1,6 +1,7 @@
 """The device's busy share: nvidia-smi's ``utilization.gpu`` and ``memory.used`` sampled in a
 background thread, for the slot (`disentangle.reproduce.slot`) and its throughput figures
-(`benchmarks.throughput`). Without nvidia-smi nothing is sampled and every share is None.
+(`disentangle.reproduce.throughput`). Without nvidia-smi nothing is sampled and every share is
+None.
 """
 from __future__ import annotations
 

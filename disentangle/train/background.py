@@ -52,11 +52,6 @@ class Evaluations:
     self._step: Optional[int] = None
     self._held: list[tuple] = []
 
-  @property
-  def in_flight(self) -> Optional[int]:
-    """The step of the evaluation handed over and not yet waited for, or None."""
-    return self._step
-
   def submit(self, step: int, job: Callable[[], None]) -> None:
     """Waits for the evaluation in flight, then hands over ``job``, the evaluation of ``step``."""
     self.wait()

@@ -45,7 +45,6 @@ through epath. Setting a checkpoint aside (`restore`) copies its objects and del
 """
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import sys
@@ -354,18 +353,6 @@ class _QuietFailedSave:
       logging.getLogger(record.name).handle(record)
     for unraisable in self._callbacks:
       self._previous(unraisable)
-
-
-@contextlib.contextmanager
-def _quiet_failed_save():
-  """`_QuietFailedSave` around a synchronous piece of work: ended as failed by an exception."""
-  quiet = _QuietFailedSave()
-  try:
-    yield
-  except BaseException:
-    quiet.end(failed=True)
-    raise
-  quiet.end(failed=False)
 
 
 def _release_writes(e: BaseException) -> None:

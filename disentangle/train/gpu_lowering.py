@@ -232,6 +232,7 @@ def lower_step(config, image_shape: Sequence[int], runs: int, phase, *,
 
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.train import runs as runs_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   c = as_on(config, backend)
   with c.unlocked():
     c.num_seeds, c.mesh.num_devices = runs, 1
@@ -244,5 +245,5 @@ def lower_step(config, image_shape: Sequence[int], runs: int, phase, *,
   lead = (runs,) if runs > 1 else ()
   batch = {"image": jax.ShapeDtypeStruct(lead + (c.batch_size,) + tuple(image_shape),
                                          np.float32)}
-  jitted, rest = program.jitted_step(method, image_shape, phase)
-  return jitted.lower(state, batch, *rest).as_text(dialect="hlo")
+  step, rest = trainer.phase_step(program, method, phase)
+  return step.lower(state, batch, *rest).as_text(dialect="hlo")

@@ -21,7 +21,6 @@ and the device count), the remaining devices split the batch.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import pathlib
@@ -36,7 +35,7 @@ from disentangle import assignment
 from disentangle import config as config_lib
 from disentangle import methods
 from disentangle import sharding
-from disentangle.train import host
+from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
 from disentangle.train import overlap
 from disentangle.train import seeds
@@ -137,6 +136,31 @@ def run_dirs(config, workdir: pathlib.Path, cfgs) -> list[pathlib.Path]:
   return [workdir / run_name(config, c) for c in cfgs]
 
 
+def make_source(dataset, spec, config, cfgs, runs_sharding=None):
+  """The batches of every run: one source per distinct seed (runs of a sweep share them).
+
+  One run: this process's share of the batch (as ever). Several runs: ``[runs, batch, ...]``
+  stacked; with runs on a mesh axis (``runs_sharding``), only the runs and rows this process's
+  devices hold.
+  """
+  if len(cfgs) == 1:
+    return input_pipeline.make_source(dataset, spec, global_batch=config.batch_size,
+                                      seed=config.seed, process_index=jax.process_index(),
+                                      process_count=jax.process_count())
+  if runs_sharding is None:
+    run_span, row_share, row_count = slice(0, len(cfgs)), jax.process_index(), jax.process_count()
+  else:
+    run_span, rows = mesh_lib.local_block(runs_sharding, len(cfgs), config.batch_size)
+    width = rows.stop - rows.start
+    row_share, row_count = rows.start // width, config.batch_size // width
+  local = cfgs[run_span]
+  distinct = sorted({c.seed for c in local})
+  sources = [input_pipeline.make_source(dataset, spec, global_batch=config.batch_size, seed=s,
+                                        process_index=row_share, process_count=row_count)
+             for s in distinct]
+  return input_pipeline.MultiSeedSource(sources, index=[distinct.index(c.seed) for c in local])
+
+
 def mesh_shape(config, num_runs: int, num_devices: int) -> tuple[int, int]:
   """(runs, data) axis sizes over ``num_devices`` devices; ConfigError naming the numbers.
 
@@ -190,7 +214,7 @@ def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = T
   Args:
     build: ``config -> method``.
     cfgs: the runs' configs (:func:`run_configs`), two or more (one run's step is the method's
-      own ``train_step``, :meth:`Program.jitted_step`).
+      own ``train_step``, :meth:`Program.runs_step`).
     how: ``'vmap'`` or ``'unroll'`` (`disentangle.train.seeds`).
     phase: the method's phase (``method.phase`` / ``method.for_phase``; e.g. CascadeVAE's
       discrete branch on or off), None for a method of one phase.
@@ -276,88 +300,38 @@ class Program:
       return {}
     return jax.device_put(values_arrays(self.config, self.cfgs), self.states)
 
-  def jitted_step(self, method, image_shape, phase, data=None) -> tuple[Callable, tuple]:
-    """The jitted step of ``phase`` and the arguments it takes after ``(state, batch)``.
-
-    One run: the method's own ``train_step(state, batch)``, compiled as it is. Several runs: the
-    runs' steps over the leading axis (:func:`make_step`), taking their swept values, on each
-    device's block of runs where the mesh has a runs axis (:func:`on_runs_axis`). ``data``: the
-    training set placed on the devices (``device_data.DeviceData``); the step then takes the
-    batch's rows in place of the batch, and the set, and gathers the batch first.
-    """
+  def runs_step(self, image_shape, phase) -> Callable:
+    """The step of ``phase`` over the program's runs, before jit: one run's is the method's own
+    ``train_step(state, batch)``; several runs' take their swept values too,
+    ``(state, batch, values)``, over the leading axis (:func:`make_step`), on each device's block
+    of runs where the mesh has a runs axis (:func:`on_runs_axis`)."""
     inner_mesh = None if self.manual else self.mesh  # inside shard_map every axis is manual
     build = lambda c: methods.build(c, image_shape, mesh=inner_mesh)
     if len(self.cfgs) == 1:
-      step, rest, shardings = build(self.cfgs[0]).for_phase(phase).train_step, (), ()
-    else:
-      layout = seeds.layout(self.config)
-      step = make_step(build, self.cfgs, layout, phase=phase,
-                       concrete=not self.manual and layout == "unroll")
-      if self.manual:
-        step = on_runs_axis(step, self.mesh)
-      rest, shardings = (self.values(),), (self.states,)
-    if data is not None:
-      step = data.compose(step, self.batches)
-      rest, shardings = (data.placed,) + rest, (self.repl,) + shardings
-    jitted = host.jit(step, self.config, donate_argnums=0,
-                      in_shardings=(self.states, self.batches) + shardings,
-                      out_shardings=(self.states, self.repl))
-    return jitted, rest
+      return build(self.cfgs[0]).for_phase(phase).train_step
+    layout = seeds.layout(self.config)
+    step = make_step(build, self.cfgs, layout, phase=phase,
+                     concrete=not self.manual and layout == "unroll")
+    return on_runs_axis(step, self.mesh) if self.manual else step
 
-  def overlapped_step(self, method, image_shape, phase, data=None) -> Callable | None:
-    """The step of ``phase`` as two groups of runs whose host assignments overlap the device's
-    work (`disentangle.train.overlap`), or None where there is nothing to overlap: fewer runs
+  def overlaps(self, method, phase) -> bool:
+    """Whether the step of ``phase`` runs as two groups of runs whose host assignments overlap
+    the device's work (`disentangle.train.overlap`, ``assignment_overlap``): not with fewer runs
     than ``overlap.MIN_RUNS``, a runs axis over devices, several processes (each solves in its
     own callback), or a phase without a host assignment."""
     how = seeds.layout(self.config)
-    if (not self.config.assignment_overlap or self.manual
-        or jax.process_count() > 1 or len(self.cfgs) < overlap.MIN_RUNS[how]
-        or not method.for_phase(phase).solves_on_host):
-      return None
+    return bool(self.config.assignment_overlap and not self.manual
+                and jax.process_count() == 1 and len(self.cfgs) >= overlap.MIN_RUNS[how]
+                and method.for_phase(phase).solves_on_host)
+
+  def group_steps(self, image_shape, phase) -> list[tuple[Callable, Callable, overlap.Penalties]]:
+    """Per group of runs (`overlap.groups`), its ``(costs, update, penalties)`` before jit
+    (`overlap.group_programs`)."""
+    how = seeds.layout(self.config)
     build = lambda c: methods.build(c, image_shape, mesh=self.mesh).for_phase(phase)
-    values = self.values()
-    programs = []
-    for lo, hi in overlap.groups(len(self.cfgs)):
-      costs, update, penalties = overlap.group_programs(
-          build, self.cfgs, how, lo, hi,
-          lambda v: traced_config(self.cfgs[0], v) if v else self.cfgs[0])
-      rest, shardings = (values,), (self.states,)
-      if data is not None:
-        costs, update = (data.compose(costs, self.batches), data.compose(update, self.batches))
-        rest, shardings = (data.placed,) + rest, (self.repl,) + shardings
-      ins = (self.states, self.batches) + shardings
-      programs.append((host.jit(costs, self.config, in_shardings=ins, out_shardings=self.repl),
-                       host.jit(update, self.config, donate_argnums=0,
-                                in_shardings=ins + (self.repl,),
-                                out_shardings=(self.states, self.repl)),
-                       penalties))
-    step = overlap.OverlappedStep(programs, jax.jit(overlap.concatenate))
-    return lambda state, batch: step(state, batch, *rest)
-
-  def stepper(self, method, image_shape, data=None) -> Callable:
-    """``step -> train_step(state, batch) -> (state, metrics)`` of that step's phase.
-
-    ``method`` (built from the whole config) tells the phases (``method.phase(step)``, e.g.
-    CascadeVAE's discrete branch from t_d on): one program per phase (:meth:`jitted_step`), or
-    the overlapped groups of runs (:meth:`overlapped_step`), compiled on first use and switched
-    on the host, so no predicate is read back.
-    """
-    steps = {}
-
-    def at(step: int) -> Callable:
-      phase = method.phase(step)
-      if phase not in steps:
-        steps[phase] = self.overlapped_step(method, image_shape, phase, data)
-      if steps[phase] is None:
-        jitted, rest = self.jitted_step(method, image_shape, phase, data)
-        steps[phase] = functools.partial(_with_rest, jitted, rest) if rest else jitted
-      return steps[phase]
-
-    return at
-
-
-def _with_rest(jitted, rest, state, batch):
-  return jitted(state, batch, *rest)
+    config_of = lambda v: traced_config(self.cfgs[0], v) if v else self.cfgs[0]
+    return [overlap.group_programs(build, self.cfgs, how, lo, hi, config_of)
+            for lo, hi in overlap.groups(len(self.cfgs))]
 
 
 def on_runs_axis(step: Callable, mesh) -> Callable:

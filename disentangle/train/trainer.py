@@ -4,8 +4,8 @@
 the config, builds mesh, data and method (so that a bad config or a missing / corrupt data file
 fails before anything is created on disk), then creates the run directories and resumes from
 ``<workdir>/checkpoints`` if a checkpoint exists. ``loop`` calls the compiled step of each step's
-phase, ``train_step(state, batch)`` (state donated, batch sharded along the ``data`` axis; one
-run's is the method's own ``train_step``, `runs.Program.jitted_step`). Metrics are read on
+phase, built by :func:`phase_step` (its wrappers listed in order: the route from the loop to the
+loss is drawn in `disentangle.train`). Metrics are read on
 host only at log steps and handed to a writer thread (`writers.BackgroundWriter`), flushed and
 synced before each checkpoint, at a stop and at the end; the evaluators run every
 ``eval_every`` steps, beside the training steps (``eval.background``,
@@ -67,6 +67,7 @@ from disentangle.train import device_data
 from disentangle.train import host
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
+from disentangle.train import overlap
 from disentangle.train import preemption
 from disentangle.train import profiling
 from disentangle.train import runs as runs_lib
@@ -151,11 +152,12 @@ class Run:
   config: ml_collections.ConfigDict
   workdir: pathlib.Path
   dirs: list                      # one directory per run (sweep point x seed)
-  program: runs_lib.Program       # the mesh and the compiled step of each phase
+  program: runs_lib.Program       # the runs on their mesh (shardings, the runs' step)
+  method: Any                     # built from the whole config: its phases (`phase_step`)
   source: Any                     # the batches (their rows, with the set on the device)
+  data: device_data.DeviceData | None  # the training set on the device, or None (the host's)
   state: Any                      # the runs' stacked train state, restored when resuming
   start: int                      # the first step to run
-  step_at: Callable               # step -> the compiled ``train_step(state, batch)`` of its phase
   ckpt: checkpoint_lib.Checkpointer
   metric_writers: list            # one `writers.BackgroundWriter` per run
   evaluators: list                # process 0's evaluators (none without a factory)
@@ -221,8 +223,8 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=Fa
   # The batch the method asks for; make_source checks its names against the data (ConfigError)
   # before anything compiles.
   spec = type(method).batch_spec(config)
-  source = _make_source(dataset, spec, config, cfgs,
-                        program.batches if program.runs_axis > 1 else None)
+  source = runs_lib.make_source(dataset, spec, config, cfgs,
+                                program.batches if program.runs_axis > 1 else None)
   check_data = getattr(type(method), "check_data", None)  # e.g. label classes fit the variables
   if check_data is not None:
     check_data(config, dataset)
@@ -270,11 +272,49 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=Fa
   encoder = runs_encoder(evaluators) if evaluators and runs_encoder is not None else None
   evals = background_lib.Evaluations(bool(evaluators) and background(config),
                                      workdir / PENDING_EVAL if evaluators else None)
-  return Run(config=config, workdir=workdir, dirs=dirs, program=program, source=source,
-             state=state, start=start,
-             step_at=program.stepper(method, dataset.image_shape, on_device), ckpt=ckpt, metric_writers=metric_writers,
-             evaluators=evaluators, selectors=selectors, encoder=encoder, evals=evals,
-             owed=owed, is_main=is_main)
+  return Run(config=config, workdir=workdir, dirs=dirs, program=program, method=method,
+             source=source, data=on_device, state=state, start=start, ckpt=ckpt,
+             metric_writers=metric_writers, evaluators=evaluators, selectors=selectors,
+             encoder=encoder, evals=evals, owed=owed, is_main=is_main)
+
+
+def phase_step(program: runs_lib.Program, method, phase,
+               data: device_data.DeviceData | None = None) -> tuple[Callable, tuple]:
+  """The compiled step of ``phase`` (``method.phase(step)``) and what it takes after
+  ``(state, batch)``: ``train_step(state, batch, *rest) -> (state, metrics)``.
+
+  Its wrappers, in the order they apply to a batch:
+
+  1. device data (``data``, `device_data.DeviceData.compose`): the step receives the batch's
+     rows, takes the placed set in ``rest`` and gathers the batch on the device first;
+  2. the overlapped host solve (``assignment_overlap``, `runs.Program.overlaps`): the runs in
+     two groups, each step four programs around the host's solves (`overlap.OverlappedStep`);
+  3. jit and shardings (`host.jit`): the state donated, states and batches laid out on the
+     program's mesh, the metrics replicated;
+  4. the runs (`runs.Program.runs_step`): several runs over the leading axis (``vmap`` or
+     unrolled, `shard_map` on a runs axis), taking their swept values in ``rest``; one run: none;
+  5. the method's step, ``method.for_phase(phase).train_step`` (`methods.base.VAEMethod`):
+     ``step_key``, ``gradients`` of ``loss``, ``apply_update``.
+  """
+  config, image_shape = program.config, method.image_shape
+  multi = len(program.cfgs) > 1
+  rest, shardings = ((program.values(),), (program.states,)) if multi else ((), ())
+  gathered = lambda step: step
+  if data is not None:  # 1.
+    rest, shardings = (data.placed,) + rest, (program.repl,) + shardings
+    gathered = lambda step: data.compose(step, program.batches)
+  ins = (program.states, program.batches) + shardings
+  if program.overlaps(method, phase):  # 2., each group's programs through 3. to 5.
+    programs = [(host.jit(gathered(costs), config, in_shardings=ins, out_shardings=program.repl),
+                 host.jit(gathered(update), config, donate_argnums=0,
+                          in_shardings=ins + (program.repl,),
+                          out_shardings=(program.states, program.repl)),
+                 penalties)
+                for costs, update, penalties in program.group_steps(image_shape, phase)]
+    return overlap.OverlappedStep(programs, jax.jit(overlap.concatenate)), rest
+  step = program.runs_step(image_shape, phase)  # 4. and 5.
+  return host.jit(gathered(step), config, donate_argnums=0, in_shardings=ins,  # 3.
+                  out_shardings=(program.states, program.repl)), rest
 
 
 def loop(run: Run, *, hooks, deadline, evaluating: bool):
@@ -292,6 +332,7 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
   to_device = lambda local: jax.block_until_ready(
       _global_batch(local, run.program.batches, len(run.dirs), config.batch_size))
   stopped, deferred, state = None, False, run.state
+  steps = {}  # phase -> (its compiled step, what it takes after (state, batch)), built at first use
 
   def evaluate(done, state) -> None:
     """Hands over every run's evaluation at step ``done`` (process 0): in the background it
@@ -322,8 +363,11 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
       evaluate(run.start, state)
     for step, batch in input_pipeline.prefetch(run.source, run.start, config.num_steps,
                                                transfer=to_device):
-      train_step = run.step_at(step)  # the compiled step of this step's phase (method.phase)
-      state, metrics = train_step(state, batch)
+      phase = run.method.phase(step)  # decided on the host: no predicate read back
+      if phase not in steps:
+        steps[phase] = phase_step(run.program, run.method, phase, run.data)
+      train_step, rest = steps[phase]
+      state, metrics = train_step(state, batch, *rest)
       done = step + 1
       if bar is not None:
         bar.update(1)
@@ -447,31 +491,6 @@ def _local_copy(tree):
     raise ValueError("runs spread over several processes are evaluated after training "
                      "(python -m experiments.evaluate), not at eval steps")
   return jax.tree_util.tree_map(copy, tree)
-
-
-def _make_source(dataset, spec, config, cfgs, runs_sharding):
-  """The batches of every run: one source per distinct seed (runs of a sweep share them).
-
-  One run: this process's share of the batch (as ever). Several runs: ``[runs, batch, ...]``
-  stacked; with runs on a mesh axis (``runs_sharding``), only the runs and rows this process's
-  devices hold.
-  """
-  if len(cfgs) == 1:
-    return input_pipeline.make_source(dataset, spec, global_batch=config.batch_size,
-                                      seed=config.seed, process_index=jax.process_index(),
-                                      process_count=jax.process_count())
-  if runs_sharding is None:
-    run_span, row_share, row_count = slice(0, len(cfgs)), jax.process_index(), jax.process_count()
-  else:
-    run_span, rows = mesh_lib.local_block(runs_sharding, len(cfgs), config.batch_size)
-    width = rows.stop - rows.start
-    row_share, row_count = rows.start // width, config.batch_size // width
-  local = cfgs[run_span]
-  distinct = sorted({c.seed for c in local})
-  sources = [input_pipeline.make_source(dataset, spec, global_batch=config.batch_size, seed=s,
-                                        process_index=row_share, process_count=row_count)
-             for s in distinct]
-  return input_pipeline.MultiSeedSource(sources, index=[distinct.index(c.seed) for c in local])
 
 
 def _global_batch(local: dict, sharding, num_runs: int, batch_size: int) -> dict:
