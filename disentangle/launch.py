@@ -28,6 +28,7 @@ from ml_collections import config_flags
 from disentangle import command_line
 from disentangle import config as config_lib
 from disentangle import paths
+from disentangle import storage
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file, with :variant.",
                                           lock_config=True)
@@ -115,6 +116,8 @@ def _run(_):
   config = _CONFIG.value
   workdir = paths.as_path(_WORKDIR.value)  # a folder or a bucket URL (gs://bucket/run)
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
+    storage.check(workdir, "--workdir")  # a bucket that cannot be used: one line, in seconds
+    storage.check_data_dir(config.dataset.get("data_dir"))
     methods.validate(config)  # once; a bad field: its one line alone, before the announcement
     print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config),

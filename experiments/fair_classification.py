@@ -29,6 +29,7 @@ def main(argv=None):
     from absl import logging  # pylint: disable=g-import-not-at-top
     import jax  # pylint: disable=g-import-not-at-top
 
+    from disentangle import storage  # pylint: disable=g-import-not-at-top
     from disentangle.evaluation import fair_audit  # pylint: disable=g-import-not-at-top
     if not flags_["verbosity"].present:
       logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
@@ -37,10 +38,12 @@ def main(argv=None):
     subgroup = (tuple(s.strip() for s in flags_.sensitive.split(",") if s.strip())
                 if flags_.sensitive else None)
     try:
+      for flag in ("workdir", "baseline"):
+        storage.check(flags_[flag].value, f"--{flag}")
       rows = fair_audit.audit_run(flags_.workdir, target=flags_.target, subgroup=subgroup, step=flags_.step)
       if flags_.baseline:
         rows += fair_audit.audit_run(flags_.baseline, target=flags_.target, subgroup=subgroup)
-    except (FileNotFoundError, ValueError) as e:  # ConfigError is a ValueError
+    except (FileNotFoundError, ValueError, storage.StorageError) as e:  # ConfigError: ValueError
       print(f"error: {e}", file=sys.stderr)
       sys.exit(2)
     json_path, md_path = fair_audit.write(flags_.workdir, rows)

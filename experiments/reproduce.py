@@ -46,6 +46,7 @@ from absl import flags
 from absl import logging as absl_logging
 
 from disentangle import command_line
+from disentangle import storage
 
 STARTED = time.time()  # the deadline counts from the start of the command
 
@@ -126,6 +127,8 @@ def submit(table, seeds, fraction, eval_points) -> None:
                        logs=_SLURM_LOGS.value)
   if not (_WORKDIR.value or _DRY_RUN.value):
     raise plan.BadInput("--workdir: required to submit (or --dry_run)")
+  if not _DRY_RUN.value:
+    storage.check(_WORKDIR.value, "--workdir")
   given = _WORKDIR.value or "WORKDIR"
   record = run.check_workdir(given, table, seeds=seeds, fraction=fraction,
                              eval_points=eval_points)
@@ -175,6 +178,8 @@ def main(argv):
       return
     if not _WORKDIR.value:
       raise plan.BadInput("--workdir: required to train (or --dry_run)")
+    storage.check(_WORKDIR.value, "--workdir")
+    storage.check_data_dir()
     run.check_workdir(_WORKDIR.value, table, seeds=seeds, fraction=fraction,
                       eval_points=eval_points)
   except errors.UserError as e:

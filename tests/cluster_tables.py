@@ -10,12 +10,14 @@ import ml_collections
 from disentangle.reproduce import plan
 from tests import helpers
 
-LONG_STEPS = 400
+LONG_STEPS = 300
+LONG_CHECKPOINTS = 50  # program 2's checkpoint period
 
 _TABLE, _MODULES, _ = helpers.tiny_table()
 _SHORT = _MODULES["fake"].get_config("lo")
 _LONG = ml_collections.ConfigDict(_SHORT.to_dict())
-_LONG.model.latent_dim, _LONG.num_steps, _LONG.checkpoint_every = 4, LONG_STEPS, 20
+_LONG.model.latent_dim, _LONG.num_steps = 4, LONG_STEPS
+_LONG.checkpoint_every, _LONG.log_every = LONG_CHECKPOINTS, 10
 
 CONFIGS = {"tiny_experiment": helpers.fake_experiment({"short": _SHORT, "long": _LONG})}
 TABLES = {"tiny2": plan.Table(

@@ -104,7 +104,8 @@ def submitted(cluster, tmp_path_factory):
   job, after = re.search(r"submitted array job (\d+) .* and job (\d+)", out).groups()
   try:
     long = workdir / "runs" / "tiny_experiment_long"
-    _until("program 2's first checkpoint", lambda: (long / "checkpoints" / "20").is_dir(),
+    _until("program 2's first checkpoint", lambda: (long / "checkpoints" / str(
+        cluster_tables.LONG_CHECKPOINTS)).is_dir(),
            timeout=600, every=0.2)
     _run("scancel", "--signal=TERM", f"{job}_2")
     _until("program 2's task requeued", lambda: _job(f"{job}_2").get("Restarts") == "1" and
@@ -146,7 +147,8 @@ def test_a_task_stopped_by_sigterm_is_requeued_and_resumes_from_its_checkpoint(s
   assert "task 2 (start 0)" in log and "task 2 (start 1)" in log, log
   assert "stopped by SIGTERM" in log and "stopped with a checkpoint: requeued" in log, log
   resumed = re.search(r"resumed from \S+ at step (\d+)", log)
-  assert resumed and 20 <= int(resumed.group(1)) < cluster_tables.LONG_STEPS, log
+  assert resumed and cluster_tables.LONG_CHECKPOINTS <= int(resumed.group(1)) < \
+      cluster_tables.LONG_STEPS, log
   assert _job(f"{job}_2").get("JobState") == "COMPLETED"
   assert "(start 1)" not in (workdir / "slurm" / f"{job}_1.out").read_text()
   steps = [json.loads(l)["step"] for l in
