@@ -110,6 +110,9 @@ def submitted(cluster, tmp_path_factory):
     _run("scancel", "--signal=TERM", f"{job}_2")
     _until("program 2's task requeued", lambda: _job(f"{job}_2").get("Restarts") == "1" and
            _job(f"{job}_2").get("JobState") == "PENDING", timeout=120)
+    # Slurm holds a requeued job ~2 minutes; started at once, the node would refuse it (the
+    # killed task's credential is revoked up to the second of the kill): a few seconds suffice.
+    time.sleep(5)
     _run("scontrol", "update", f"JobId={job}_2", "StartTime=now")
     _until(f"jobs {job} and {after} to end ({_queued(job, after)!r})",
            lambda: not _queued(job, after).strip(), timeout=900, every=2)
