@@ -4,8 +4,8 @@ python -m experiments.reproduce --table=NAME --workdir=DIR [--seeds=N] [--fracti
                                [--deadline=25m] [--eval_points=N]
 python -m experiments.reproduce --list
 python -m experiments.reproduce --table=NAME --dry_run [--seeds=N] [--fraction=F]
-python -m experiments.reproduce --table=NAME --workdir=DIR --program=K    # program K alone
-python -m experiments.reproduce --table=NAME --workdir=DIR --render       # the table of what is done
+python -m experiments.reproduce --table=NAME --workdir=DIR --program=K  # program K alone
+python -m experiments.reproduce --table=NAME --workdir=DIR --render  # the table of what is done
 python -m experiments.reproduce --table=NAME --workdir=DIR --submit=slurm [--slurm_partition=P]
                                [--slurm_time=4:00:00] [--slurm_gpus_per_task=1]
                                [--slurm_parallel=N] [--slurm_options='--account=A'] [--dry_run]

@@ -150,16 +150,6 @@ def _dead_pid() -> int:
   return proc.pid
 
 
-def _without_places(value):
-  """``value`` without the strings that name where it lies (run_dir, workdir, command)."""
-  if isinstance(value, dict):
-    return {k: _without_places(v) for k, v in value.items()
-            if k not in ("run_dir", "workdir", "wall_s", "created", "evaluated_at")}
-  if isinstance(value, list):
-    return [_without_places(v) for v in value]
-  return value
-
-
 @pytest.mark.slow
 def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
   """A one-program table (`tests.helpers.tiny_table`: train, evaluate, tabulate) in a
@@ -177,13 +167,14 @@ def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
   fs.pipe_file(f"{bucket}/{run.LOCK}".removeprefix("gs://"),
                f"{_dead_pid()}@{socket.gethostname()}".encode())
   remote = run.run_table(table, bucket, modules, **kwargs)
-  assert _without_places(remote["lines"]) == _without_places(local["lines"])
+  assert helpers.without_places(remote["lines"]) == helpers.without_places(local["lines"])
   fs = _fs()
   assert not fs.exists(f"{bucket}/{run.LOCK}")
   program = next(p.rpartition("/")[2] for p in fs.ls(f"{bucket}/runs"))
   results = lambda: json.loads(fs.cat(f"{bucket}/runs/{program}/results.json"))  # noqa: E731
   local_results = json.loads((tmp_path / "runs" / program / "results.json").read_text())
-  assert _without_places(results()["metrics"]) == _without_places(local_results["metrics"])
+  assert helpers.without_places(results()["metrics"]) == helpers.without_places(
+      local_results["metrics"])
   assert json.loads(fs.cat(f"{bucket}/table.json"))["lines"] == json.loads(
       json.dumps(remote["lines"]))
   assert fs.cat(f"{bucket}/table.md") and fs.exists(f"{bucket}/{run.RECORD}")
@@ -203,7 +194,8 @@ def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
   _fs()
   drop_folder = lambda facts: {k: v for k, v in facts.items() if k != "directory"}  # noqa: E731
   assert drop_folder(again["checkpoint"]) == drop_folder(local_results["checkpoint"])
-  assert _without_places(results()["metrics"]) == _without_places(local_results["metrics"])
+  assert helpers.without_places(results()["metrics"]) == helpers.without_places(
+      local_results["metrics"])
 
 
 def test_a_data_file_in_a_bucket_is_read_through_a_verified_local_copy(

@@ -81,16 +81,6 @@ def _queued(*jobs: str) -> str:
   return _run("squeue", "-h", f"--jobs={','.join(jobs)}", "-o", "%i %T %r", check=False).stdout
 
 
-def _places_dropped(value):
-  """The table's lines without what names where and when they ran."""
-  if isinstance(value, dict):
-    return {k: _places_dropped(v) for k, v in value.items()
-            if k not in ("run_dir", "workdir", "wall_s", "created", "evaluated_at")}
-  if isinstance(value, list):
-    return [_places_dropped(v) for v in value]
-  return value
-
-
 @pytest.fixture(scope="module")
 def submitted(cluster, tmp_path_factory):
   """The table submitted (``--submit=slurm``), program 2's task stopped by ``scancel
@@ -137,7 +127,8 @@ def test_a_submitted_table_is_rendered_equal_to_the_table_run_on_one_machine(sub
   here = run.run_table(table, tmp_path, modules, scale=reproduce.scale(), command="here")
   there = json.loads((workdir / "table.json").read_text())
   assert [line["status"] for line in there["lines"]] == ["evaluated", "evaluated"]
-  assert _places_dropped(there["lines"]) == _places_dropped(json.loads(json.dumps(here["lines"])))
+  assert helpers.without_places(there["lines"]) == helpers.without_places(
+      json.loads(json.dumps(here["lines"])))
   assert (workdir / "table.md").read_text().count("| short |") == 1
 
 

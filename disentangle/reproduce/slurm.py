@@ -187,6 +187,7 @@ def submit(table: plan_lib.Table, programs: Sequence[plan_lib.Program], todo: Se
   log("\n".join([*lines, summary,
                  f"submitted array job {job} (tasks {array}) and job {after} (the table, after "
                  "them)",
-                 f"progress: squeue --jobs={job},{after}   and   {shlex.join([*command, '--render'])}",
+                 f"progress: squeue --jobs={job},{after}   and   "
+                 + shlex.join([*command, "--render"]),
                  f"logs: {logs}/"]))
   return job, after
