@@ -11,6 +11,10 @@ checkpoint), unless its ``results.json`` is current. After each program ``table.
 
 One command at a time per workdir: `run_table` holds an exclusive lock (``fcntl.flock``) on
 ``<workdir>/reproduce.lock`` while it works; a second one is refused in one line (`plan.BadInput`).
+Each program is trained under its own lock too, ``runs/<name>.lock``: `run_program` trains one
+program alone (``--program=K``, a cluster's array task), beside the calls of the other programs
+in the same workdir, writing only that program's folder, lock and record (``runs/<name>.json``);
+the call that finds every program done writes the table (`render_table`).
 The system releases the lock when the process ends, however it ends, so a killed command never
 blocks the next.
 
