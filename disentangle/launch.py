@@ -118,6 +118,7 @@ def _run(_):
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
     storage.check(workdir, "--workdir")  # a bucket that cannot be used: one line, in seconds
     storage.check_data_dir(config.dataset.get("data_dir"))
+    storage.check(config.dataset.get("tfds_data_dir") or None, "dataset.tfds_data_dir")
     methods.validate(config)  # once; a bad field: its one line alone, before the announcement
     print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config),
