@@ -12,12 +12,13 @@ from tests import helpers
 
 LONG_STEPS = 300
 LONG_CHECKPOINTS = 50  # program 2's checkpoint period
+LONG_LOG_EVERY = 10
 
 _TABLE, _MODULES, _ = helpers.tiny_table()
 _SHORT = _MODULES["fake"].get_config("lo")
 _LONG = ml_collections.ConfigDict(_SHORT.to_dict())
 _LONG.model.latent_dim, _LONG.num_steps = 4, LONG_STEPS
-_LONG.checkpoint_every, _LONG.log_every = LONG_CHECKPOINTS, 10
+_LONG.checkpoint_every, _LONG.log_every = LONG_CHECKPOINTS, LONG_LOG_EVERY
 
 CONFIGS = {"tiny_experiment": helpers.fake_experiment({"short": _SHORT, "long": _LONG})}
 TABLES = {"tiny2": plan.Table(
