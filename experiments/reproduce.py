@@ -156,6 +156,7 @@ def main(argv):
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
   if len(argv) > 1:
     fail(f"unexpected argument {argv[1]!r}; see --helpfull")
+  absl_logging.set_verbosity(absl_logging.WARNING)  # orbax's INFO lines, reading checkpoints
   try:
     tables = tables_module()
     if _LIST.value:
@@ -185,7 +186,6 @@ def main(argv):
   except errors.UserError as e:
     fail(str(e))
   deadline = command_line.deadline_from_flag(STARTED)
-  absl_logging.set_verbosity(absl_logging.WARNING)
   command = "python -m experiments.reproduce " + " ".join(shlex.quote(a) for a in sys.argv[1:])
   # A workdir in use, a missing data file, NaN, no restorable checkpoint, a failed write: one
   # line; a signal or the deadline: the table of what is done, one line. The finished programs
