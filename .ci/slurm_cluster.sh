@@ -17,11 +17,12 @@ SPOOL=/var/spool/slurmd
 LOGS=/var/log/slurm
 
 stop() {  # each daemon by the pid its own pid file names
-  local pidfile
+  local pidfile pid
   for pidfile in /run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid; do
-    if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-      kill "$(cat "$pidfile")"
-      for _ in $(seq 50); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.1; done
+    pid=$(cat "$pidfile" 2>/dev/null || true)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill "$pid"
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     fi
     rm -f "$pidfile"
   done
