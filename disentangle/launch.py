@@ -29,6 +29,7 @@ from ml_collections import config_flags
 from disentangle import command_line
 from disentangle import config as config_lib
 from disentangle import paths
+from disentangle import storage
 
 fail = command_line.fail
 
@@ -122,6 +123,9 @@ def _run(defined: dict[str, flags.FlagHolder], _):
   config = defined["config"].value
   workdir = paths.as_path(defined["workdir"].value)  # a folder or a bucket URL (gs://bucket/run)
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
+    storage.check(workdir, "--workdir")  # a bucket that cannot be used: one line, in seconds
+    storage.check_data_dir(config.dataset.get("data_dir"))
+    storage.check(config.dataset.get("tfds_data_dir") or None, "dataset.tfds_data_dir")
     methods.validate(config)  # once; a bad field: its one line alone, before the announcement
     print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config),

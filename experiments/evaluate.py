@@ -28,6 +28,7 @@ from absl import logging
 
 from disentangle import command_line
 from disentangle import config as config_lib
+from disentangle import storage
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (or multi-seed workdir).",
                                required=True)
@@ -69,6 +70,8 @@ def main(_):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
+    storage.check(_WORKDIR.value, "--workdir")
+    storage.check_data_dir()
     overrides = {field: value for field, value in (
         ("eval.mig_estimator", _MIG_ESTIMATOR.value), ("eval.mig_factors", _MIG_FACTORS.value),
         ("eval.use_discrete", _USE_DISCRETE.value), ("eval.estimators", _ESTIMATORS.value),

@@ -33,6 +33,7 @@ def main(argv=None):
     import jax  # pylint: disable=g-import-not-at-top
 
     from disentangle import command_line  # pylint: disable=g-import-not-at-top
+    from disentangle import storage  # pylint: disable=g-import-not-at-top
     from disentangle.evaluation import fair_audit  # pylint: disable=g-import-not-at-top
     if not flags_["verbosity"].present:
       logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
@@ -41,6 +42,8 @@ def main(argv=None):
     subgroup = (tuple(s.strip() for s in flags_.sensitive.split(",") if s.strip())
                 if flags_.sensitive else None)
     with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
+      for flag in ("workdir", "baseline"):
+        storage.check(flags_[flag].value, f"--{flag}")
       rows = fair_audit.audit_run(flags_.workdir, target=flags_.target, subgroup=subgroup,
                                   step=flags_.step)
       if flags_.baseline:

@@ -17,6 +17,8 @@ from absl import app
 from absl import flags
 
 from disentangle import command_line
+from disentangle import errors
+from disentangle import storage
 from disentangle.reproduce import slot as slot_lib
 
 STARTED = time.time()  # the slot counts from the start of the command
@@ -39,7 +41,6 @@ _RUNS = flags.DEFINE_list("runs", None, "Runs per program of the throughput figu
 
 
 def main(argv) -> None:
-  from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   from experiments import tables  # pylint: disable=g-import-not-at-top
   if len(argv) > 1:
     command_line.fail(f"unexpected argument {argv[1]!r}; see --helpfull")
@@ -50,7 +51,10 @@ def main(argv) -> None:
                                redo_throughput=_REDO.value, command=command,
                                throughput_minutes=_THROUGHPUT_MINUTES.value,
                                tables=tables.TABLES)
-  except plan.BadInput as e:
+    storage.check(_OUT.value, "--out")
+    storage.check(_WORKDIR.value, "--slot_workdir")
+    storage.check_data_dir()
+  except errors.UserError as e:
     command_line.fail(str(e))
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
 

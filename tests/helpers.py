@@ -193,6 +193,17 @@ def tiny_table(row="lo", label="3", seeds=1, **overrides):
   return table, {"fake": fake_experiment({row: config})}, kwargs
 
 
+def without_places(value):
+  """A table's or a result's ``value`` without what names where and when it ran (run_dir,
+  workdir, wall time, dates): the numbers of two places compared."""
+  if isinstance(value, dict):
+    return {k: without_places(v) for k, v in value.items()
+            if k not in ("run_dir", "workdir", "wall_s", "created", "evaluated_at")}
+  if isinstance(value, list):
+    return [without_places(v) for v in value]
+  return value
+
+
 # -- a TFDS builder of MNIST's layout ------------------------------------------------------------
 RNG = np.random.default_rng(0)
 TRAIN_IMAGES = RNG.integers(0, 256, size=(40, 28, 28, 1), dtype=np.uint8)

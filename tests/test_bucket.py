@@ -1,10 +1,14 @@
 """Runs on a bucket (``gs://``): a Cloud Storage emulator on 127.0.0.1 (`tests.storage_emulator`,
 started by the ``storage_emulator`` fixture) behind the real clients (gcsfs, tensorstore)."""
+import contextlib
+import http.server
 import json
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import jax
 import numpy as np
@@ -132,16 +136,6 @@ def _dead_pid() -> int:
   return proc.pid
 
 
-def _without_places(value):
-  """``value`` without the strings that name where it lies (run_dir, workdir, command)."""
-  if isinstance(value, dict):
-    return {k: _without_places(v) for k, v in value.items()
-            if k not in ("run_dir", "workdir", "wall_s", "created", "evaluated_at")}
-  if isinstance(value, list):
-    return [_without_places(v) for v in value]
-  return value
-
-
 @pytest.mark.slow
 def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
   """A one-program table (`tests.helpers.tiny_table`: train, evaluate, tabulate) in a
@@ -159,13 +153,14 @@ def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
   fs.pipe_file(f"{bucket}/{run.LOCK}".removeprefix("gs://"),
                f"{_dead_pid()}@{socket.gethostname()}".encode())
   remote = run.run_table(table, bucket, modules, **kwargs)
-  assert _without_places(remote["lines"]) == _without_places(local["lines"])
+  assert helpers.without_places(remote["lines"]) == helpers.without_places(local["lines"])
   fs = _fs()
   assert not fs.exists(f"{bucket}/{run.LOCK}")
   program = next(p.rpartition("/")[2] for p in fs.ls(f"{bucket}/runs"))
   results = lambda: json.loads(fs.cat(f"{bucket}/runs/{program}/results.json"))  # noqa: E731
   local_results = json.loads((tmp_path / "runs" / program / "results.json").read_text())
-  assert _without_places(results()["metrics"]) == _without_places(local_results["metrics"])
+  assert helpers.without_places(results()["metrics"]) == helpers.without_places(
+      local_results["metrics"])
   assert json.loads(fs.cat(f"{bucket}/table.json"))["lines"] == json.loads(
       json.dumps(remote["lines"]))
   assert fs.cat(f"{bucket}/table.md") and fs.exists(f"{bucket}/{run.RECORD}")
@@ -185,7 +180,8 @@ def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
   _fs()
   drop_folder = lambda facts: {k: v for k, v in facts.items() if k != "directory"}  # noqa: E731
   assert drop_folder(again["checkpoint"]) == drop_folder(local_results["checkpoint"])
-  assert _without_places(results()["metrics"]) == _without_places(local_results["metrics"])
+  assert helpers.without_places(results()["metrics"]) == helpers.without_places(
+      local_results["metrics"])
 
 
 def test_a_data_file_in_a_bucket_is_read_through_a_verified_local_copy(
@@ -205,3 +201,87 @@ def test_a_data_file_in_a_bucket_is_read_through_a_verified_local_copy(
   fs.pipe_file(f"{bucket}/bad/{name}".removeprefix("gs://"), original[:-1])
   with pytest.raises(files.ChecksumError, match=f"{bucket}/bad/{name}"):
     files.fetch(name, f"{bucket}/bad", allow_download=False)
+
+
+@contextlib.contextmanager
+def _answering(code: int):
+  """A local HTTP server answering every request with status ``code``; yields its URL."""
+  class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+      self.send_response(code)
+      self.end_headers()
+      self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+      del args
+
+  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+  try:
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+  finally:
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def stopped_emulator(tmp_path):
+  """The URL of a storage emulator that was started and stopped."""
+  from tests import storage_emulator as emulator  # pylint: disable=g-import-not-at-top
+  with emulator.running(tmp_path / "emulator.log") as url:
+    pass
+  return url
+
+
+@pytest.mark.parametrize("case,url,cause", [
+    ("emulator", "gs://no-such-bucket/run", "no such bucket 'no-such-bucket' (HTTP 404)"),
+    ("stopped", "gs://disentangle-test/run", "storage unreachable (no connection to 127.0.0.1:"),
+    ("unresolvable", "gs://disentangle-test/run",
+     "storage unreachable (the storage host 'storage.invalid' cannot be resolved"),
+    ("403", "gs://b/run", "permission denied (HTTP 403"),
+    ("401", "gs://b/run", "no credentials (the storage refused them, HTTP 401)"),
+    ("no credentials", "gs://b/run", "no credentials (none found"),
+])
+def test_a_bucket_that_cannot_be_used_is_one_line_naming_the_cause(
+    case, url, cause, storage_emulator, request, monkeypatch, tmp_path):
+  """`storage.check` against the emulator (a missing bucket; the emulator stopped), a storage
+  host that cannot be resolved, a server answering 403 / 401, and Cloud Storage's own endpoint
+  (here a local server) without credentials: `StorageError`, ``--workdir: <url>: <cause>``, in
+  seconds; the emulator's bucket passes."""
+  from disentangle import storage  # pylint: disable=g-import-not-at-top
+  storage.check("gs://disentangle-test/run", "--workdir")  # the emulator's bucket: usable
+  with contextlib.ExitStack() as stack:
+    if case == "stopped":
+      monkeypatch.setenv(storage.EMULATOR_ENV, request.getfixturevalue("stopped_emulator"))
+    elif case == "unresolvable":
+      monkeypatch.setenv(storage.EMULATOR_ENV, "http://storage.invalid:4443")
+    elif case in ("403", "401"):
+      monkeypatch.setenv(storage.EMULATOR_ENV, stack.enter_context(_answering(int(case))))
+    elif case == "no credentials":
+      monkeypatch.delenv(storage.EMULATOR_ENV)
+      monkeypatch.setattr(storage, "ENDPOINT", stack.enter_context(_answering(200)))
+      monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-key.json"))
+    started = time.monotonic()
+    with pytest.raises(storage.StorageError) as e:
+      storage.check(url, "--workdir", timeout=10)
+  assert time.monotonic() - started < 12
+  assert str(e.value).startswith(f"--workdir: {url}: {cause}"), str(e.value)
+  assert "\n" not in str(e.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module,args", [
+    ("experiments.reproduce", ["--table=cascadevae_table3"]),
+    ("experiments.mnist_cascade", []),
+])
+def test_a_command_on_a_missing_bucket_exits_2_in_one_line(module, args, storage_emulator):
+  """The reproduce and training command lines on a bucket the storage does not have: exit
+  status 2 and one line on stderr naming the cause, before anything runs."""
+  del storage_emulator
+  proc = subprocess.run([sys.executable, "-m", module, *args,
+                         "--workdir=gs://no-such-bucket/run"], capture_output=True, text=True,
+                        timeout=300, cwd=helpers.REPO)
+  lines = [line for line in proc.stderr.splitlines() if line.strip()]
+  assert proc.returncode == 2 and lines == [
+      "error: --workdir: gs://no-such-bucket/run: no such bucket 'no-such-bucket' (HTTP 404)"], \
+      proc.stderr[-3000:]

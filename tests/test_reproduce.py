@@ -474,3 +474,66 @@ def test_a_table_stopped_at_its_deadline_writes_what_is_done_and_resumes(tmp_pat
   data = run.run_table(table, tmp_path, modules, **kwargs)
   assert data["lines"][0]["status"] == "evaluated"
   assert json.loads((tmp_path / "table.json").read_text())["lines"][0]["status"] == "evaluated"
+
+
+def _two_programs():
+  """`tests.helpers.tiny_table` with a second row of its own program (another latent size)."""
+  table, modules, kwargs = helpers.tiny_table()
+  lo = modules["fake"].get_config("lo")
+  wide = lo.copy_and_resolve_references()
+  wide.model.latent_dim = 4
+  table = dataclasses.replace(table, rows=table.rows + (plan.Row("wide", "4", "fake", "wide"),))
+  return table, {"fake": helpers.fake_experiment({"lo": lo, "wide": wide})}, kwargs
+
+
+@pytest.mark.slow
+def test_programs_run_alone_share_a_workdir_and_the_last_writes_the_table(tmp_path):
+  """`run_program` of program 2 then of program 1 in one workdir: each writes only its folder,
+  its lock and its record; the first leaves no table, the second (the last program) writes it
+  with both rows evaluated, as `render_table` does again; an out-of-range number is one line."""
+  table, modules, kwargs = _two_programs()
+  kwargs = {k: v for k, v in kwargs.items() if k != "scale"}
+  assert run.run_program(table, tmp_path, modules, 2, scale=SCALE, **kwargs) is None
+  names = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("runs/*"))
+  assert names == ["runs/fake_wide", "runs/fake_wide.json", "runs/fake_wide.lock"]
+  assert not (tmp_path / "table.json").exists() and (tmp_path / run.RECORD).is_file()
+  data = run.run_program(table, tmp_path, modules, "1", scale=SCALE, command="one", **kwargs)
+  assert [line["status"] for line in data["lines"]] == ["evaluated", "evaluated"]
+  assert json.loads((tmp_path / "table.json").read_text())["lines"] == json.loads(
+      json.dumps(data["lines"]))
+  assert json.loads((tmp_path / "runs" / "fake_lo.json").read_text())["commands"] == ["one"]
+  programs = plan.plan_table(table, modules, seeds=1, scale=SCALE)
+  again, missing = run.render_table(table, tmp_path, modules, programs, seeds=1, fraction=1,
+                                    eval_points=0)
+  assert missing == [] and again["lines"] == data["lines"]
+  with pytest.raises(plan.BadInput, match=r"^--program: expected a program number from 1 to 2 "
+                     r"\(as --dry_run prints them\), got 3$"):
+    run.run_program(table, tmp_path, modules, 3, scale=SCALE, **kwargs)
+
+
+def test_slurm_dry_run_prints_the_array_its_scripts_and_the_run_steps_per_task():
+  """``--submit=slurm --dry_run`` (in this process): the array of every program with the
+  requeue and the signal, a line per task with its run-steps, the total, the render task after
+  the array; bad Slurm flags are one line naming the flag."""
+  cli = functools.partial(helpers.run_in_process, "experiments.reproduce",
+                          "--table=cascadevae_table3", "--seeds=2", "--fraction=1/50",
+                          "--submit=slurm", "--dry_run")
+  dry = cli("--slurm_parallel=3", "--slurm_time=2:00:00", "--slurm_gpus_per_task=1",
+            "--slurm_options=--account=a --qos=q")
+  assert dry.returncode == 0, dry.stderr
+  out = dry.stdout
+  for line in ("#SBATCH --array=1-4%3", "#SBATCH --requeue", "#SBATCH --signal=TERM@300",
+               "#SBATCH --time=2:00:00", "#SBATCH --gpus-per-task=1", "#SBATCH --account=a",
+               "#SBATCH --qos=q", "4 of 4 program(s) to run; estimated run-steps 17,104",
+               "then the table, after the array (sbatch --dependency=afterany:<array>):"):
+    assert line in out.splitlines(), (line, out)
+  tasks = [line for line in out.splitlines() if line.startswith("task ") and "run-steps" in line]
+  assert len(tasks) == 4 and sum(int(t.rpartition(" ")[2].replace(",", "")) for t in tasks) \
+      == 17104
+  assert out.rstrip().endswith("--render")
+  for flag, value in (("slurm_time", "2 hours"), ("slurm_parallel", "-1"),
+                      ("slurm_options", "account=a")):
+    bad = cli(f"--{flag}={value}")
+    lines = [line for line in bad.stderr.splitlines() if line.strip()]
+    assert bad.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: --{flag}:"), \
+        bad.stderr

@@ -12,6 +12,8 @@ the caller passes the table, a ``config_of(module, variant)`` that builds a row'
   evaluator of the entry points, `evaluate_run`, and resumption of what is unfinished.
 - `render`: the table (``table.json``, ``table.md``) from the evaluated runs, per cell mean
   (std, ddof 0) and best over seeds beside the published cell (`aggregate.summarize`).
+- `slurm`: ``--submit=slurm``, a Slurm array of the programs not done (`run.run_program` by
+  number), requeued on preemption, and the table after it.
 - `study_figures`: Locatello et al. 2019's pictures from a study table's runs (the metrics' rank
   correlations, each metric against each model's hyper-parameter), PNGs beside ``table.md``.
 - `slot`: ``python -m experiments.slot``, a short GPU slot spent on throughput figures, then on a

@@ -11,6 +11,10 @@ checkpoint), unless its ``results.json`` is current. After each program ``table.
 
 One command at a time per workdir: `run_table` holds an exclusive lock (``fcntl.flock``) on
 ``<workdir>/reproduce.lock`` while it works; a second one is refused in one line (`plan.BadInput`).
+Each program is trained under its own lock too, ``runs/<name>.lock``: `run_program` trains one
+program alone (``--program=K``, a cluster's array task), beside the calls of the other programs
+in the same workdir, writing only that program's folder, lock and record (``runs/<name>.json``);
+the call that finds every program done writes the table (`render_table`).
 The system releases the lock when the process ends, however it ends, so a killed command never
 blocks the next.
 
@@ -55,23 +59,24 @@ LOCK = "reproduce.lock"
 
 
 @contextlib.contextmanager
-def holding(workdir):
-  """Hold the workdir's lock (creating the workdir); `plan.BadInput` when another process holds
-  it."""
+def holding(workdir, name: str = LOCK, what: Optional[str] = None):
+  """Hold the lock ``workdir/name`` (creating the folder); `plan.BadInput` when another process
+  holds it. ``what``: the words for what is locked in that line (default: the workdir)."""
   workdir = paths.as_path(workdir)
+  what = what or f"--workdir: {workdir}"
   if paths.is_remote(workdir):
-    with _holding_object(workdir / LOCK):
+    with _holding_object(workdir / name, what):
       yield
     return
   workdir.mkdir(parents=True, exist_ok=True)
-  fd = os.open(workdir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+  fd = os.open(workdir / name, os.O_RDWR | os.O_CREAT, 0o644)
   try:
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
       holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
       raise plan_lib.BadInput(
-          f"--workdir: {workdir} is in use by another experiments.reproduce"
+          f"{what} is in use by another experiments.reproduce"
           f"{f' (process {holder})' if holder.isdigit() else ''}; wait for it to end or choose "
           "another --workdir") from None
     os.ftruncate(fd, 0)
@@ -82,7 +87,7 @@ def holding(workdir):
 
 
 @contextlib.contextmanager
-def _holding_object(lock):
+def _holding_object(lock, what: str):
   """`holding` on a bucket: the lock object (module docstring)."""
   fs, key = paths.filesystem(lock)
   me = f"{os.getpid()}@{socket.gethostname()}"
@@ -90,7 +95,7 @@ def _holding_object(lock):
   def refuse(holder: str):
     pid, _, host = holder.partition("@")
     return plan_lib.BadInput(
-        f"--workdir: {lock.parent} is in use by another experiments.reproduce"
+        f"{what} is in use by another experiments.reproduce"
         f"{f' (process {pid} on {host})' if pid.isdigit() else ''}; wait for it to end or choose "
         f"another --workdir (if it has ended, delete {lock})")
 
@@ -143,8 +148,8 @@ def check_workdir(workdir, table: plan_lib.Table, *, seeds: int, fraction,
                               f"--eval_points={theirs}, not {eval_points}: use "
                               f"--eval_points={theirs} to resume, or another --workdir")
     return record
-  if workdir.exists() and (not workdir.is_dir() or
-                           any(p.name != LOCK for p in workdir.iterdir())):
+  if workdir.exists() and (not workdir.is_dir() or any(
+      p.name != LOCK and not p.name.startswith(".") for p in workdir.iterdir())):
     raise plan_lib.BadInput(f"--workdir: {workdir} is not empty and holds no {RECORD}: not a "
                             f"workdir of this command; choose a new or empty folder")
   return None
@@ -256,14 +261,9 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
     ConfigError, DataFileError, ...: as `trainer.train` (the finished programs stay).
     preemption.Preempted: a signal, or the deadline (`DeadlineReached`); the table is written.
   """
-  seeds = table.seeds if seeds is None else plan_lib.parse_seeds(seeds)
-  fraction = plan_lib.parse_fraction(fraction)
-  workdir = paths.as_path(workdir)
-  eval_points = plan_lib.parse_eval_points(eval_points)
-  check_workdir(workdir, table, seeds=seeds, fraction=fraction,  # before anything is created
-                eval_points=eval_points)
-  programs = plan_lib.plan_table(table, modules, seeds=seeds, fraction=fraction, scale=scale,
-                                 eval_points=eval_points)
+  workdir, seeds, fraction, eval_points, _, programs = _planned(  # before anything is created
+      table, workdir, modules, scale=scale, seeds=seeds, fraction=fraction,
+      eval_points=eval_points)
   evaluate_kwargs = {**plan_lib.evaluate_kwargs(eval_points), **(evaluate_kwargs or {})}
   with holding(workdir):
     return _run_programs(table, workdir, modules, programs, seeds=seeds, fraction=fraction,
@@ -281,49 +281,61 @@ def metric_seconds(result: dict) -> float:
   return total
 
 
-def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int, fraction,
-                  command: str, dataset, evaluate_kwargs, log: Callable,
-                  deadline: Optional[float], eval_points: int,
-                  rows: Optional[Collection[int]] = None) -> dict:
-  """`run_table`'s work, under the workdir's lock."""
+def new_record(table: plan_lib.Table, *, seeds: int, fraction, eval_points: int) -> dict:
+  """The workdir's record (``reproduce.json``) of a new workdir: the table, its settings, the
+  commands and their wall time."""
+  return {"table": table.name, "seeds": seeds, "fraction": str(fraction),
+          "eval_points": eval_points, "created": datetime.datetime.now().isoformat(),
+          "commands": [], "wall_s": 0.0}
+
+
+def program_record(workdir: pathlib.Path, program: plan_lib.Program) -> pathlib.Path:
+  """``runs/<name>.json``: the commands and wall time of the calls that ran ``program`` alone
+  (`run_program`), its own file beside its folder."""
+  return workdir / plan_lib.RUNS_DIR / f"{program.name}.json"
+
+
+def _read_json(path) -> dict:
+  try:
+    return json.loads(path.read_text()) if path.is_file() else {}
+  except ValueError:
+    return {}
+
+
+def _meta(workdir, programs, *, command: str, seeds: int, fraction, eval_points: int,
+          record: dict) -> dict:
+  """The table's facts besides its cells: the command, the budget, the device, the wall time
+  (the whole-table commands' and every program call's)."""
+  wall = float(record.get("wall_s", 0.0)) + sum(
+      float(_read_json(program_record(workdir, p)).get("wall_s", 0.0)) for p in programs)
+  return {"command": command, "seeds": seeds, "fraction": str(fraction), "device": device(),
+          "eval_points": eval_points, "evaluation": plan_lib.evaluation_words(eval_points),
+          "workdir": str(workdir), "wall_s": wall,
+          "seed_values": sorted({s.seed for p in programs for s in p.runs})}
+
+
+def done(workdir: pathlib.Path, program: plan_lib.Program, table: plan_lib.Table) -> bool:
+  """The program is trained to its last step and evaluated there: nothing left to run."""
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
+  directory = workdir / program.directory
+  return (finished(directory, program) and not (directory / trainer.PENDING_EVAL).exists()
+          and evaluated(directory, program, table))
+
+
+def _train_and_evaluate(table, workdir: pathlib.Path, p, head: str, which: str, *, dataset,
+                        evaluate_kwargs, log: Callable, deadline: Optional[float], last: dict,
+                        stop: Callable, save: Callable) -> None:
+  """Program ``p`` trained unless finished and evaluated unless current, under its own lock
+  (``runs/<name>.lock``: two commands never train one program at once). ``last``: the seconds
+  of the last evaluation (``eval_s``, ``metric_s``; updated), to judge whether the next one
+  fits before the deadline; ``stop(where, step)`` raises at the deadline; ``save()`` records
+  what is done before a signal's stop is raised."""
   from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  record = check_workdir(workdir, table, seeds=seeds, fraction=fraction,  # under the lock
-                         eval_points=eval_points)
-  published = {i: plan_lib.published_of(r, modules) for i, r in enumerate(table.rows)}
-  started = time.perf_counter()
-  record = record or {"table": table.name, "seeds": seeds, "fraction": str(fraction),
-                      "eval_points": eval_points,
-                      "created": datetime.datetime.now().isoformat(), "commands": [],
-                      "wall_s": 0.0}
-  record["commands"].append(command)
-  base_wall = float(record.get("wall_s", 0.0))
-  meta = {"command": command, "seeds": seeds, "fraction": str(fraction), "device": device(),
-          "eval_points": eval_points, "evaluation": plan_lib.evaluation_words(eval_points),
-          "workdir": str(workdir), "seed_values": sorted({s.seed for p in programs
-                                                          for s in p.runs})}
-
-  def save():
-    record["wall_s"] = base_wall + time.perf_counter() - started
-    atomic.write_text(workdir / RECORD, json.dumps(record, indent=1))
-    meta["wall_s"] = record["wall_s"]
-    return write_table(workdir, table, programs, published, meta)
-
-  def stop(where: str, step=None):
-    save()
-    raise preemption.DeadlineReached(
-        f"stopped at the deadline {where}; {workdir / 'table.md'} holds what is done; the same "
-        "command resumes", step)
-
-  save()
-  todo = [p for p in programs if rows is None or set(p.rows) & set(rows)]
-  eval_seconds = metric_s = 0.0  # the last evaluation's total and metric seconds
-  for k, p in enumerate(todo, 1):
-    directory = workdir / p.directory
-    head = f"[{k}/{len(todo)}] {', '.join(p.args)} ({len(p.runs)} runs, {p.num_steps} steps)"
-    which = f"program {k}/{len(todo)} ({p.name})"
+  directory = workdir / p.directory
+  with holding(workdir / plan_lib.RUNS_DIR, f"{p.name}.lock", f"--workdir: {which} of {workdir}"):
     if finished(directory, p) and not (directory / trainer.PENDING_EVAL).exists():
       log(f"{head}: trained")
     else:
@@ -342,18 +354,150 @@ def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int
         raise
     if evaluated(directory, p, table):
       log(f"{head}: evaluated")
-    else:
-      if deadline is not None and time.time() + eval_seconds > deadline:
-        stop(f"before the evaluation of {which}")
-      log(f"{head}: evaluating")
-      began = time.perf_counter()
-      try:
-        result = evaluate_run.evaluate_run(directory, dataset=dataset, deadline=deadline,
-                                           metric_s=metric_s, **(evaluate_kwargs or {}))
-      except preemption.DeadlineReached as e:
-        log(f"{head}: {e}")
-        stop(f"before the evaluation of {which} ({e})")
-      eval_seconds = time.perf_counter() - began
-      metric_s = metric_seconds(result)
+      return
+    if deadline is not None and time.time() + last.get("eval_s", 0.0) > deadline:
+      stop(f"before the evaluation of {which}")
+    log(f"{head}: evaluating")
+    began = time.perf_counter()
+    try:
+      result = evaluate_run.evaluate_run(directory, dataset=dataset, deadline=deadline,
+                                         metric_s=last.get("metric_s", 0.0),
+                                         **(evaluate_kwargs or {}))
+    except preemption.DeadlineReached as e:
+      log(f"{head}: {e}")
+      stop(f"before the evaluation of {which} ({e})")
+    last.update(eval_s=time.perf_counter() - began, metric_s=metric_seconds(result))
+
+
+def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int, fraction,
+                  command: str, dataset, evaluate_kwargs, log: Callable,
+                  deadline: Optional[float], eval_points: int,
+                  rows: Optional[Collection[int]] = None) -> dict:
+  """`run_table`'s work, under the workdir's lock."""
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
+  record = check_workdir(workdir, table, seeds=seeds, fraction=fraction,  # under the lock
+                         eval_points=eval_points)
+  published = {i: plan_lib.published_of(r, modules) for i, r in enumerate(table.rows)}
+  started = time.perf_counter()
+  record = record or new_record(table, seeds=seeds, fraction=fraction, eval_points=eval_points)
+  record["commands"].append(command)
+  base_wall = float(record.get("wall_s", 0.0))
+
+  def save():
+    record["wall_s"] = base_wall + time.perf_counter() - started
+    atomic.write_text(workdir / RECORD, json.dumps(record, indent=1))
+    return write_table(workdir, table, programs, published, _meta(
+        workdir, programs, command=command, seeds=seeds, fraction=fraction,
+        eval_points=eval_points, record=record))
+
+  def stop(where: str, step=None):
+    save()
+    raise preemption.DeadlineReached(
+        f"stopped at the deadline {where}; {workdir / 'table.md'} holds what is done; the same "
+        "command resumes", step)
+
+  save()
+  todo = [p for p in programs if rows is None or set(p.rows) & set(rows)]
+  last = {}  # the last evaluation's total and metric seconds
+  for k, p in enumerate(todo, 1):
+    head = f"[{k}/{len(todo)}] {', '.join(p.args)} ({len(p.runs)} runs, {p.num_steps} steps)"
+    _train_and_evaluate(table, workdir, p, head, f"program {k}/{len(todo)} ({p.name})",
+                        dataset=dataset, evaluate_kwargs=evaluate_kwargs, log=log,
+                        deadline=deadline, last=last, stop=stop, save=save)
     save()
   return save()
+
+
+def _planned(table, workdir, modules, *, scale, seeds, fraction, eval_points):
+  """(workdir path, seeds, fraction, eval_points, the record or None, the programs): the
+  arguments parsed and the workdir checked before anything is created."""
+  seeds = table.seeds if seeds is None else plan_lib.parse_seeds(seeds)
+  fraction = plan_lib.parse_fraction(fraction)
+  eval_points = plan_lib.parse_eval_points(eval_points)
+  workdir = paths.as_path(workdir)
+  record = check_workdir(workdir, table, seeds=seeds, fraction=fraction, eval_points=eval_points)
+  programs = plan_lib.plan_table(table, modules, seeds=seeds, fraction=fraction, scale=scale,
+                                 eval_points=eval_points)
+  return workdir, seeds, fraction, eval_points, record, programs
+
+
+def program_of(programs, number) -> plan_lib.Program:
+  """Program ``number`` of the plan, counted from 1 as the dry run prints them."""
+  try:
+    k = int(str(number).strip())
+  except ValueError:
+    k = 0
+  if not 1 <= k <= len(programs):
+    raise plan_lib.BadInput(f"--program: expected a program number from 1 to {len(programs)} "
+                            f"(as --dry_run prints them), got {number!r}")
+  return programs[k - 1]
+
+
+def run_program(table: plan_lib.Table, workdir, modules: Mapping, number, *, scale: Callable,
+                seeds: Optional[int] = None, fraction=1, command: str = "", dataset=None,
+                evaluate_kwargs: Optional[dict] = None, log: Callable = print,
+                deadline: Optional[float] = None, eval_points: int = 0) -> Optional[dict]:
+  """Program ``number`` of ``table`` (from 1, the dry run's order) trained and evaluated alone
+  in ``workdir``, which other calls of other programs may share; the table data once every
+  program is done (the table is then written), else None.
+
+  Each call writes its program's folder, its lock and its record (`program_record`) only, and
+  the workdir's record (``reproduce.json``) where there is none yet; the call that finds every
+  program done writes ``table.json`` and ``table.md`` (two calls ending together write the same
+  table, each write whole). Arguments, raises: as `run_table`; ``--program`` out of range is a
+  `plan.BadInput`.
+  """
+  from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
+  workdir, seeds, fraction, eval_points, record, programs = _planned(
+      table, workdir, modules, scale=scale, seeds=seeds, fraction=fraction,
+      eval_points=eval_points)
+  p = program_of(programs, number)
+  k = programs.index(p) + 1
+  if record is None:
+    atomic.write_text(workdir / RECORD, json.dumps(
+        new_record(table, seeds=seeds, fraction=fraction, eval_points=eval_points), indent=1))
+  path = program_record(workdir, p)
+  mine = _read_json(path) or {"program": k, "name": p.name, "commands": [], "wall_s": 0.0}
+  mine["commands"].append(command)
+  base_wall, started = float(mine.get("wall_s", 0.0)), time.perf_counter()
+
+  def save():
+    mine["wall_s"] = base_wall + time.perf_counter() - started
+    atomic.write_text(path, json.dumps(mine, indent=1))
+
+  def stop(where: str, step=None):
+    save()
+    raise preemption.DeadlineReached(
+        f"stopped at the deadline {where}; the same command resumes", step)
+
+  head = f"[program {k}/{len(programs)}] {', '.join(p.args)} ({len(p.runs)} runs, " \
+         f"{p.num_steps} steps)"
+  _train_and_evaluate(table, workdir, p, head, f"program {k}/{len(programs)} ({p.name})",
+                      dataset=dataset, evaluate_kwargs={
+                          **plan_lib.evaluate_kwargs(eval_points), **(evaluate_kwargs or {})},
+                      log=log, deadline=deadline, last={}, stop=stop, save=save)
+  save()
+  data, missing = render_table(table, workdir, modules, programs, seeds=seeds, fraction=fraction,
+                               eval_points=eval_points, command=command)
+  if missing:
+    log(f"{len(programs) - len(missing)} of {len(programs)} programs done; the table is written "
+        "by the call that ends the last one")
+    return None
+  return data
+
+
+def render_table(table: plan_lib.Table, workdir, modules: Mapping, programs, *, seeds: int,
+                 fraction, eval_points: int, command: str = "",
+                 always: bool = False) -> tuple[Optional[dict], list[int]]:
+  """(the table data, the numbers of the programs not done): ``table.json`` and ``table.md``
+  written when every program is done, or ``always`` (the rows of what is done); nothing is
+  trained. The data is None when nothing was written."""
+  workdir = paths.as_path(workdir)
+  missing = [k for k, p in enumerate(programs, 1) if not done(workdir, p, table)]
+  if missing and not always:
+    return None, missing
+  published = {i: plan_lib.published_of(r, modules) for i, r in enumerate(table.rows)}
+  record = _read_json(workdir / RECORD)
+  return write_table(workdir, table, programs, published, _meta(
+      workdir, programs, command=command, seeds=seeds, fraction=fraction,
+      eval_points=eval_points, record=record)), missing
