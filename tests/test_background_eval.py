@@ -165,6 +165,8 @@ def test_sigterm_during_a_background_evaluation_loses_nothing(tmp_path, monkeypa
 
 _KILLED_CHILD = """
 import os, pathlib, signal, sys, time
+import jax
+jax.config.update("jax_num_cpu_devices", 8)  # as the tests' process (conftest): the same program
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.train import trainer, writers
 from tests import helpers

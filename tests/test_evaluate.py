@@ -409,11 +409,13 @@ def test_evaluation_on_another_set_records_trained_on_and_evaluated_on(trained, 
       "mnist", "fashion_mnist", "fashion_mnist")
   assert saved["split"] == "test" and saved["override"] is False
   assert "trained on mnist, evaluated on fashion_mnist" in (workdir / "report.md").read_text()
-  # A config without the fields (written before them) evaluates the training set.
+  # A config written before the fields, filled as a run's config is when read back, evaluates
+  # the training set.
   old = config_lib.base_config()
   del old.dataset["eval_name"]
   del old.dataset["eval_split"]
   old.dataset.name = "dsprites"
+  old = config_lib.fill_missing(old, config_lib.base_config())
   assert evaluator_lib.eval_data_names(old) == {"trained_on": "dsprites",
                                                 "evaluated_on": "dsprites", "split": "train"}
 

@@ -143,7 +143,7 @@ def two_rows(tmp_path_factory):
   folder = first.table_dir(first.queue[0])
   files = lambda: {p: p.stat().st_mtime_ns for p in (folder / "runs" / "fake_other").rglob("*")  # noqa: E731
                    if p.is_file()}
-  seen.update(first_programs=sorted(p.name for p in (folder / "runs").iterdir()),
+  seen.update(first_programs=sorted(p.name for p in (folder / "runs").iterdir() if p.is_dir()),
               first_lines=json.loads((folder / "table.json").read_text())["lines"],
               first_files=files())
   both = slot_lib.parse_slot(minutes=30, out=out, queue="two/fake.other,two",

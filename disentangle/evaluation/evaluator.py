@@ -53,8 +53,9 @@ def eval_data_names(config, stage: str = "run") -> dict:
   ``stage='training'`` under ``eval.select='best_validation'``: the validation split of the
   training set (`selection.training_eval_data`), which selects the kept checkpoint.
 
-  ``dataset.eval_name`` ('' or missing: the training set's name) and ``dataset.eval_split``
-  (missing: 'test'); a dataset without that split (`data.SPLITS`: dSprites and Chairs have one,
+  ``dataset.eval_name`` ('': the training set's name) and ``dataset.eval_split`` (a config
+  written before them is filled with '' and 'test', `config.fill_missing`); a dataset without
+  that split (`data.SPLITS`: dSprites and Chairs have one,
 CelebA's default 'test' is none of its official partitions) is read whole ('train'), as before
 the field reached every dataset. The split used is recorded with the results.
   """
