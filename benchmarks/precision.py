@@ -58,8 +58,8 @@ def code_agreement(config, params, images, rng) -> dict:
   import numpy as np  # pylint: disable=g-import-not-at-top
 
   from disentangle import assignment  # pylint: disable=g-import-not-at-top
-  from disentangle import losses  # pylint: disable=g-import-not-at-top
   from disentangle import methods  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import levers  # pylint: disable=g-import-not-at-top
 
   def build(encoder_dtype, decoder_dtype):
     c = config.copy_and_resolve_references()
@@ -72,13 +72,8 @@ def code_agreement(config, params, images, rng) -> dict:
   policies = {"float32": build("float32", "float32"), "bfloat16": build("bfloat16", "bfloat16"),
               "bfloat16_decoder_float32": build("bfloat16", "float32")}
 
-  def unary(method, x, key):
-    mean, logvar = method.encode(params["vae"], x)
-    return method.unary(params["vae"], losses.reparameterize(key, mean, logvar), x)
-
   keys = jax.random.split(rng, images.shape[0])
-  u = {name: np.stack([np.asarray(jax.jit(lambda x, k, m=m: unary(m, x, k))(x, k))
-                       for x, k in zip(images, keys)])
+  u = {name: np.stack([levers.sampled_unary(m, params, x, k) for x, k in zip(images, keys)])
        for name, m in policies.items()}
   penalty = config.cascade.penalty
   codes = {name: np.stack([assignment.assign(b, penalty) for b in v]) for name, v in u.items()}

@@ -77,13 +77,23 @@ def kernel_census(hlo_text: str) -> dict[str, Any]:
   return {"cudnn": cudnn, "gemms": gemms, "interior_pads": stuffed}
 
 
+def sampled_unary(method, params, images, key) -> np.ndarray:
+  """CascadeVAE's assignment costs u [B, S] of ``images`` at ``params``, at one sample z of the
+  posterior drawn with ``key`` (the step's costs, Algorithm 1), on the host."""
+  from disentangle import losses  # pylint: disable=g-import-not-at-top
+
+  def unary(p, x, k):
+    mean, logvar = method.encode(p["vae"], x)
+    return method.unary(p["vae"], losses.reparameterize(k, mean, logvar), x)
+  return np.asarray(jax.jit(unary)(params, images, key))
+
+
 def fidelity(overrides: dict[str, Any], smoke: bool, steps: int = 3) -> dict[str, Any]:
   """One run after t_d from the same initial state and batch, ``steps`` updates, under the
   candidate's settings and under true float32 (:data:`REFERENCE`): the largest relative loss
   difference over the steps, and the share of discrete codes (the exact assignment of the S
   passes at the same eps) that differ at the last step's parameters."""
   from disentangle import assignment  # pylint: disable=g-import-not-at-top
-  from disentangle import losses  # pylint: disable=g-import-not-at-top
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   out = {}
   for name, settings in (("candidate", {**REFERENCE, **overrides}), ("reference", REFERENCE)):
@@ -100,11 +110,7 @@ def fidelity(overrides: dict[str, Any], smoke: bool, steps: int = 3) -> dict[str
       state, metrics = step(state, batch)
       losses_seen.append(float(metrics["loss"]))
 
-    def unary(params, x):
-      vae = params["vae"]
-      mean, logvar = method.encode(vae, x)
-      return method.unary(vae, losses.reparameterize(jax.random.PRNGKey(1), mean, logvar), x)
-    u = np.asarray(jax.jit(unary)(state.params, batch["image"]))
+    u = sampled_unary(method, state.params, batch["image"], jax.random.PRNGKey(1))
     out[name] = (np.asarray(losses_seen), assignment.assign(u, c.cascade.penalty))
   (loss_c, codes_c), (loss_r, codes_r) = out["candidate"], out["reference"]
   return {"loss_rel_diff": float(np.max(np.abs(loss_c - loss_r) / np.abs(loss_r))),
