@@ -318,8 +318,9 @@ def set_field(config, path: str, value) -> None:
 
 
 def unknown_field(path: str, config) -> ConfigError:
-  """The error for a field ``path`` that ``config`` lacks, with the nearest known field's name."""
-  known = [p for p, _ in flatten(config)]
+  """The error for a field ``path`` that ``config`` (a config or ``{dotted field: value}``) lacks,
+  with the nearest known field's name."""
+  known = list(fields_of(config))
   same_leaf = [p for p in known if p.split(".")[-1] == path.split(".")[-1]]
   near = same_leaf or difflib.get_close_matches(path, known, n=1, cutoff=0.75)
   hint = f" (did you mean {near[0]!r}?)" if near else ""
@@ -488,6 +489,11 @@ def flatten(config, prefix=""):
       yield path, value
 
 
+def fields_of(config) -> dict:
+  """``{dotted path: value}`` of ``config``; a dict of dotted paths is returned as it is."""
+  return config if isinstance(config, dict) else dict(flatten(config))
+
+
 def _type_ok(expected, value) -> bool:
   if isinstance(expected, bool) or isinstance(value, bool):
     return isinstance(expected, bool) and isinstance(value, bool)
@@ -503,15 +509,16 @@ def _type_ok(expected, value) -> bool:
 def validate(config, schema, rules: dict[str, Rule] | None = None) -> None:
   """Raise :class:`ConfigError` naming the first bad field of ``config`` against ``schema``.
 
-  ``schema`` is the default config of the method (base + method section): ``config`` may not have
-  fields the schema lacks, each value must have the schema's type (ints are accepted for floats),
-  and each value must satisfy ``RULES`` plus the method's ``rules``.
+  ``schema`` is the default config of the method (base + method section), or its ``{dotted field:
+  default}``: ``config`` may not have fields the schema lacks, each value must have the schema's
+  type (ints are accepted for floats), and each value must satisfy ``RULES`` plus the method's
+  ``rules``.
   """
-  schema_flat = dict(flatten(schema))
+  schema_flat = fields_of(schema)
   all_rules = dict(RULES, **(rules or {}))
   for path, value in flatten(config):
     if path not in schema_flat:
-      raise unknown_field(path, schema)
+      raise unknown_field(path, schema_flat)
     expected = schema_flat[path]
     if not _type_ok(expected, value):
       raise ConfigError(f"config field {path!r} must be {type(expected).__name__}, "

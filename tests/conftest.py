@@ -38,7 +38,7 @@ def pytest_configure(config):
   # Child processes (multi-process and command-line tests) share the same cache.
   os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", folder)
   jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 if (SHARED / "data").is_dir():  # the offline data folder, for loaders called without a folder

@@ -31,8 +31,8 @@ _tiny_uint8 = helpers.tiny_uint8
 
 @pytest.fixture(scope="module")
 def sets(tmp_path_factory):
-  """Every kind of in-memory training set, small (MNIST the real one where ../shared/data has
-  it, else the synthetic stand-in)."""
+  """Every kind of in-memory training set, small (MNIST's real test split where ../shared/data
+  has it, else the synthetic stand-in's)."""
   tmp = tmp_path_factory.mktemp("sets")
   mnist_dir, verify = helpers.SHARED / "data", True
   if not (mnist_dir / "mnist").is_dir():
@@ -42,7 +42,7 @@ def sets(tmp_path_factory):
   synthetic.write_chairs(tmp, num_models=2, num_views=5)
   factors = rng.integers(0, 3, (120, 2))
   return {
-      "mnist": mnist.load_mnist(mnist_dir, "train", allow_download=False, verify=verify),
+      "mnist": mnist.load_mnist(mnist_dir, "test", allow_download=False, verify=verify),
       "dsprites_file": subset,
       "dsprites_unfair": data.DSpritesUnfair(subset, num_examples=500, seed=1),
       "ground_truth_uint8": data.InMemoryGroundTruth(

@@ -5,6 +5,7 @@ Every ``import`` / ``from ... import`` of ``disentangle`` is read from the sourc
 imports included, since a circle through a deferred import is still a circle).
 """
 import ast
+import functools
 import pathlib
 
 from tests import helpers
@@ -35,6 +36,7 @@ def _imports(path: pathlib.Path, modules) -> set[str]:
   return {m for m in found if m in modules}
 
 
+@functools.cache  # the tests read the graph, never change it
 def _graph() -> dict[str, set[str]]:
   modules = _modules()
   return {name: _imports(path, modules) - {name} for name, path in modules.items()}

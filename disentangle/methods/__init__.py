@@ -8,6 +8,7 @@ added with :func:`register`; :func:`build` instantiates ``cls(config, image_shap
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 import jax
@@ -45,12 +46,18 @@ class MethodSpec:
 REGISTRY: dict[str, MethodSpec] = {}
 
 
+@functools.lru_cache(maxsize=None)
+def _fields(method: str) -> tuple:
+  return tuple(config_lib.flatten(schema(method)))
+
+
 def register(name: str, cls, section: str, default_config: Callable, rules: dict | None = None,
              *, step_fields=(), smoke: Callable | None = None,
              check: Callable | None = None) -> None:
   """Make ``config.method = name`` build ``cls`` with the config section ``section``."""
   REGISTRY[name] = MethodSpec(cls, section, default_config, dict(rules or {}),
                               tuple(step_fields), smoke, check)
+  _fields.cache_clear()
 
 
 def _register_module(name: str, cls, section: str, module) -> None:
@@ -88,12 +95,17 @@ def schema(method: str) -> ml_collections.ConfigDict:
   return c
 
 
+def schema_fields(method: str) -> dict:
+  """``{dotted field: default}`` of :func:`schema` (built once per method; a new dict each call)."""
+  return dict(_fields(method))
+
+
 def validate(config) -> None:
   """Check ``config`` against its method's schema (unknown fields, types, values)."""
   if "method" not in config:
     raise config_lib.ConfigError("config field 'method' is missing")
-  s = schema(config.method)  # raises for an unknown method
-  config_lib.validate(config, s, REGISTRY[config.method].rules)
+  fields = schema_fields(config.method)  # raises for an unknown method
+  config_lib.validate(config, fields, REGISTRY[config.method].rules)
   if REGISTRY[config.method].check is not None:
     REGISTRY[config.method].check(config)  # the method's cross-field rules
 

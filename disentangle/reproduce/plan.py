@@ -211,14 +211,14 @@ def _text(value) -> str:
 
 def _flat(config) -> dict:
   return {k: (list(v) if isinstance(v, tuple) else v)
-          for k, v in config_lib.flatten(config)}
+          for k, v in config_lib.fields_of(config).items()}
 
 
 def changed_fields(config) -> dict:
   """{dotted field: value} of ``config`` that differ from its method's defaults
   (``methods.schema``): what the config's variant sets, e.g. the study's networks. The swept
   fields, the seeds and the fields the schema lacks are left out."""
-  base = _flat(methods.schema(config.method))
+  base = _flat(methods.schema_fields(config.method))
   swept = {f for f, _ in runs_lib.parse_sweep(config.sweep)}
   flat = _flat(config)
   return {k: v for k, v in flat.items()
@@ -226,8 +226,7 @@ def changed_fields(config) -> dict:
 
 
 def _sweepable_fields(config) -> set:
-  schema = methods.schema(config.method)
-  return {k for k, _ in config_lib.flatten(schema) if runs_lib.sweepable(config, k)}
+  return {k for k in methods.schema_fields(config.method) if runs_lib.sweepable(config, k)}
 
 
 def group_rows(configs: Mapping[int, ml_collections.ConfigDict]) -> list[tuple[tuple, dict]]:
@@ -376,11 +375,12 @@ def plan_table(table: Table, modules: Mapping, *, seeds: int, fraction=1,
     cfgs = runs_lib.run_configs(config)
     own = [f for f, _ in runs_lib.check_sweep(config)] if not values else []
     runs = []
+    row_flats = {r: _flat(built[r][0]) for r in rows} if values else {}
     for cfg, d in zip(cfgs, runs_lib.run_dirs(config, pathlib.PurePosixPath(RUNS_DIR, name),
                                                cfgs)):
       flat = _flat(cfg)
       row = rows[0] if not values else next(
-          r for r in rows if all(_flat(built[r][0])[k] == flat[k] for k in values))
+          r for r in rows if all(row_flats[r][k] == flat[k] for k in values))
       runs.append(RunSpec(row=row, point=tuple((f, flat[f]) for f in own), seed=int(cfg.seed),
                           run_dir=str(d)))
     programs.append(Program(name=name, rows=rows, args=tuple(table.rows[r].arg for r in rows),

@@ -69,9 +69,8 @@ def parse_sweep(text: str) -> list[tuple[str, list[str]]]:
 
 def sweepable(config, field: str) -> bool:
   """Whether ``field`` may vary between the runs of one program (module docstring)."""
-  schema = methods.schema(config.method)
   section = methods.spec(config.method).section
-  flat = dict(config_lib.flatten(schema))
+  flat = methods.schema_fields(config.method)
   if field not in flat or field in NOT_SWEEPABLE:
     return False
   value = flat[field]
@@ -84,11 +83,10 @@ def sweepable(config, field: str) -> bool:
 def check_sweep(config) -> list[tuple[str, list[str]]]:
   """The parsed ``config.sweep``; ConfigError for an unknown or a non-sweepable field."""
   grid = parse_sweep(config.sweep)
-  schema = methods.schema(config.method)
-  flat = dict(config_lib.flatten(schema))
+  flat = methods.schema_fields(config.method)
   for field, values in grid:
     if field not in flat:
-      raise config_lib.unknown_field(field, schema)
+      raise config_lib.unknown_field(field, flat)
     if not sweepable(config, field):
       why = NOT_SWEEPABLE.get(field, "it may change shapes or the program's structure")
       raise config_lib.ConfigError(
