@@ -4,9 +4,9 @@
 ``python -m pytest -q -m "not slow"`` is the development loop (unit tests of pure pieces);
 ``python -m pytest -q`` runs everything, the whole-run integration tests marked ``slow`` too, in
 worker processes (``pytest.ini``).
-Compiled XLA programs are kept under the pytest cache (``.pytest_cache/d/jax_cache``), so a second
-run compiles less; the first run of a fresh checkout compiles everything (``-p no:cacheprovider``
-or ``--cache-clear`` start cold).
+Every compiled XLA program, the eager operations' too, is kept under the pytest cache
+(``.pytest_cache/d/jax_cache``), so a second run loads what the first compiled; the first run of a
+fresh checkout compiles everything (``-p no:cacheprovider`` or ``--cache-clear`` start cold).
 """
 import os
 import pathlib
