@@ -73,7 +73,7 @@ def main(argv=None) -> None:
                       objective_gap=float(abs(objective - reference) / abs(reference)),
                       backend=jax.default_backend())
         if name == "scipy_numpy":
-          record["slots_per_class"] = assignment._slots_per_class(u.astype(np.float64), penalty)
+          record["slots_per_class"] = assignment.slots_per_class(u.astype(np.float64), penalty)
         print(json.dumps(record), flush=True)
 
 

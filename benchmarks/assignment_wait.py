@@ -14,9 +14,10 @@ synthetic batches) is timed in two forms:
 - ``overlapped``: ``assignment_overlap = True``, the runs in two groups whose solves overlap the
   other group's device work (four programs a step);
 
-each twice: with the real solver (`assignment._assign_host`: scipy's ``linear_sum_assignment``
+each twice: with the real solver (`assignment.assign_host`: scipy's ``linear_sum_assignment``
 on the slot matrix of every run's problem), and with a zero-cost stand-in (every label 0: the
-same shapes in and out, so the rest of the step does the same work). Per form:
+same shapes in and out, so the rest of the step does the same work), each put in the host
+solver's place by `assignment.host_solver`. Per form:
 
 - ``step_ms`` / ``stand_in_step_ms``: medians over ``--steps`` steps after two warm-up steps;
 - ``wait_ms`` = their difference, the time per step the step waits on the host's solve, and
@@ -29,7 +30,6 @@ difference is the device's idle time. One JSON line per N, with the load average
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 
@@ -42,6 +42,7 @@ import numpy as np
 
 from benchmarks import common
 from disentangle import assignment
+from disentangle import config as config_lib
 from disentangle import methods
 from disentangle.reproduce import throughput
 from disentangle.train import runs as runs_lib
@@ -52,28 +53,15 @@ _CONFIG = config_flags.DEFINE_config_file(
     lock_config=False)
 _RUNS = flags.DEFINE_list("runs", ["10", "40"], "Runs per program, one figure each.")
 _STEPS = flags.DEFINE_integer("steps", 5, "Steps timed (medians).")
-_LAYOUT = flags.DEFINE_enum("layout", "vmap", ["vmap", "unroll"],
+_LAYOUT = flags.DEFINE_enum("layout", "vmap", list(config_lib.SEED_LAYOUTS_RESOLVED),
                             "The runs' layout in the program (seed_layout; the accelerators' "
                             "default is vmap).")
 
 
-def _stand_in(u, penalty=None):
-  """The zero-cost stand-in of `assignment._assign_host`: label 0 for every sample."""
+def _stand_in(u, penalty):
+  """The zero-cost stand-in of `assignment.assign_host`: label 0 for every sample."""
   del penalty
   return np.zeros(np.shape(u)[:-1], np.int32)
-
-
-@contextlib.contextmanager
-def solver(fn):
-  """``assignment._assign_host`` replaced by ``fn`` while the step is built and timed (the
-  one program's ``pure_callback`` captures it when the step is traced, the overlapped step calls
-  it through `assignment.solve_host`)."""
-  original = assignment._assign_host  # pylint: disable=protected-access
-  assignment._assign_host = fn  # pylint: disable=protected-access
-  try:
-    yield
-  finally:
-    assignment._assign_host = original  # pylint: disable=protected-access
 
 
 def program_config(config, runs: int, overlapped: bool):
@@ -88,10 +76,10 @@ def time_step(config, runs: int, steps: int, overlapped: bool, host_fn) -> tuple
   """(median step ms, median ms of the host solves per step) with ``host_fn`` solving."""
   solves = []
 
-  def timed(*args, **kwargs):
+  def timed(u, penalty):
     t0 = time.perf_counter()
     try:
-      return host_fn(*args, **kwargs)
+      return host_fn(u, penalty)
     finally:
       solves.append(time.perf_counter() - t0)
 
@@ -104,7 +92,7 @@ def time_step(config, runs: int, steps: int, overlapped: bool, host_fn) -> tuple
   batches = [jax.device_put(b, program.batches)
              for b in throughput.synthetic_batches(shape, c.batch_size, runs, 2)]
   times, per_step = [], []
-  with solver(timed):
+  with assignment.host_solver(timed):  # the one program's callback and the overlapped solves
     train_step, rest = trainer.phase_step(program, method, method.phase(0))  # t = 1 > t_d = 0
     for i in range(steps + 2):
       before = len(solves)
@@ -129,7 +117,7 @@ def main(argv) -> None:
                   host_threads=assignment.HOST_THREADS, load_before=load_before)
     for name, overlapped in (("one_program", False), ("overlapped", True)):
       real_ms, solve_ms = time_step(config, runs, _STEPS.value, overlapped,
-                                    assignment._assign_host)  # pylint: disable=protected-access
+                                    assignment.assign_host)
       stand_ms, _ = time_step(config, runs, _STEPS.value, overlapped, _stand_in)
       record[name] = dict(step_ms=round(real_ms, 3), stand_in_step_ms=round(stand_ms, 3),
                           wait_ms=round(real_ms - stand_ms, 3),

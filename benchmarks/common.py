@@ -10,8 +10,8 @@ host-to-device copies are excluded.
 Timing: every step is followed by ``block_until_ready`` on the new state and metrics, so one
 sample is the latency of one step; figures are medians (and 10th / 90th percentiles) after a
 warm-up. The host assignment callback (CascadeVAE, ``cascade.solver='scipy'``) is timed by
-:class:`CallbackTimer`, which wraps the host function of :mod:`disentangle.assignment` for the
-duration of the benchmark (it must be entered before the step is traced).
+:class:`CallbackTimer`, which wraps the host solver of :mod:`disentangle.assignment`
+(``assignment.host_solver``) while it is entered.
 """
 from __future__ import annotations
 
@@ -27,9 +27,11 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from disentangle import config as config_lib
 from disentangle.reproduce import throughput
 
-SEED_BATCHINGS = ("vmap", "map", "unroll")
+# N seeds in one program: the trainer's layouts, and ``jax.lax.map`` over the seeds.
+SEED_BATCHINGS = (*config_lib.SEED_LAYOUTS_RESOLVED, "map")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,43 +99,41 @@ def force_discrete(config: ml_collections.ConfigDict, enabled: bool = True) -> d
 # The host assignment callback.
 # ---------------------------------------------------------------------------------------------
 class CallbackTimer:
-  """Wraps ``disentangle.assignment._assign_host`` (the ``pure_callback`` body) with a timer.
+  """Times the host assignment solves while entered (the ``pure_callback`` body of
+  :mod:`disentangle.assignment`): `disentangle.assignment.host_solver` puts a timed wrapper of
+  the solver in place.
 
-  ``jax.pure_callback`` captures the host function when the step is traced, so enter this before
-  building / lowering the step. Measures the Python body of the callback (the scipy solve, float64
-  conversion and checks); the callback machinery around it (argument copies, the GIL, XLA's
-  callback dispatch) is part of the step but not of this figure, so the share is a lower bound.
+  Measures the Python body of the callback (the scipy solve, float64 conversion and checks); the
+  callback machinery around it (argument copies, the GIL, XLA's callback dispatch) is part of the
+  step but not of this figure, so the share is a lower bound.
   """
 
   def __init__(self):
     self._durations: list[float] = []
     self._lock = threading.Lock()
-    self._module = None
-    self._original: Callable | None = None
+    self._context = None
+    self._solve: Callable | None = None
     self.last_problem: tuple[np.ndarray, np.ndarray] | None = None  # latest (u, penalty)
 
   def __enter__(self) -> "CallbackTimer":
     from disentangle import assignment  # pylint: disable=g-import-not-at-top
-    self._module = assignment
-    self._original = assignment._assign_host  # pylint: disable=protected-access
-    original = self._original
 
-    def timed(*args, **kwargs):
+    def timed(u, penalty):
       t0 = time.perf_counter()
       try:
-        return original(*args, **kwargs)
+        return self._solve(u, penalty)
       finally:
         dt = time.perf_counter() - t0
         with self._lock:
           self._durations.append(dt)
-          penalty = args[1] if len(args) > 1 else kwargs.get("penalty")
-          self.last_problem = (np.array(args[0]), np.array(penalty))
+          self.last_problem = (np.array(u), np.array(penalty))
 
-    assignment._assign_host = timed  # pylint: disable=protected-access
+    self._context = assignment.host_solver(timed)
+    self._solve = self._context.__enter__()  # the solver in place before this timer's
     return self
 
   def __exit__(self, *exc) -> None:
-    self._module._assign_host = self._original  # pylint: disable=protected-access
+    self._context.__exit__(*exc)
 
   def mark(self) -> int:
     with self._lock:
@@ -202,11 +202,15 @@ class StepBench:
   cpu_times: list[float] = dataclasses.field(default_factory=list)
   _cursor: int = 0
 
-  def step(self) -> None:
-    """One step, blocked until done."""
+  def next_batch(self) -> dict:
+    """The next of ``batches``, cycled through in order."""
     batch = self.batches[self._cursor % len(self.batches)]
     self._cursor += 1
-    self.state, self.last_metrics = self.compiled(self.state, batch)
+    return batch
+
+  def step(self) -> None:
+    """One step, blocked until done."""
+    self.state, self.last_metrics = self.compiled(self.state, self.next_batch())
     jax.block_until_ready((self.state, self.last_metrics))
 
   def run(self, n: int) -> list[float]:
@@ -267,7 +271,7 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
 
   if not multi:
     step_impl = method.train_step
-  elif seed_batching in ("vmap", "unroll"):
+  elif seed_batching in config_lib.SEED_LAYOUTS_RESOLVED:
     step_impl = seeds.over_seeds(method.train_step, num_seeds, seed_batching)
   elif seed_batching == "map":
     step_impl = lambda s, b: jax.lax.map(lambda sb: method.train_step(*sb), (s, b))
@@ -358,9 +362,10 @@ def callback_summary(callback_s: Sequence[float], step_s: Sequence[float], solve
       "callback_median_ms": round(1e3 * float(np.median(cb)), 3) if cb.size else None,
       "callback_calls_per_step": round(cb.size / max(len(step_s), 1), 3),
   }
-  note = ("callback_share: measured in the step, disentangle.assignment._assign_host wrapped with "
-          "a timer for the benchmark: its wall time summed over the timed steps / their total wall "
-          "time (callback dispatch outside the Python body not included)")
+  note = ("callback_share: measured in the step, disentangle.assignment's host solver wrapped "
+          "with a timer for the benchmark (assignment.host_solver): its wall time summed over the "
+          "timed steps / their total wall time (callback dispatch outside the Python body not "
+          "included)")
   if callback_jit_ms is not None:
     out["callback_jit_median_ms"] = round(callback_jit_ms, 3)
     out["callback_share_jit"] = round(callback_jit_ms / (1e3 * float(np.median(step_s))), 4)

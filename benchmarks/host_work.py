@@ -14,7 +14,7 @@ the trainer (medians over ``--steps`` steps, after two warm-up steps):
   the runs' row indices ``[runs, B]`` drawn from the same streams and copied (the gather runs in
   the compiled step, on the device);
 - ``callback_ms``: the host part of CascadeVAE's exact discrete assignment after t_d
-  (`disentangle.assignment._assign_host`, as the ``pure_callback`` calls it): the runs' problems
+  (`disentangle.assignment.assign_host`, as the ``pure_callback`` calls it): the runs' problems
   ``[runs, B, K]`` solved with scipy's ``linear_sum_assignment`` on the replicated-slot cost
   matrix (``HOST_THREADS`` threads).
 
@@ -77,7 +77,7 @@ def main(argv) -> None:
     record["num_discrete"] = num_discrete
     record["host_threads"] = assignment.HOST_THREADS
     record["callback_ms"] = common.median_ms(
-        lambda s: assignment._assign_host(u + 1e-3 * s, penalty),  # pylint: disable=protected-access
+        lambda s: assignment.assign_host(u + 1e-3 * s, penalty),
         _STEPS.value, warmup=2)
   for key in ("input_host_ms", "input_device_ms", "callback_ms"):
     if key in record:

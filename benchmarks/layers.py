@@ -59,11 +59,9 @@ def _summary(times_s: list[float]) -> dict[str, float]:
 def layer_specs(image_size: int) -> list[dict[str, Any]]:
   """(name, kind, input size, in channels, out channels) of the conv layers of `networks`."""
   from disentangle.nn import networks  # pylint: disable=g-import-not-at-top
-  # pylint: disable=protected-access
-  enc_widths = networks._ENCODER_WIDTHS[image_size]
-  dec_widths = networks._DECODER_WIDTHS[image_size] + (1,)
-  bottleneck = networks._BOTTLENECK
-  # pylint: enable=protected-access
+  enc_widths = networks.ENCODER_WIDTHS["cascade"][image_size]  # the default encoder_widths
+  dec_widths = networks.DECODER_WIDTHS[image_size] + (1,)
+  bottleneck = networks.BOTTLENECK
   specs, size, cin = [], image_size, 1
   for i, cout in enumerate(enc_widths):
     specs.append(dict(layer=f"encoder/conv{i}", kind="conv", size=size, cin=cin, cout=cout))

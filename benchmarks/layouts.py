@@ -11,7 +11,11 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-LAYOUTS = ("vmap", "unroll", "folded")
+from disentangle import config as config_lib
+
+# The trainer's layouts of N runs (``seed_layout`` resolved), and the folded pass beside them.
+PER_RUN = config_lib.SEED_LAYOUTS_RESOLVED
+LAYOUTS = (*PER_RUN, "folded")
 
 
 def network_pass(method) -> Callable:

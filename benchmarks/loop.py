@@ -86,9 +86,7 @@ class _Interleaver:
     b = self.bench
     c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(self.block):
-      batch = b.batches[b._cursor % len(b.batches)]  # pylint: disable=protected-access
-      b._cursor += 1  # pylint: disable=protected-access
-      b.state, b.last_metrics = b.compiled(b.state, batch)
+      b.state, b.last_metrics = b.compiled(b.state, b.next_batch())
     jax.block_until_ready((b.state, b.last_metrics))
     return time.perf_counter() - t0, time.process_time() - c0
 

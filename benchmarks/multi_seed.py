@@ -32,6 +32,7 @@ from ml_collections import config_flags
 import numpy as np
 
 from benchmarks import common
+from disentangle import config as config_lib
 from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
@@ -41,14 +42,14 @@ _STEPS = flags.DEFINE_integer("steps", 5, "Timed steps of each program per round
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (single, vmapped, mapped, single, ...).")
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps of each program after compilation.")
 _PROGRAMS = flags.DEFINE_list(
-    "programs", ["vmap", "unroll"],
+    "programs", list(config_lib.SEED_LAYOUTS_RESOLVED),
     f"N-seed programs to time, from {list(common.SEED_BATCHINGS)} (the trainer: 'unroll' on "
     "CPU, 'vmap' on accelerators).")
 _FORCE_DISCRETE = flags.DEFINE_bool(
     "force_discrete", True, "CascadeVAE: set cascade.discrete_start=0 (discrete branch active).")
 flags.mark_flag_as_required("config")
 
-_NAMES = {"vmap": "vmapped", "map": "mapped", "unroll": "unrolled"}
+_NAMES = {"vmap": "vmapped", "map": "mapped", "unroll": "unrolled"}  # in the output's lines
 _PAUSE_S = 0.2  # between blocks: lets the other program's worker threads go idle
 
 
@@ -60,9 +61,10 @@ def main(argv) -> None:
   n = _SEEDS.value
   if n < 2:
     raise app.UsageError("--seeds must be >= 2")
-  unknown = [p for p in _PROGRAMS.value if p not in _NAMES]
+  unknown = [p for p in _PROGRAMS.value if p not in common.SEED_BATCHINGS]
   if unknown or not _PROGRAMS.value:
-    raise app.UsageError(f"--programs: choose from {list(_NAMES)}, got {_PROGRAMS.value}")
+    raise app.UsageError(f"--programs: choose from {list(common.SEED_BATCHINGS)}, "
+                         f"got {_PROGRAMS.value}")
   head = common.header("multi_seed", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
   head["seeds"] = n
   solver = config.cascade.solver if config.method == "cascadevae" else None
@@ -72,7 +74,8 @@ def main(argv) -> None:
     single = common.build_step(config, image, num_seeds=1)
     benches = {"single": single}
     for kind in _PROGRAMS.value:
-      benches[_NAMES[kind]] = common.build_step(config, image, num_seeds=n, seed_batching=kind)
+      benches[_NAMES.get(kind, kind)] = common.build_step(config, image, num_seeds=n,
+                                                          seed_batching=kind)
     for b in benches.values():
       b.run(_WARMUP.value)
     times: dict[str, list[float]] = {k: [] for k in benches}
@@ -109,7 +112,7 @@ def main(argv) -> None:
     record[f"{k}_speedup"] = round(n * single_s / multi_s, 3)
     record[f"{k}_speedup_median_over_rounds"] = round(float(np.median(ratios[k])), 3)
   from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
-  trainer_layout = {"vmap": "vmapped", "unroll": "unrolled"}[seeds.layout(config)]
+  trainer_layout = _NAMES.get(seeds.layout(config), seeds.layout(config))
   if f"{trainer_layout}_speedup" in record:
     record["speedup"] = record[f"{trainer_layout}_speedup"]
     record["trainer_program"] = trainer_layout

@@ -51,8 +51,8 @@ _CONFIG = config_flags.DEFINE_config_file(
     "config", "experiments/configs/dsprites_cascade.py:m6", "Experiment config file[:variant].",
     lock_config=True)
 _RUNS = flags.DEFINE_list("runs", ["1", "10", "40"], "Runs per program (N).")
-_LAYOUTS = flags.DEFINE_list("layouts", ["vmap", "unroll", "folded"],
-                             "Layouts of the network level, from vmap, unroll, folded.")
+_LAYOUTS = flags.DEFINE_list("layouts", list(layouts_lib.LAYOUTS),
+                             f"Layouts of the network level, from {list(layouts_lib.LAYOUTS)}.")
 _STEPS = flags.DEFINE_integer("steps", 10, "Timed rounds (one step of each layout per round).")
 _STEP_LEVEL = flags.DEFINE_bool("step_level", False,
                                 "Also time the trainer's whole step as vmap and unroll.")
@@ -118,7 +118,7 @@ def network_level(config, image, runs: int, layouts, steps: int) -> dict[str, An
     for k in layouts:
       if k != "folded":
         line[f"{k}_over_folded"] = round(ms[k] / ms["folded"], 3)
-  distinct = [k for k in ("vmap", "unroll") if k in ms]
+  distinct = [k for k in layouts_lib.PER_RUN if k in ms]
   if distinct:
     line["best_per_run_layout"] = min(distinct, key=ms.get)
   return line
@@ -126,7 +126,7 @@ def network_level(config, image, runs: int, layouts, steps: int) -> dict[str, An
 
 def step_level(config, image, runs: int, steps: int) -> dict[str, Any]:
   timed = {k: TimedStep(common.build_step(config, image, num_seeds=runs, seed_batching=k))
-           for k in ("vmap", "unroll")}
+           for k in layouts_lib.PER_RUN}
   ms = round_robin(timed, steps)
   line: dict[str, Any] = {"level": "step", "runs": runs, "batch_size": config.batch_size}
   for k, t in timed.items():

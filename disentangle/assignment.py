@@ -20,13 +20,15 @@ penalty * m extra, m = 0, 1, ...), the problem is exactly the linear assignment 
 
 - ``'scipy'``: :func:`scipy.optimize.linear_sum_assignment` on that matrix, in float64 on the host.
   The number of slots per class is truncated to a bound every optimum satisfies (see
-  :func:`_slots_per_class`), which keeps it exact. Inside ``jax.jit`` it runs through
-  ``jax.pure_callback`` (``vmap_method='expand_dims'``: under ``jax.vmap`` the host receives the
-  whole batch, e.g. every run's problem, and solves them in parallel threads (``HOST_THREADS``;
-  scipy's ``linear_sum_assignment`` releases the GIL); :func:`assign_each` stacks separate
-  problems, e.g. of unrolled runs, into one such call; inside ``jax.shard_map`` each device solves
-  its own shard). A
-  Python-float penalty is bound into the callback in float64, so jit and numpy calls agree exactly.
+  :func:`slots_per_class`), which keeps it exact. The solve itself is :func:`assign_host`.
+  Inside ``jax.jit`` it runs through ``jax.pure_callback`` (``vmap_method='expand_dims'``: under
+  ``jax.vmap`` the host receives the whole batch, e.g. every run's problem, and solves them in
+  parallel threads (``HOST_THREADS``; scipy's ``linear_sum_assignment`` releases the GIL);
+  :func:`assign_each` stacks separate problems, e.g. of unrolled runs, into one such call; inside
+  ``jax.shard_map`` each device solves its own shard). A Python-float penalty is bound into the
+  callback in float64, so jit and numpy calls agree exactly. Every host solve goes through
+  :func:`solve_host`, which calls :func:`assign_host` unless :func:`host_solver` has put another
+  function in its place (to time the solve, count its calls, or replace it by a stand-in).
 - ``'hungarian'``: on device, jit- and vmap-able. The Hungarian method's row-by-row shortest
   augmenting paths (successive shortest paths) on the slot matrix with the n identical slots of each
   class merged into one node: each new sample is inserted along a shortest path through the S class
@@ -53,9 +55,10 @@ solver's run-steps/s there (10 to 40 runs, dSprites and MNIST), so ``'scipy'`` s
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import os
-from typing import Any, Literal, Sequence, Union
+from typing import Any, Callable, Iterator, Literal, Sequence, Union
 
 import jax
 import jax.numpy as jnp
@@ -117,15 +120,24 @@ def _check_shape(shape: tuple[int, ...]) -> None:
 # ------------------------------------------------------------------------------------------
 # Host solver (scipy).
 # ------------------------------------------------------------------------------------------
-def _slots_per_class(u: np.ndarray, penalty: float) -> int:
-  """Slots per class kept in the assignment matrix; no optimum needs more.
+def slots_per_class(u: np.ndarray, penalty: float) -> int:
+  """Slots per class the host solver keeps in the assignment matrix of one problem; no optimum
+  needs more.
+
+  Args:
+    u: float [n, S], one problem's log-likelihoods (the solver passes them in float64).
+    penalty: lambda' >= 0 per unordered same-class pair.
+
+  Returns:
+    The number of slots m = 0, 1, ... of each class in the [n, S * slots] cost matrix.
 
   At an optimum no single sample i gains by moving from its class k to a class l:
   u[i,l] - penalty * c_l <= u[i,k] - penalty * (c_k - 1), so with
   G = max_i (max_k u[i,k] - min_k u[i,k]) and a = 1 + G / penalty every class has
   c_l >= c_max - a. Summing, n >= c_max + (S - 1) (c_max - a), i.e.
   c_max <= (n + (S - 1) a) / S. Truncating every class to that many slots (plus one spare
-  for rounding) removes no optimum, so the truncated assignment is still exact. At most n.
+  for rounding) removes no optimum, so the truncated assignment is still exact. At most n
+  (``n`` itself when ``penalty <= 0``).
   """
   n, num_classes = u.shape
   if penalty <= 0 or n == 0:
@@ -141,7 +153,7 @@ def _solve_scipy_single(u: np.ndarray, penalty: float) -> np.ndarray:
   n, num_classes = u.shape
   if penalty == 0 or num_classes == 1:
     return np.argmax(u, axis=1).astype(np.int32)
-  slots = _slots_per_class(u, penalty)
+  slots = slots_per_class(u, penalty)
   # cost[i, k * slots + m] = -u[i, k] + penalty * m
   cost = (-u[:, :, None] + penalty * np.arange(slots, dtype=np.float64)).reshape(n, -1)
   rows, cols = optimize.linear_sum_assignment(cost)
@@ -150,8 +162,22 @@ def _solve_scipy_single(u: np.ndarray, penalty: float) -> np.ndarray:
   return labels
 
 
-def _assign_host(u: np.ndarray, penalty: np.ndarray) -> np.ndarray:
-  """Numpy path (also the pure_callback body): u [..., n, S], penalty broadcastable to [...]."""
+def assign_host(u: np.ndarray, penalty: np.ndarray) -> np.ndarray:
+  """The exact host solver (``solver='scipy'``): int32 labels [..., n] of u [..., n, S].
+
+  Each problem is solved in float64 by scipy's ``linear_sum_assignment`` on its slot matrix
+  (module docstring), the problems of a batch in :data:`HOST_THREADS` threads. This is the
+  solver :func:`solve_host` (and so ``assign``, inside ``jax.jit`` or not) calls by default;
+  call it directly for the real solve whatever :func:`host_solver` has put in its place.
+
+  Args:
+    u: float [..., n, S] log-likelihoods (converted to float64).
+    penalty: lambda' >= 0 per unordered same-class pair, broadcastable to ``[...]``.
+
+  Raises:
+    ValueError: non-finite log-likelihoods, a negative / non-finite penalty, or u not
+      [..., n, S] with S >= 1.
+  """
   u = np.asarray(u, np.float64)
   penalty = np.asarray(penalty, np.float64)
   _check_shape(u.shape)
@@ -177,9 +203,53 @@ def _assign_host(u: np.ndarray, penalty: np.ndarray) -> np.ndarray:
 
 
 def solve_host(u: np.ndarray, penalty: np.ndarray) -> np.ndarray:
-  """The host solve of the step's callback, called outside a program (the overlapped runs of
-  `disentangle.train.overlap`): int32 labels [..., n] of u [..., n, S] and penalties [...]."""
-  return _assign_host(u, penalty)
+  """The host solve: the ``jax.pure_callback`` body of ``assign(..., solver='scipy')`` and its
+  numpy path, also called outside a program (the overlapped runs of
+  `disentangle.train.overlap`): int32 labels [..., n] of u [..., n, S] and penalties [...].
+
+  Calls the current host solver, looked up at each call: :func:`assign_host`, or the function
+  installed by :func:`host_solver`.
+  """
+  return _host_solver(u, penalty)
+
+
+HostSolver = Callable[[np.ndarray, np.ndarray], np.ndarray]
+_host_solver: HostSolver = assign_host
+
+
+@contextlib.contextmanager
+def host_solver(fn: HostSolver) -> Iterator[HostSolver]:
+  """Puts ``fn`` in the place of the host solver while the context is active.
+
+  Every host solve calls the current solver at the time it runs (:func:`solve_host`): the
+  ``jax.pure_callback`` of ``assign(..., solver='scipy')`` and :func:`assign_each` inside
+  ``jax.jit`` (programs compiled before the context included: nothing is captured at trace
+  time), ``assign`` on numpy input, and the overlapped step's solves. ``fn(u, penalty)`` gets
+  the arguments :func:`solve_host` gets (inside a program: u numpy [..., n, S] in the traced
+  dtype, penalty a numpy array broadcastable to ``[...]``, float64 where it was a Python float)
+  and must return int32 labels [..., n]; an exception it raises reaches the caller as the real
+  solver's would (inside jit, as JAX's runtime error). Used to time the solve or count its calls
+  (wrapping the solver it replaced) and to replace it by a zero-cost stand-in of the same
+  shapes::
+
+    with assignment.host_solver(lambda u, p: np.zeros(u.shape[:-1], np.int32)):
+      ...  # every step's assignment gives class 0
+
+  The replacement is process-wide, not per thread (the callbacks run on XLA's threads), and a
+  callback calls the solver in place when the program runs it: wait for the programs dispatched
+  inside the context (``jax.block_until_ready``) before leaving it. Contexts nest; each puts back
+  the solver it replaced when it exits, also on an exception.
+
+  Yields:
+    The solver ``fn`` replaces (:func:`assign_host` outside any other such context), for
+    ``fn`` to wrap.
+  """
+  global _host_solver
+  previous, _host_solver = _host_solver, fn
+  try:
+    yield previous
+  finally:
+    _host_solver = previous
 
 
 # Threads solving the problems of one host call: half the cores (the other half feed the device),
@@ -313,7 +383,7 @@ def assign(log_likelihoods: ArrayLike, penalty: ArrayLike, *,
     raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
   is_jax = isinstance(log_likelihoods, jax.Array) or isinstance(penalty, jax.core.Tracer)
   if not is_jax and solver == "scipy":
-    return _assign_host(log_likelihoods, penalty)
+    return solve_host(log_likelihoods, penalty)
 
   u = jax.lax.stop_gradient(jnp.asarray(log_likelihoods))
   if not jnp.issubdtype(u.dtype, jnp.floating):
@@ -330,10 +400,10 @@ def assign(log_likelihoods: ArrayLike, penalty: ArrayLike, *,
   batch = jnp.broadcast_shapes(u.shape[:-2], np.shape(lam))
   out_shape = jax.ShapeDtypeStruct(batch + u.shape[-2:-1], jnp.int32)
   if solver == "scipy" and isinstance(lam, jax.Array):
-    labels = jax.pure_callback(_assign_host, out_shape, u, jnp.broadcast_to(lam, batch),
+    labels = jax.pure_callback(solve_host, out_shape, u, jnp.broadcast_to(lam, batch),
                                vmap_method="expand_dims")
   elif solver == "scipy":
-    labels = jax.pure_callback(functools.partial(_assign_host, penalty=lam), out_shape, u,
+    labels = jax.pure_callback(functools.partial(solve_host, penalty=lam), out_shape, u,
                                vmap_method="expand_dims")
   else:
     labels = _assign_device(u, jnp.asarray(lam, u.dtype), solver)

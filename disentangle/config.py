@@ -47,9 +47,10 @@ COMPUTE_DTYPES = ("float32", "bfloat16")
 # ``model.precision``: ``jax.lax.Precision`` of the networks' matmuls and convolutions. 'default'
 # lets a GPU use TF32 for float32 operands (JAX's default); 'highest' is true float32.
 PRECISIONS = ("default", "high", "highest")
-# ``seed_layout``: N seeds in one program, vmapped or unrolled; 'auto' per backend
-# (BACKEND_DEFAULTS; train/seeds.py).
-SEED_LAYOUTS = ("auto", "vmap", "unroll")
+# ``seed_layout``: N seeds in one program, vmapped or unrolled (the layouts 'auto' resolves to,
+# those `train.seeds.over_seeds` builds); 'auto' per backend (BACKEND_DEFAULTS; train/seeds.py).
+SEED_LAYOUTS_RESOLVED = ("vmap", "unroll")
+SEED_LAYOUTS = ("auto", *SEED_LAYOUTS_RESOLVED)
 # ``model.init``: the kernel initialisers; ``model.architecture``: CascadeVAE's tables or
 # disentanglement_lib's networks; ``model.activation``: the encoder trunk's (nn/networks.py).
 INITS = ("reference", "reference_flax_fan", "flax", "tensorflow")

@@ -155,7 +155,7 @@ def test_against_count_dp(n, num_classes):
     ref = _count_dp(u[b], lam[b])
     if num_classes == 2:
       assert _close(_sort_two_classes(u[b], lam[b]), ref, 1e-12)
-    truncated += assignment._slots_per_class(u[b], lam[b]) < n
+    truncated += assignment.slots_per_class(u[b], lam[b]) < n
     got = assignment.assignment_objective(u[b], assignment.assign(u[b], lam[b]), lam[b])
     assert _close(got, ref, 1e-12), (cases[b], got, ref)
     got = assignment.assignment_objective(u[b], device_labels[b], lam[b])
@@ -214,20 +214,20 @@ def test_jit_matches_numpy_and_batch_dims():
   np.testing.assert_allclose(obj_device, obj_host, rtol=1e-6)
 
 
-def test_vmap_host_receives_whole_batch(monkeypatch):
+def test_vmap_host_receives_whole_batch():
   rng = np.random.default_rng(12)
   u = _sample("normal", rng, (5, 12, 3)).astype(np.float32)
   expected = np.stack([assignment.assign(x, 0.5) for x in u])
   calls = []
-  host = assignment._assign_host
 
   def recording(u_, penalty):
     calls.append((u_.shape, np.shape(penalty)))
-    return host(u_, penalty)
+    return assignment.assign_host(u_, penalty)
 
-  monkeypatch.setattr(assignment, "_assign_host", recording)
   # vmap over u (penalty fixed), e.g. a multi-seed training step.
-  got = jax.jit(jax.vmap(lambda x: assignment.assign(x, 0.5)))(jnp.asarray(u))
+  with assignment.host_solver(recording):
+    got = jax.block_until_ready(
+        jax.jit(jax.vmap(lambda x: assignment.assign(x, 0.5)))(jnp.asarray(u)))
   np.testing.assert_array_equal(np.asarray(got), expected)
   assert calls == [((5, 12, 3), ())]  # one host call, the host loops over the batch
   # vmap over the penalty as well, and nested vmap.
@@ -241,23 +241,21 @@ def test_vmap_host_receives_whole_batch(monkeypatch):
   np.testing.assert_array_equal(np.asarray(got), expected)
 
 
-def test_assign_each_solves_separate_problems_in_one_host_call(monkeypatch):
+def test_assign_each_solves_separate_problems_in_one_host_call():
   """The problems of unrolled runs, stacked into one callback, get the labels each own call
   gives it (Python-float penalties and traced ones)."""
   rng = np.random.default_rng(14)
   us = [jnp.asarray(_sample(d, rng, (12, 3)), jnp.float32) for d in ("normal", "ties", "normal")]
   floats = [0.0, 1e-3, 0.7]
   calls = []
-  host = assignment._assign_host
 
   def recording(u_, penalty):
     calls.append(np.shape(u_))
-    return host(u_, penalty)
+    return assignment.assign_host(u_, penalty)
 
-  monkeypatch.setattr(assignment, "_assign_host", recording)
   alone = [jax.jit(lambda x, p=p: assignment.assign(x, p))(u) for u, p in zip(us, floats)]
-  calls.clear()
-  got = jax.jit(lambda *u: assignment.assign_each(u, floats))(*us)
+  with assignment.host_solver(recording):
+    got = jax.block_until_ready(jax.jit(lambda *u: assignment.assign_each(u, floats))(*us))
   assert calls == [(3, 12, 3)]
   for g, a in zip(got, alone):
     np.testing.assert_array_equal(np.asarray(g), np.asarray(a))
@@ -266,6 +264,91 @@ def test_assign_each_solves_separate_problems_in_one_host_call(monkeypatch):
   got = jax.jit(lambda u, p: assignment.assign_each(list(u), list(p)))(jnp.stack(us), lam)
   for g, a in zip(got, alone):
     np.testing.assert_array_equal(np.asarray(g), np.asarray(a))
+
+def _class_two(u, penalty):
+  """A stand-in host solver: class 2 for every sample."""
+  del penalty
+  return np.full(np.shape(u)[:-1], 2, np.int32)
+
+
+def test_host_solver_replaces_every_host_solve_while_active():
+  """Inside ``host_solver(fn)`` the callback of a program compiled before the context, of one
+  compiled inside it, ``assign`` on numpy input and ``solve_host`` all call ``fn``; after it
+  the same compiled programs call the real solver again."""
+  rng = np.random.default_rng(15)
+  u = _sample("normal", rng, (2, 12, 3)).astype(np.float32)
+  real = assignment.assign_host(u, 0.5)
+  stand_in = np.full((2, 12), 2)
+  assert np.any(real != stand_in)
+  before = jax.jit(lambda v: assignment.assign(v, 0.5))  # a Python-float penalty
+  traced = jax.jit(assignment.assign)  # a traced penalty
+  np.testing.assert_array_equal(np.asarray(before(jnp.asarray(u))), real)  # compiled here
+  calls = []
+
+  def recording(u_, penalty):
+    calls.append(np.shape(u_))
+    return _class_two(u_, penalty)
+
+  with assignment.host_solver(recording) as replaced:
+    assert replaced is assignment.assign_host
+    inside = jax.jit(lambda v: assignment.assign(v, 0.5))
+    outs = [before(jnp.asarray(u)), inside(jnp.asarray(u)), traced(jnp.asarray(u), 0.5),
+            assignment.assign(u, 0.5), assignment.solve_host(u, 0.5)]
+    for got in outs:
+      np.testing.assert_array_equal(np.asarray(got), stand_in)
+  assert calls == [(2, 12, 3)] * 5
+  outs = [before(jnp.asarray(u)), inside(jnp.asarray(u)), traced(jnp.asarray(u), 0.5),
+          assignment.assign(u, 0.5), assignment.solve_host(u, 0.5)]
+  for got in outs:
+    np.testing.assert_array_equal(np.asarray(got), real)
+  assert len(calls) == 5
+
+
+def test_host_solver_restores_the_solver_on_an_exception():
+  rng = np.random.default_rng(16)
+  u = _sample("normal", rng, (12, 3)).astype(np.float32)
+  real = assignment.assign_host(u, 0.5)
+  solve = jax.jit(lambda v: assignment.assign(v, 0.5))
+
+  def failing(u_, penalty):
+    raise ValueError("the stand-in failed")
+
+  with pytest.raises(Exception, match="the stand-in failed"):  # JAX re-raises the callback's
+    with assignment.host_solver(failing):
+      jax.block_until_ready(solve(jnp.asarray(u)))
+  np.testing.assert_array_equal(np.asarray(solve(jnp.asarray(u))), real)
+  with pytest.raises(KeyError):
+    with assignment.host_solver(_class_two):
+      raise KeyError("in the body")
+  np.testing.assert_array_equal(np.asarray(solve(jnp.asarray(u))), real)
+  np.testing.assert_array_equal(assignment.assign(u, 0.5), real)
+
+
+def test_host_solver_contexts_nest_and_wrap_the_solver_they_replace():
+  rng = np.random.default_rng(17)
+  u = _sample("normal", rng, (12, 3))
+  real = assignment.assign_host(u, 0.5)
+  seen, wrapped = [], {}
+
+  def outer(u_, penalty):
+    seen.append("outer")
+    return assignment.assign_host(u_, penalty)
+
+  def inner(u_, penalty):
+    seen.append("inner")
+    return wrapped["solver"](u_, penalty)
+
+  with assignment.host_solver(outer) as first:
+    with assignment.host_solver(inner) as second:
+      wrapped["solver"] = second
+      assert first is assignment.assign_host and second is outer
+      np.testing.assert_array_equal(assignment.assign(u, 0.5), real)
+    assert seen == ["inner", "outer"]
+    np.testing.assert_array_equal(assignment.assign(u, 0.5), real)
+    assert seen == ["inner", "outer", "outer"]
+  np.testing.assert_array_equal(assignment.assign(u, 0.5), real)
+  assert seen == ["inner", "outer", "outer"]
+
 
 def test_threaded_host_batch_is_optimal_for_every_problem(monkeypatch):
   """The host solves a batch of problems (the runs of a program) in threads; each label set is

@@ -26,8 +26,8 @@ def _decoder_params(init, size):
 @pytest.mark.parametrize("init", ["reference", "reference_flax_fan"])
 def test_decoder_initial_stds(init, size):
   params = _decoder_params(init, size)
-  widths = list(networks._DECODER_WIDTHS[size]) + [1]  # pylint: disable=protected-access
-  cin = networks._BOTTLENECK[-1]  # pylint: disable=protected-access
+  widths = list(networks.DECODER_WIDTHS[size]) + [1]
+  cin = networks.BOTTLENECK[-1]
   names = [f"deconv{i}" for i in range(len(widths) - 1)] + ["logits"]
   for name, cout in zip(names, widths):
     kernel = np.asarray(params[name]["kernel"])

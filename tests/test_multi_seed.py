@@ -27,3 +27,10 @@ def test_over_seeds_maps_a_function_over_the_leading_axis(how):
     ref_state, ref = step({"w": state["w"][i]}, batch[i])
     np.testing.assert_array_equal(out_state["w"][i], ref_state["w"])
     np.testing.assert_array_equal(out[i], ref)
+
+
+def test_over_seeds_refuses_a_layout_it_does_not_build():
+  """'auto' is resolved by `seeds.layout` first, never taken for an unrolled layout."""
+  for how in ("auto", "map"):
+    with pytest.raises(ValueError, match="how must be one of"):
+      seeds.over_seeds(lambda state, batch: state, 3, how)

@@ -1,6 +1,8 @@
 """The host's assignment overlapped with the device's work (`disentangle.train.overlap`): the runs
 of a program in two groups end bit for bit where the one-program step ends them, solve each
 group's problems once per step, and stay out of the way where there is nothing to overlap."""
+import contextlib
+
 import jax
 import numpy as np
 import pytest
@@ -22,18 +24,18 @@ def test_one_run_has_no_groups():
     overlap.groups(1)
 
 
-class Solves:
-  """Records the shapes of the host solves (the callback's and the overlapped step's)."""
+@contextlib.contextmanager
+def recorded_solves():
+  """The shapes of the host solves (the callback's and the overlapped step's) made while
+  active (`assignment.host_solver`)."""
+  shapes = []
 
-  def __init__(self, monkeypatch):
-    self.shapes = []
-    original = assignment._assign_host  # pylint: disable=protected-access
+  def recording(u, penalty):
+    shapes.append(np.shape(u))
+    return assignment.assign_host(u, penalty)
 
-    def recording(u, penalty):
-      self.shapes.append(np.shape(u))
-      return original(u, penalty)
-
-    monkeypatch.setattr(assignment, "_assign_host", recording)
+  with assignment.host_solver(recording):
+    yield shapes
 
 
 def _config(**fields):
@@ -79,16 +81,17 @@ def one_program(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
-def test_overlapped_groups_end_where_one_program_ends(tmp_path, monkeypatch, one_program, case):
+def test_overlapped_groups_end_where_one_program_ends(tmp_path, one_program, case):
   fields = CASES[case]
   one, one_dir = one_program(**{k: "host" if k == "dataset.placement" else v
                                 for k, v in fields.items()})
-  solves = Solves(monkeypatch)
-  both = _train(tmp_path, "overlapped", assignment_overlap=True, **fields)
+  with recorded_solves() as shapes:
+    both = jax.block_until_ready(_train(tmp_path, "overlapped", assignment_overlap=True,
+                                        **fields))
   runs = jax.tree_util.tree_leaves(one.step)[0].shape[0]
   # t_d = 1: steps 2, 3 and 4 solve each group once: [ceil(R/2), B, S] then [R - ceil(R/2), ...]
   sizes = [hi - lo for lo, hi in overlap.groups(runs)]
-  assert [s[0] for s in solves.shapes] == sizes * 3
+  assert [s[0] for s in shapes] == sizes * 3
   for a, b in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(both), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   compared = 0
@@ -102,20 +105,21 @@ def test_overlapped_groups_end_where_one_program_ends(tmp_path, monkeypatch, one
 @pytest.mark.slow
 @pytest.mark.parametrize("fields", [{}, {"num_seeds": 3, "seed_layout": "vmap"}],
                          ids=["one_run", "three_runs_vmap"])
-def test_too_few_runs_keep_the_one_program_step(tmp_path, monkeypatch, fields):
+def test_too_few_runs_keep_the_one_program_step(tmp_path, fields):
   """One run, or fewer than four under vmap (a group of one would round differently): the
   step's own callback solves every run's problem in one call a step (steps 2 to 4)."""
-  solves = Solves(monkeypatch)
-  _train(tmp_path, "run", assignment_overlap=True, **fields)
+  with recorded_solves() as shapes:
+    jax.block_until_ready(_train(tmp_path, "run", assignment_overlap=True, **fields))
   c = _config(**fields)
   runs = (fields.get("num_seeds", 1),) if fields else ()
-  assert solves.shapes == [runs + (c.batch_size, c.cascade.num_discrete)] * 3
+  assert shapes == [runs + (c.batch_size, c.cascade.num_discrete)] * 3
 
 
 @pytest.mark.slow
-def test_the_device_solver_keeps_the_one_program_step(tmp_path, monkeypatch):
-  solves = Solves(monkeypatch)
-  state = _train(tmp_path, "hungarian", assignment_overlap=True, num_seeds=4,
-                 seed_layout="vmap", **{"cascade.solver": "hungarian"})
-  assert solves.shapes == []
+def test_the_device_solver_keeps_the_one_program_step(tmp_path):
+  with recorded_solves() as shapes:
+    state = jax.block_until_ready(_train(tmp_path, "hungarian", assignment_overlap=True,
+                                         num_seeds=4, seed_layout="vmap",
+                                         **{"cascade.solver": "hungarian"}))
+  assert shapes == []
   assert np.all(np.isfinite(jax.tree_util.tree_leaves(state.params)[0]))

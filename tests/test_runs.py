@@ -14,19 +14,24 @@ from tests import helpers
 
 
 class CallbackCounter:
-  """Counts the host assignment callbacks run by each step (the step is waited for)."""
+  """Counts the host assignment callbacks run by each step (the step is waited for) while
+  entered (`assignment.host_solver`)."""
 
-  def __init__(self, monkeypatch):
-    self.calls, self.labels = [], []
-    original = assignment._assign_host  # pylint: disable=protected-access
+  def __init__(self):
+    self.calls, self.labels, self.per_step = [], [], {}
 
+  def __enter__(self):
     def counting(u, penalty):
       self.calls.append(np.shape(u))
-      self.labels.append(original(u, penalty))
+      self.labels.append(assignment.assign_host(u, penalty))
       return self.labels[-1]
 
-    monkeypatch.setattr(assignment, "_assign_host", counting)
-    self.per_step = {}
+    self._context = assignment.host_solver(counting)
+    self._context.__enter__()
+    return self
+
+  def __exit__(self, *exc):
+    return self._context.__exit__(*exc)
 
   def hook(self, state, done):
     jax.block_until_ready(state)
@@ -34,14 +39,14 @@ class CallbackCounter:
 
 
 @pytest.mark.slow
-def test_no_assignment_callback_before_discrete_start(tmp_path, monkeypatch):
+def test_no_assignment_callback_before_discrete_start(tmp_path):
   """t_d = 2: steps 1 and 2 run no callback at all, step 3 exactly one, which receives every
   run's problem (u[N, B, S]) under vmap. One run, and unrolled runs with the labels each solves
   alone (t_d = 1): the programs below."""
-  counter = CallbackCounter(monkeypatch)
   config = helpers.tiny_config("cascadevae", num_steps=3, num_seeds=2, seed_layout="vmap",
                                **{"mesh.num_devices": 1})
-  trainer.train(config, tmp_path / "runs", dataset=helpers.TinyImages(), hooks=[counter.hook])
+  with CallbackCounter() as counter:
+    trainer.train(config, tmp_path / "runs", dataset=helpers.TinyImages(), hooks=[counter.hook])
   assert counter.per_step == {1: 0, 2: 0, 3: 1}
   assert counter.calls[-1] == (2, config.batch_size, config.cascade.num_discrete)
 
@@ -166,8 +171,7 @@ def alone(tmp_path_factory):
     key = config.to_json()
     if key not in done:
       folder = tmp_path_factory.mktemp(f"alone_{method}")
-      with pytest.MonkeyPatch.context() as patch:
-        counter = CallbackCounter(patch)
+      with CallbackCounter() as counter:
         state = trainer.train(config, folder, dataset=_DATA[method](), hooks=[counter.hook])
       if method == "cascadevae":  # t_d = 1: step 1 without a callback, then one a step
         assert counter.per_step == {1: 0, 2: 1, 3: 1}
@@ -180,12 +184,12 @@ def alone(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_the_runs_of_one_program_equal_their_runs_alone(tmp_path, monkeypatch, alone, name):
+def test_the_runs_of_one_program_equal_their_runs_alone(tmp_path, alone, name):
   method, fields, sampled = PROGRAMS[name]
   program = _config(method, **fields)
-  counter = CallbackCounter(monkeypatch)
-  state = trainer.train(program, tmp_path / "program", dataset=_DATA[method](),
-                        hooks=[counter.hook])
+  with CallbackCounter() as counter:
+    state = trainer.train(program, tmp_path / "program", dataset=_DATA[method](),
+                          hooks=[counter.hook])
   together = counter.labels[-1] if counter.labels else None
   cfgs = runs.run_configs(program)
   assert len(cfgs) == program.num_seeds * (4 if ";" in program.sweep else

@@ -74,10 +74,10 @@ ENCODER_WIDTHS = {
     "cascade": {64: (32, 32, 64, 64), 32: (32, 32, 64)},   # CascadeVAE supplement Table 2
     "dupont": {64: (32, 32, 64, 64), 32: (32, 64, 64)},    # JointVAE / PartedVAE at 32x32
 }
-_ENCODER_WIDTHS = ENCODER_WIDTHS["cascade"]  # the default (benchmarks read it)
-_DECODER_WIDTHS = {64: (64, 32, 32), 32: (32, 32)}
+# Decoder transposed-conv widths per image size, before the last layer's image channels.
+DECODER_WIDTHS = {64: (64, 32, 32), 32: (32, 32)}
 HIDDEN_UNITS = 256  # the dense layer of both networks (``model.hidden_units``)
-_BOTTLENECK = (4, 4, 64)
+BOTTLENECK = (4, 4, 64)  # the decoder's dense output, reshaped (H, W, C) for its first deconv
 # Encoder conv kernel sizes at 64x64 per ``model.architecture``: the CascadeVAE tables' four 4x4;
 # disentanglement_lib's conv_encoder 4, 4, 2, 2 (methods/shared/architectures.py, lines 166-201).
 ENCODER_KERNELS = {"cascade": (4, 4, 4, 4), "dlib": (4, 4, 2, 2)}
@@ -131,7 +131,7 @@ def check_image_size(size: int, architecture: str = "cascade") -> None:
   if architecture == "dlib" and size != 64:
     raise ValueError(f"model.architecture='dlib' (disentanglement_lib's conv_encoder / "
                      f"deconv_decoder) takes 64x64 images, got {size}x{size}")
-  if size not in _DECODER_WIDTHS:
+  if size not in DECODER_WIDTHS:
     raise ValueError(f"the papers' networks take 64x64 or 32x32 images, got {size}x{size}")
 
 
@@ -266,10 +266,10 @@ def decoder_layers(decoder: Decoder) -> list[tuple[str, nn.Module, tuple | None]
   dense = lambda width, name: nn.Dense(width, kernel_init=dense_init, name=name,
                                        **_numerics(decoder))
   deconv = lambda width, name: _conv_transpose(decoder, width, name, transpose_init)
-  widths = _DECODER_WIDTHS[size]
+  widths = DECODER_WIDTHS[size]
   return ([("fc0", dense(decoder.hidden_units, "fc0"), None),
-           ("fc1", dense(_BOTTLENECK[0] * _BOTTLENECK[1] * _BOTTLENECK[2], "fc1"), None)]
-          + [(f"deconv{i}", deconv(w, f"deconv{i}"), _BOTTLENECK if i == 0 else None)
+           ("fc1", dense(BOTTLENECK[0] * BOTTLENECK[1] * BOTTLENECK[2], "fc1"), None)]
+          + [(f"deconv{i}", deconv(w, f"deconv{i}"), BOTTLENECK if i == 0 else None)
              for i, w in enumerate(widths)]
           + [("logits", deconv(channels, "logits"), None)])
 

@@ -142,24 +142,23 @@ def with_side_information(batch: dict, spec, num_seeds: int, seed: int,
 
 # -- the step of N runs, timed ---------------------------------------------------------------
 class CallbackCounter:
-  """Counts the host assignment calls while entered (wraps the ``pure_callback`` body of
-  `disentangle.assignment`; enter it before the step is traced)."""
+  """Counts the host assignment solves while entered (`disentangle.assignment.host_solver`
+  wrapping the solver in place: the steps' ``pure_callback`` bodies and the overlapped solves)."""
 
   def __enter__(self):
     from disentangle import assignment  # pylint: disable=g-import-not-at-top
-    self.module, self.calls = assignment, 0
-    self.original = assignment._assign_host  # pylint: disable=protected-access
+    self.calls = 0
 
     def counting(u, penalty):
       self.calls += 1
       return self.original(u, penalty)
 
-    assignment._assign_host = counting  # pylint: disable=protected-access
+    self._context = assignment.host_solver(counting)
+    self.original = self._context.__enter__()
     return self
 
   def __exit__(self, *exc):
-    self.module._assign_host = self.original  # pylint: disable=protected-access
-    return False
+    return self._context.__exit__(*exc)
 
 
 def top_level_ops(compiled) -> int:

@@ -228,7 +228,7 @@ def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = T
           state, batch)
     return jax.vmap(one)
   if how != "unroll":
-    raise ValueError(f"run layout must be 'vmap' or 'unroll', got {how!r}")
+    raise ValueError(f"run layout must be one of {config_lib.SEED_LAYOUTS_RESOLVED}, got {how!r}")
   if concrete:
     built = [built_for(c) for c in cfgs]
     return lambda state, batch, values: unrolled_steps(built, state, batch)

@@ -49,9 +49,15 @@ def over_seeds(step: Callable, num_seeds: int, how: str) -> Callable:
   Args:
     step: a single-seed function ``(state, batch) -> outputs`` (any pytrees).
     num_seeds: N, the length of the leading axis of every leaf of ``state`` and ``batch``.
-    how: ``'vmap'`` or ``'unroll'`` (see the module docstring; :func:`layout` resolves
-      ``'auto'``).
+    how: ``'vmap'`` or ``'unroll'``, one of ``config.SEED_LAYOUTS_RESOLVED`` (see the module
+      docstring; :func:`layout` resolves ``'auto'``).
+
+  Raises:
+    ValueError: ``how`` is not one of them (``'auto'`` included).
   """
+  if how not in config_lib.SEED_LAYOUTS_RESOLVED:
+    raise ValueError(f"how must be one of {config_lib.SEED_LAYOUTS_RESOLVED} (resolve 'auto' "
+                     f"with seeds.layout), got {how!r}")
   if how == "vmap":
     return jax.vmap(step)
 
