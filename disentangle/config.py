@@ -55,6 +55,8 @@ SEED_LAYOUTS = ("auto", *SEED_LAYOUTS_RESOLVED)
 # disentanglement_lib's networks; ``model.activation``: the encoder trunk's (nn/networks.py).
 INITS = ("reference", "reference_flax_fan", "flax", "tensorflow")
 ARCHITECTURES = ("cascade", "dlib")
+# Encoder conv widths at 32x32 (nn/networks.py ENCODER_WIDTHS): CascadeVAE's / Dupont's.
+ENCODER_WIDTH_SETS = ("cascade", "dupont")
 ACTIVATIONS = ("relu", "leaky_relu")
 # ``model.likelihood``: the reconstruction term (losses.log_likelihood).
 LIKELIHOODS = ("bernoulli", "l1")
@@ -155,7 +157,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.model.dtype = "float32"           # compute dtype (COMPUTE_DTYPES); parameters stay float32
   c.model.precision = "default"       # matmul / convolution precision (PRECISIONS)
   c.model.hidden_units = 256          # dense layer of encoder and decoder (FFVAE App. C: 128)
-  c.model.encoder_widths = "cascade"  # 32 px convs: 'cascade' (32, 32, 64) / 'dupont' (32, 64, 64)
+  c.model.encoder_widths = ENCODER_WIDTH_SETS[0]  # 32 px convs: 'cascade' (32, 32, 64) / 'dupont' (32, 64, 64)
   c.model.activation = ACTIVATIONS[0]  # encoder trunk: 'relu' / 'leaky_relu' (slope leaky_slope)
   c.model.leaky_slope = 0.01
   c.model.activation_last = 0         # the activation follows the trunk's last N layers (0 = all)
@@ -445,7 +447,7 @@ RULES: dict[str, Rule] = {
     "model.dtype": one_of(*COMPUTE_DTYPES),
     "model.precision": one_of(*PRECISIONS),
     "model.hidden_units": POSITIVE,
-    "model.encoder_widths": one_of("cascade", "dupont"),
+    "model.encoder_widths": one_of(*ENCODER_WIDTH_SETS),
     "model.activation": one_of(*ACTIVATIONS),
     "model.leaky_slope": NONNEG,
     "model.activation_last": NONNEG,

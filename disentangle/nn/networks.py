@@ -70,10 +70,10 @@ import jax.numpy as jnp
 from disentangle import config as config_lib
 
 # Encoder conv widths per image size; at 32x32 the two papers differ (``model.encoder_widths``).
-ENCODER_WIDTHS = {
-    "cascade": {64: (32, 32, 64, 64), 32: (32, 32, 64)},   # CascadeVAE supplement Table 2
-    "dupont": {64: (32, 32, 64, 64), 32: (32, 64, 64)},    # JointVAE / PartedVAE at 32x32
-}
+ENCODER_WIDTHS = dict(zip(config_lib.ENCODER_WIDTH_SETS, (
+    {64: (32, 32, 64, 64), 32: (32, 32, 64)},   # 'cascade': CascadeVAE supplement Table 2
+    {64: (32, 32, 64, 64), 32: (32, 64, 64)},   # 'dupont': JointVAE / PartedVAE at 32x32
+)))
 # Decoder transposed-conv widths per image size, before the last layer's image channels.
 DECODER_WIDTHS = {64: (64, 32, 32), 32: (32, 32)}
 HIDDEN_UNITS = 256  # the dense layer of both networks (``model.hidden_units``)
