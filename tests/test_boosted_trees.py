@@ -343,8 +343,10 @@ def test_several_features_agree_with_sklearn_as_sklearn_with_itself():
 
 def test_columns_fitted_together_equal_each_alone():
   rng = np.random.default_rng(2)
-  x = rng.normal(size=(300, 1))  # one feature: no ties between features, whatever the order
-  ys = np.stack([rng.integers(0, 2, 300), rng.integers(0, 3, 300) + 5], 1)
+  # One feature: no ties between features, whatever the order. 400 samples, as the one-feature
+  # comparison above: the same compiled stage.
+  x = rng.normal(size=(400, 1))
+  ys = np.stack([rng.integers(0, 2, 400), rng.integers(0, 3, 400) + 5], 1)
   together = bt.fit_columns(x, ys, num_stages=5, random_state=0)
   for col, model in enumerate(together):
     alone = bt.fit(x, ys[:, col], num_stages=5, random_state=0)
@@ -450,8 +452,8 @@ def test_study2019_keeps_nodes_at_impurity_up_to_1e_7_leaves():
 
 def test_study2019_columns_fitted_together_equal_each_alone():
   rng = np.random.default_rng(4)
-  x = rng.normal(size=(200, 1))
-  ys = np.stack([rng.integers(0, 2, 200), rng.integers(0, 3, 200), rng.integers(0, 5, 200)], 1)
+  x = rng.normal(size=(240, 1))  # 240 samples, as the written-out comparison: the same program
+  ys = np.stack([rng.integers(0, 2, 240), rng.integers(0, 3, 240), rng.integers(0, 5, 240)], 1)
   together = bt.fit_columns(x, ys, num_stages=3, random_state=0, estimators="study2019")
   for col, model in enumerate(together):
     alone = bt.fit(x, ys[:, col], num_stages=3, random_state=0, estimators="study2019")
