@@ -49,7 +49,8 @@ _FORCE_DISCRETE = flags.DEFINE_bool(
     "force_discrete", True, "CascadeVAE: set cascade.discrete_start=0 (discrete branch active).")
 flags.mark_flag_as_required("config")
 
-_NAMES = {"vmap": "vmapped", "map": "mapped", "unroll": "unrolled"}  # in the output's lines
+# Each of common.SEED_BATCHINGS as the output's lines name it.
+_NAMES = {"vmap": "vmapped", "map": "mapped", "unroll": "unrolled"}
 _PAUSE_S = 0.2  # between blocks: lets the other program's worker threads go idle
 
 
@@ -74,8 +75,7 @@ def main(argv) -> None:
     single = common.build_step(config, image, num_seeds=1)
     benches = {"single": single}
     for kind in _PROGRAMS.value:
-      benches[_NAMES.get(kind, kind)] = common.build_step(config, image, num_seeds=n,
-                                                          seed_batching=kind)
+      benches[_NAMES[kind]] = common.build_step(config, image, num_seeds=n, seed_batching=kind)
     for b in benches.values():
       b.run(_WARMUP.value)
     times: dict[str, list[float]] = {k: [] for k in benches}
@@ -112,7 +112,7 @@ def main(argv) -> None:
     record[f"{k}_speedup"] = round(n * single_s / multi_s, 3)
     record[f"{k}_speedup_median_over_rounds"] = round(float(np.median(ratios[k])), 3)
   from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
-  trainer_layout = _NAMES.get(seeds.layout(config), seeds.layout(config))
+  trainer_layout = _NAMES[seeds.layout(config)]
   if f"{trainer_layout}_speedup" in record:
     record["speedup"] = record[f"{trainer_layout}_speedup"]
     record["trainer_program"] = trainer_layout
