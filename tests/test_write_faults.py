@@ -97,8 +97,9 @@ def test_checkpoint_on_a_full_disk_keeps_the_previous_one(tmp_path, monkeypatch)
 
 
 def _orbax_records():
-  """The records orbax's failed writes produce: a save thread's exception (through absl) and a
-  write task's unretrieved exception (asyncio, when the task is collected)."""
+  """The records orbax's failed writes produce: a save thread's exception (through absl), and a
+  write task's and the future gathering them's unretrieved exceptions (asyncio, when they are
+  collected)."""
   try:
     raise OSError(errno.EFBIG, "File too large")
   except OSError:
@@ -106,6 +107,10 @@ def _orbax_records():
   logging.getLogger("asyncio").error(
       "Task exception was never retrieved\nfuture: <Task finished coro=<async_serialize_from_host()"
       " done, defined at /site-packages/orbax/checkpoint/_src/serialization/serialization.py:126>>")
+  logging.getLogger("asyncio").error(
+      "_GatheringFuture exception was never retrieved\nfuture: <_GatheringFuture finished"
+      " exception=ValueError('RESOURCE_EXHAUSTED: Error writing \"a/0\" in OCDBT database at"
+      " local file \"/run/checkpoints/5.orbax-checkpoint-tmp/\"')>")
 
 
 class _Records(logging.Handler):
@@ -128,7 +133,8 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
     _orbax_records()
     quiet.end(failed=False)  # the save succeeded
     assert records.messages == ["_SignalingThread.run() raised an exception",
-                                "Task exception was never retrieved"]
+                                "Task exception was never retrieved",
+                                "_GatheringFuture exception was never retrieved"]
     records.messages.clear()
     quiet = checkpoint._QuietFailedSave()  # pylint: disable=protected-access
     _orbax_records()
@@ -136,8 +142,10 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
     assert records.messages == []
     _orbax_records()  # collected after the failed save returned
     logging.getLogger("asyncio").error("Task exception was never retrieved\nfuture: <Task other>")
+    logging.getLogger("asyncio").error("_GatheringFuture exception was never retrieved\nfuture: <x>")
     assert records.messages == ["_SignalingThread.run() raised an exception",
-                                "Task exception was never retrieved"]
+                                "Task exception was never retrieved",
+                                "_GatheringFuture exception was never retrieved"]
   finally:
     logging.getLogger().removeHandler(records)
 

@@ -28,13 +28,13 @@ checkpoint as the newest, which is where the next start resumes. `all_steps` and
 name complete checkpoints only, never the one in flight.
 
 A save that fails (a full disk) raises `atomic.WriteError`, one line (an asynchronous one at the
-next `save`, `wait` or `close`). Orbax's writer threads log
-the same error first (``_SignalingThread.run() raised an exception``, with its traceback) and
-tensorstore's writes still in flight, once they end, call back into the closed event loop of the
-failed save (``Event loop is closed``, one traceback each, through `sys.unraisablehook`) and
-asyncio reports its write tasks' unretrieved exceptions when they are collected: all three
-repeat the one error and are dropped for a failed save only (`_QuietFailedSave`); other logging
-and other unraisable exceptions are untouched.
+next `save`, `wait` or `close`). Orbax's writer threads log the same error first
+(``_SignalingThread.run() raised an exception``, with its traceback); tensorstore's writes still
+in flight, once they end, call back into the closed event loop of the failed save (``Event loop
+is closed``, one traceback each, through `sys.unraisablehook`); and asyncio reports the
+unretrieved exceptions of its write tasks and of the future gathering them when they are
+collected. All three repeat the one error and are dropped for a failed save only
+(`_QuietFailedSave`); other logging and other unraisable exceptions are untouched.
 
 **On a bucket** (``gs://`` workdir, `disentangle.paths`) orbax writes each step straight into its
 step folder (object stores have no atomic rename) and marks it complete with a
@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import sys
 import traceback
 
@@ -291,11 +292,15 @@ def _is_thread_error(record: logging.LogRecord) -> bool:
       or ("Failed to run" in text and "in background save thread" in text))
 
 
+_UNRETRIEVED = re.compile(r"\w+ exception was never retrieved")  # a Task, a _GatheringFuture
+
+
 def _is_unretrieved_write(record: logging.LogRecord) -> bool:
-  """asyncio's record of an orbax write task whose exception nobody retrieved (logged when the
-  task is garbage-collected, which may be after the save has returned)."""
+  """asyncio's record of an orbax write task, or of the future gathering them, whose exception
+  nobody retrieved (logged when it is garbage-collected, which may be after the save has
+  returned)."""
   text = str(record.msg)
-  return text.startswith("Task exception was never retrieved") and "orbax" in text
+  return _UNRETRIEVED.match(text) is not None and "orbax" in text
 
 
 class _HeldThreadErrors(logging.Filter):
