@@ -36,7 +36,6 @@ import time
 from absl import app
 from absl import flags
 import jax
-import ml_collections
 from ml_collections import config_flags
 import numpy as np
 
@@ -66,7 +65,7 @@ def _stand_in(u, penalty):
 
 def program_config(config, runs: int, overlapped: bool):
   """``config`` as ``runs`` seeds on one device, laid out as ``--layout``."""
-  c = ml_collections.ConfigDict(config.to_dict())
+  c = config_lib.copy(config)
   c.num_seeds, c.seed_layout, c.assignment_overlap = runs, _LAYOUT.value, overlapped
   c.mesh.num_devices = 1
   return c

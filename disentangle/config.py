@@ -534,6 +534,15 @@ def validate(config, schema, rules: dict[str, Rule] | None = None) -> None:
         raise ConfigError(f"config field {path!r} must be {what}, got {value!r}")
 
 
+def copy(config) -> ml_collections.ConfigDict:
+  """An unlocked copy of ``config`` (its field references resolved): a change to one leaves the
+  other as it was. What ``ConfigDict(config.to_dict())`` gives, without rebuilding every field
+  through ``ConfigDict.__setattr__`` (several times slower; a study plans thousands of runs)."""
+  out = config.copy_and_resolve_references()
+  out.unlock()
+  return out
+
+
 def fill_missing(config, schema) -> ml_collections.ConfigDict:
   """``config`` with every field of ``schema`` it lacks added with the schema's default: a saved
   config written before those fields existed reads as the run it was (the defaults are what the
@@ -542,8 +551,7 @@ def fill_missing(config, schema) -> ml_collections.ConfigDict:
     for key in schema.keys():
       value = schema[key]
       if key not in config:
-        config[key] = (ml_collections.ConfigDict(value.to_dict())
-                       if isinstance(value, ml_collections.ConfigDict) else value)
+        config[key] = copy(value) if isinstance(value, ml_collections.ConfigDict) else value
       elif isinstance(value, ml_collections.ConfigDict) and isinstance(
           config[key], ml_collections.ConfigDict):
         fill_missing(config[key], value)

@@ -8,8 +8,11 @@ Every compiled XLA program, the eager operations' too, is kept under the pytest 
 (``.pytest_cache/d/jax_cache``), so a second run loads what the first compiled; the first run of a
 fresh checkout compiles everything (``-p no:cacheprovider`` or ``--cache-clear`` start cold).
 """
+import gc
 import os
 import pathlib
+
+import pytest
 
 os.environ.setdefault("DISENTANGLE_NO_DOWNLOAD", "1")  # tests never touch the network
 # Tests compile many small programs and run each for a few steps: LLVM's lowest optimisation level
@@ -18,19 +21,25 @@ os.environ.setdefault("DISENTANGLE_NO_DOWNLOAD", "1")  # tests never touch the n
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = " ".join(
       filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
-import jax  # noqa: E402
 
-jax.config.update("jax_num_cpu_devices", 8)
 
-import pytest  # noqa: E402
-
-from tests.helpers import SHARED  # noqa: E402  (after the devices are set)
+def _runs_tests(config) -> bool:
+  """False in pytest-xdist's controller, which hands the tests to its workers and needs neither
+  JAX nor the library (a worker, or a run without workers, runs them)."""
+  return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
 
 
 def pytest_configure(config):
   config.addinivalue_line(
       "markers", "slow: a whole training run, several processes, an end-to-end command or a "
       "test that compiles for more than a second or so (deselect with -m 'not slow')")
+  if not _runs_tests(config):
+    return
+  import jax  # pylint: disable=g-import-not-at-top  (before any test module starts JAX)
+  jax.config.update("jax_num_cpu_devices", 8)
+  from tests import helpers  # pylint: disable=g-import-not-at-top
+  if (helpers.SHARED / "data").is_dir():  # the offline data folder, for loaders called bare
+    os.environ.setdefault("DISENTANGLE_DATA_DIR", str(helpers.SHARED / "data"))
   cache = getattr(config, "cache", None)
   if cache is None:  # -p no:cacheprovider: compile from scratch
     return
@@ -41,14 +50,12 @@ def pytest_configure(config):
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
-if (SHARED / "data").is_dir():  # the offline data folder, for loaders called without a folder
-  os.environ.setdefault("DISENTANGLE_DATA_DIR", str(SHARED / "data"))
-
 
 @pytest.fixture(scope="session")
 def shared_data_dir() -> pathlib.Path:
   """`../shared/data` beside the checkout (real MNIST, 12 real dSprites images)."""
-  path = SHARED / "data"
+  from tests import helpers  # pylint: disable=g-import-not-at-top
+  path = helpers.SHARED / "data"
   if not path.is_dir():
     pytest.skip(f"offline data folder {path} not found (set DISENTANGLE_SHARED_DIR)")
   return path
@@ -70,6 +77,17 @@ def pytest_collection_modifyitems(config, items):
     return len(LONGEST) + (0 if item.path in slow_files else 1)
 
   items[:] = sorted(items, key=rank)  # stable: a file's tests keep their order
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+  """After a test file's last test (its fixtures torn down), what is still alive (the library,
+  every compiled program and JAX's caches) leaves the garbage collector's view (`gc.freeze`), so
+  the full collections of the later files scan only what they create: a worker otherwise spends
+  some seconds of the unit tier rescanning the same long-lived objects. Cyclic garbage of a
+  finished file not yet collected stays until the process exits."""
+  if nextitem is None or nextitem.path != item.path:
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ import importlib
 import subprocess
 import sys
 
+import ml_collections
 import pytest
 
 from disentangle import config as config_lib
@@ -196,7 +197,6 @@ def test_the_allowed_values_are_the_rules_and_the_first_is_the_default():
 
 
 def test_a_saved_config_missing_fields_is_filled_from_the_schema():
-  import ml_collections  # pylint: disable=g-import-not-at-top
   schema = methods.schema("betavae")
   saved = ml_collections.ConfigDict({"method": "betavae", "seed": 3,
                                      "dataset": {"name": "mnist"}, "gone": 1})
@@ -206,6 +206,19 @@ def test_a_saved_config_missing_fields_is_filled_from_the_schema():
   assert set(dict(config_lib.flatten(filled))) == set(dict(config_lib.flatten(schema))) | {"gone"}
   with pytest.raises(config_lib.ConfigError, match="'gone'"):  # still named by validation
     methods.validate(filled)
+
+
+def test_a_copy_is_the_dict_rebuilt_unlocked_and_independent():
+  config = methods.schema("betavae")
+  config.eval.num_points = ml_collections.FieldReference(123)
+  config.lock()
+  out = config_lib.copy(config)
+  assert out.to_dict() == ml_collections.ConfigDict(config.to_dict()).to_dict()
+  assert out.eval.num_points == 123 and not out.is_locked and not out.eval.is_locked
+  out.eval.num_points, out.model.latent_dim, out.new_field = 7, 99, 1
+  config.eval.num_points = 5
+  assert (config.eval.num_points, config.model.latent_dim, "new_field" in config) == (5, 10, False)
+  assert out.eval.num_points == 7
 
 
 def test_a_sweep_validates_each_point_once_and_plain_seeds_not_again(monkeypatch):

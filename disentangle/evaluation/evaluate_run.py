@@ -472,7 +472,7 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                   conv_impl=config.model.conv_impl, metric_rng="default_rng([seed, step])")
   runs = []
   for i, run_dir in enumerate(run_dirs):
-    config_i = ml_collections.ConfigDict(config.to_dict())
+    config_i = config_lib.copy(config)
     config_i.seed, config_i.num_seeds = config.seed + i, 1
     if config.sweep or (workdir / "runs.json").is_file():  # each run's own values
       config_i = load_config(run_dir / "config.json")

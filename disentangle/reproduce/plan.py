@@ -331,7 +331,7 @@ def row_configs(table: Table, modules: Mapping, *, seeds: int, fraction,
       raise config_lib.ConfigError(f"table {table.name!r}: row {row.label!r} names config "
                                    f"{row.config!r}, which is not a config module")
     c = modules[row.config].get_config(row.variant or None)
-    c = ml_collections.ConfigDict(c.to_dict())
+    c = config_lib.copy(c)
     scaled = scale(c, fraction) if fraction != 1 else {}
     c.num_seeds = seeds
     c.eval.estimators = table.estimators
@@ -364,7 +364,7 @@ def plan_table(table: Table, modules: Mapping, *, seeds: int, fraction=1,
                       eval_points=eval_points)
   programs, names = [], set()
   for rows, values in group_rows({i: c for i, (c, _) in built.items()}):
-    config = ml_collections.ConfigDict(built[rows[0]][0].to_dict())
+    config = config_lib.copy(built[rows[0]][0])
     if values:
       config.sweep = sweep_spec(values)
     name = program_name([table.rows[r] for r in rows])

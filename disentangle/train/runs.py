@@ -107,7 +107,7 @@ def run_configs(config) -> list[ml_collections.ConfigDict]:
   out = []
   for point in itertools.product(*(values for _, values in grid)):
     for i in range(config.num_seeds):
-      c = ml_collections.ConfigDict(config.to_dict())
+      c = config_lib.copy(config)
       c.seed, c.num_seeds, c.sweep = config.seed + i, 1, ""
       config_lib.apply_overrides(c, dict(zip(fields, point)))
       if grid and i == 0:
