@@ -79,13 +79,20 @@ def pytest_collection_modifyitems(config, items):
   items[:] = sorted(items, key=rank)  # stable: a file's tests keep their order
 
 
+def pytest_collection_finish(session):
+  """The imported library and test modules leave the garbage collector's view (`gc.freeze`),
+  as does what a test file leaves alive (`pytest_runtest_teardown`)."""
+  del session
+  gc.freeze()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-  """After a test file's last test (its fixtures torn down), what is still alive (the library,
-  every compiled program and JAX's caches) leaves the garbage collector's view (`gc.freeze`), so
-  the full collections of the later files scan only what they create: a worker otherwise spends
-  some seconds of the unit tier rescanning the same long-lived objects. Cyclic garbage of a
-  finished file not yet collected stays until the process exits."""
+  """After a test file's last test (its fixtures torn down), what is still alive (every compiled
+  program, JAX's caches) leaves the garbage collector's view (`gc.freeze`), so the full
+  collections of the later files scan only what they create: a worker otherwise spends some
+  seconds of the unit tier rescanning the same long-lived objects. Cyclic garbage of a finished
+  file not yet collected stays until the process exits."""
   if nextitem is None or nextitem.path != item.path:
     gc.freeze()
 
