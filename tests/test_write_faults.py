@@ -108,6 +108,9 @@ def _orbax_records():
       "Task exception was never retrieved\nfuture: <Task finished coro=<async_serialize_from_host()"
       " done, defined at /site-packages/orbax/checkpoint/_src/serialization/serialization.py:126>>")
   logging.getLogger("asyncio").error(
+      "Task was destroyed but it is pending!\ntask: <Task pending coro=<async_serialize_from_host()"
+      " running at /site-packages/orbax/checkpoint/_src/serialization/serialization.py:190>>")
+  logging.getLogger("asyncio").error(
       "_GatheringFuture exception was never retrieved\nfuture: <_GatheringFuture finished"
       " exception=ValueError('RESOURCE_EXHAUSTED: Error writing \"a/0\" in OCDBT database at"
       " local file \"/run/checkpoints/5.orbax-checkpoint-tmp/\"')>")
@@ -134,6 +137,7 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
     quiet.end(failed=False)  # the save succeeded
     assert records.messages == ["_SignalingThread.run() raised an exception",
                                 "Task exception was never retrieved",
+                                "Task was destroyed but it is pending!",
                                 "_GatheringFuture exception was never retrieved"]
     records.messages.clear()
     quiet = checkpoint._QuietFailedSave()  # pylint: disable=protected-access
@@ -142,9 +146,11 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
     assert records.messages == []
     _orbax_records()  # collected after the failed save returned
     logging.getLogger("asyncio").error("Task exception was never retrieved\nfuture: <Task other>")
+    logging.getLogger("asyncio").error("Task was destroyed but it is pending!\ntask: <Task other>")
     logging.getLogger("asyncio").error("_GatheringFuture exception was never retrieved\nfuture: <x>")
     assert records.messages == ["_SignalingThread.run() raised an exception",
                                 "Task exception was never retrieved",
+                                "Task was destroyed but it is pending!",
                                 "_GatheringFuture exception was never retrieved"]
   finally:
     logging.getLogger().removeHandler(records)

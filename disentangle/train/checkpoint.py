@@ -32,8 +32,8 @@ next `save`, `wait` or `close`). Orbax's writer threads log the same error first
 (``_SignalingThread.run() raised an exception``, with its traceback); tensorstore's writes still
 in flight, once they end, call back into the closed event loop of the failed save (``Event loop
 is closed``, one traceback each, through `sys.unraisablehook`); and asyncio reports the
-unretrieved exceptions of its write tasks and of the future gathering them when they are
-collected. All three repeat the one error and are dropped for a failed save only
+unretrieved exceptions of its write tasks and of the future gathering them, or a task left
+unfinished, when they are collected. All three repeat the one error and are dropped for a failed save only
 (`_QuietFailedSave`); other logging and other unraisable exceptions are untouched.
 
 **On a bucket** (``gs://`` workdir, `disentangle.paths`) orbax writes each step straight into its
@@ -292,13 +292,14 @@ def _is_thread_error(record: logging.LogRecord) -> bool:
       or ("Failed to run" in text and "in background save thread" in text))
 
 
-_UNRETRIEVED = re.compile(r"\w+ exception was never retrieved")  # a Task, a _GatheringFuture
+# A Task's or a _GatheringFuture's exception nobody retrieved; a Task collected unfinished.
+_UNRETRIEVED = re.compile(r"\w+ exception was never retrieved|Task was destroyed but it is pending")
 
 
 def _is_unretrieved_write(record: logging.LogRecord) -> bool:
-  """asyncio's record of an orbax write task, or of the future gathering them, whose exception
-  nobody retrieved (logged when it is garbage-collected, which may be after the save has
-  returned)."""
+  """asyncio's record of an orbax write task, or of the future gathering them, that failed with
+  nobody to retrieve its exception or never finished (logged when it is garbage-collected, which
+  may be after the save has returned)."""
   text = str(record.msg)
   return _UNRETRIEVED.match(text) is not None and "orbax" in text
 
