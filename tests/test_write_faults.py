@@ -97,9 +97,9 @@ def test_checkpoint_on_a_full_disk_keeps_the_previous_one(tmp_path, monkeypatch)
 
 
 def _orbax_records():
-  """The records orbax's failed writes produce: a save thread's exception (through absl), and a
-  write task's and the future gathering them's unretrieved exceptions (asyncio, when they are
-  collected)."""
+  """The records orbax's failed writes produce: a save thread's exception (through absl); a write
+  task's and the future gathering them's unretrieved exceptions, and a write task left
+  unfinished (asyncio, when they are collected)."""
   try:
     raise OSError(errno.EFBIG, "File too large")
   except OSError:
@@ -147,7 +147,8 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
     _orbax_records()  # collected after the failed save returned
     logging.getLogger("asyncio").error("Task exception was never retrieved\nfuture: <Task other>")
     logging.getLogger("asyncio").error("Task was destroyed but it is pending!\ntask: <Task other>")
-    logging.getLogger("asyncio").error("_GatheringFuture exception was never retrieved\nfuture: <x>")
+    logging.getLogger("asyncio").error(
+        "_GatheringFuture exception was never retrieved\nfuture: <x>")
     assert records.messages == ["_SignalingThread.run() raised an exception",
                                 "Task exception was never retrieved",
                                 "Task was destroyed but it is pending!",

@@ -472,12 +472,13 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                   conv_impl=config.model.conv_impl, metric_rng="default_rng([seed, step])")
   runs = []
   for i, run_dir in enumerate(run_dirs):
-    config_i = config_lib.copy(config)
-    config_i.seed, config_i.num_seeds = config.seed + i, 1
     if config.sweep or (workdir / "runs.json").is_file():  # each run's own values
       config_i = load_config(run_dir / "config.json")
       config_i.model.conv_impl, config_i.eval, config_i.dataset = (
           config.model.conv_impl, config.eval, config.dataset)
+    else:
+      config_i = config_lib.copy(config)
+      config_i.seed, config_i.num_seeds = config.seed + i, 1
     t0 = time.perf_counter()
     result = {"run_dir": str(run_dir), "workdir": str(workdir), "seed": int(config_i.seed),
               "seed_index": i, "num_seeds": int(config.num_seeds), "method": config.method,

@@ -33,8 +33,9 @@ next `save`, `wait` or `close`). Orbax's writer threads log the same error first
 in flight, once they end, call back into the closed event loop of the failed save (``Event loop
 is closed``, one traceback each, through `sys.unraisablehook`); and asyncio reports the
 unretrieved exceptions of its write tasks and of the future gathering them, or a task left
-unfinished, when they are collected. All three repeat the one error and are dropped for a failed save only
-(`_QuietFailedSave`); other logging and other unraisable exceptions are untouched.
+unfinished, when they are collected. All three repeat the one error and are dropped for a
+failed save only (`_QuietFailedSave`); other logging and other unraisable exceptions are
+untouched.
 
 **On a bucket** (``gs://`` workdir, `disentangle.paths`) orbax writes each step straight into its
 step folder (object stores have no atomic rename) and marks it complete with a
