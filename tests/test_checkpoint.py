@@ -53,6 +53,37 @@ def test_an_asynchronous_save_returns_before_its_write_is_complete(tmp_path, mon
   assert checkpoint.Checkpointer(tmp_path, read_only=True).all_steps() == [3, 6]
 
 
+def test_a_save_first_waits_for_another_checkpointers_save_in_flight(tmp_path, monkeypatch):
+  """The run's asynchronous save of step 3 is held back until something waits for it; the
+  selected slot's save of step 3 then waits for it first: every folder of the run's step is
+  renamed before the slot's, and the step is complete when the slot's save returns."""
+  release, renamed = threading.Event(), []
+  finalize = atomicity.AtomicRenameTemporaryPath.finalize
+
+  async def held(self, *args, **kwargs):
+    run = "checkpoints_best" not in str(self.get_final())
+    if run:
+      assert release.wait(60)
+    out = await finalize(self, *args, **kwargs)
+    renamed.append("run" if run else "slot")
+    return out
+  monkeypatch.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", held)
+  run = checkpoint.Checkpointer(tmp_path, asynchronous=True)
+  slot = checkpoint.Checkpointer(tmp_path, subdir="checkpoints_best", with_record=True, keep=1)
+  waited = run._manager.wait_until_finished  # pylint: disable=protected-access
+
+  def wait_until_finished():
+    release.set()
+    return waited()
+  monkeypatch.setattr(run._manager, "wait_until_finished", wait_until_finished)  # pylint: disable=protected-access
+  run.save(3, _tree(3))
+  slot.save(3, _tree(3), record={"step": 3})
+  assert "run" in renamed and "run" not in renamed[renamed.index("slot"):]  # run's, then slot's
+  assert run.all_steps() == [3] and slot.all_steps() == [3]
+  run.close()
+  slot.close()
+
+
 def test_a_failed_asynchronous_save_is_the_next_calls_one_line_error(tmp_path, monkeypatch):
   """ENOSPC at step 6's rename: `save(6)` returns, `save(9)` raises the one-line WriteError of
   checkpoint 6 and saves nothing; step 3 stays; the same call then succeeds. A failed save

@@ -27,6 +27,12 @@ temporary folder (a bucket: written its commit marker); a kill before that leave
 checkpoint as the newest, which is where the next start resumes. `all_steps` and `latest_step`
 name complete checkpoints only, never the one in flight.
 
+One save at a time in a process: a `save` first waits for the save in flight of every
+Checkpointer (the run's asynchronous one when the selected slot saves). Orbax numbers its save
+operations process-wide (``OperationIdGenerator``) and keys the signals a save waits for by that
+number: a save of the selected slot started while the run's was in flight has waited orbax's
+300 s for the signal that its step folder was created, and failed.
+
 A save that fails (a full disk) raises `atomic.WriteError`, one line (an asynchronous one at the
 next `save`, `wait` or `close`). Orbax's writer threads log the same error first
 (``_SignalingThread.run() raised an exception``, with its traceback); tensorstore's writes still
@@ -51,6 +57,7 @@ import logging
 import re
 import sys
 import traceback
+import weakref
 
 import jax
 import orbax.checkpoint as ocp
@@ -72,6 +79,10 @@ def _cause(e: BaseException) -> str:
   """The first line of an exception, cut to a readable length."""
   text = (str(e).strip().splitlines() or [type(e).__name__])[0]
   return f"{type(e).__name__}: {text[:200]}"
+
+
+# The writable Checkpointers of this process: a save waits for each one's save in flight first.
+_WRITERS: weakref.WeakSet = weakref.WeakSet()
 
 
 class Checkpointer:
@@ -115,6 +126,8 @@ class Checkpointer:
                                              **extra)
     self._manager = ocp.CheckpointManager(self.directory, options=options)
     self.restored_step: int | None = None
+    if not read_only:
+      _WRITERS.add(self)
 
   def latest_step(self) -> int | None:
     """The newest complete checkpoint (not the one in flight), or None."""
@@ -129,12 +142,15 @@ class Checkpointer:
     """Save ``state`` at ``step`` (with ``record`` when ``with_record``). A slot with records
     first drops its steps >= ``step`` (a resumed run replacing a step it had gone past).
 
-    Synchronous: returns once the checkpoint is complete. Asynchronous: first waits for the
-    save in flight (raising its `atomic.WriteError`), then returns once ``state`` is copied to
+    First waits for the save in flight of this and every other Checkpointer of the process
+    (raising the `atomic.WriteError` of one that failed; module docstring). Synchronous:
+    returns once the checkpoint is complete. Asynchronous: returns once ``state`` is copied to
     the host; the write goes on (complete after the next `save`, `wait` or `close`)."""
     if self.read_only:
       raise ReadOnlyError(f"{self.directory} is open read-only: not saving step {step}")
     self.wait()
+    for other in list(_WRITERS):
+      other.wait()
     if self.with_record:
       if record is None:
         raise ValueError(f"{self.directory} keeps a record with each step: give one")
