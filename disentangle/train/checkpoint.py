@@ -28,7 +28,9 @@ checkpoint as the newest, which is where the next start resumes. `all_steps` and
 name complete checkpoints only, never the one in flight.
 
 One save at a time in a process: a `save` first waits for the save in flight of every
-Checkpointer (the run's asynchronous one when the selected slot saves). Orbax numbers its save
+Checkpointer (the run's asynchronous one when the selected slot saves), and saves and waits hold
+one lock, so the selected slot's save on the background evaluation's thread never overlaps the
+run's save on the main thread. Orbax numbers its save
 operations process-wide (``OperationIdGenerator``) and keys the signals a save waits for by that
 number: a save of the selected slot started while the run's was in flight has waited orbax's
 300 s for the signal that its step folder was created, and failed.
@@ -56,6 +58,7 @@ import gc
 import logging
 import re
 import sys
+import threading
 import traceback
 import weakref
 
@@ -83,6 +86,7 @@ def _cause(e: BaseException) -> str:
 
 # The writable Checkpointers of this process: a save waits for each one's save in flight first.
 _WRITERS: weakref.WeakSet = weakref.WeakSet()
+_SAVING = threading.RLock()  # held by every save and wait, on whichever thread
 
 
 class Checkpointer:
@@ -148,6 +152,10 @@ class Checkpointer:
     the host; the write goes on (complete after the next `save`, `wait` or `close`)."""
     if self.read_only:
       raise ReadOnlyError(f"{self.directory} is open read-only: not saving step {step}")
+    with _SAVING:
+      self._save(step, state, record)
+
+  def _save(self, step: int, state, record: dict | None) -> None:
     self.wait()
     for other in list(_WRITERS):
       other.wait()
@@ -178,6 +186,10 @@ class Checkpointer:
   def wait(self) -> None:
     """Waits for the save in flight (if any) to be complete; `atomic.WriteError` (one line)
     when it failed. Nothing in flight: returns at once."""
+    with _SAVING:
+      self._wait()
+
+  def _wait(self) -> None:
     if self._in_flight is None:
       return
     step = self._in_flight
