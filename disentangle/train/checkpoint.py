@@ -30,10 +30,10 @@ name complete checkpoints only, never the one in flight.
 One save at a time in a process: a `save` first waits for the save in flight of every
 Checkpointer (the run's asynchronous one when the selected slot saves), and saves and waits hold
 one lock, so the selected slot's save on the background evaluation's thread never overlaps the
-run's save on the main thread. Orbax numbers its save
-operations process-wide (``OperationIdGenerator``) and keys the signals a save waits for by that
-number: a save of the selected slot started while the run's was in flight has waited orbax's
-300 s for the signal that its step folder was created, and failed.
+run's save on the main thread. Orbax numbers its save operations process-wide
+(``OperationIdGenerator``) and keys the signals a save waits for by that number: a save of the
+selected slot started while the run's was in flight has waited orbax's 300 s for the signal that
+its step folder was created, and failed.
 
 A save that fails (a full disk) raises `atomic.WriteError`, one line (an asynchronous one at the
 next `save`, `wait` or `close`). Orbax's writer threads log the same error first
