@@ -85,7 +85,8 @@ server.create_server("127.0.0.1", int(sys.argv[1]), in_memory=True,
 """
 
 
-def _free_port() -> int:
+def free_port() -> int:
+  """A port of 127.0.0.1 on which nothing listens (the system's choice)."""
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     return s.getsockname()[1]
@@ -101,7 +102,7 @@ def environment(url: str) -> dict:
 @contextlib.contextmanager
 def running(log_path):
   """Start the emulator with an empty bucket `BUCKET`; yield its URL; stop it."""
-  port = _free_port()
+  port = free_port()
   url = f"http://127.0.0.1:{port}"
   with open(log_path, "w") as log:
     proc = subprocess.Popen(
@@ -118,7 +119,7 @@ def running(log_path):
         pass
       if proc.poll() is not None or time.time() > deadline:
         raise RuntimeError(f"the storage emulator did not start (log: {log_path})")
-      time.sleep(0.2)
+      time.sleep(0.05)
     yield url
   finally:
     proc.terminate()

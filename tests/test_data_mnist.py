@@ -2,6 +2,7 @@
 import gzip
 
 import numpy as np
+from PIL import Image
 import pytest
 
 from disentangle.data import files
@@ -83,6 +84,17 @@ def test_loader_on_synthetic_files(tmp_path):
     mnist.load_mnist(tmp_path, "test")
   with pytest.raises(ValueError, match="split"):
     mnist.load_mnist(tmp_path, "valid", verify=False)
+
+
+@pytest.mark.parametrize("shape,size", [((28, 28), 32), ((28, 28), 64), ((64, 64), 32),
+                                        ((5, 7), 9)])
+def test_resize_is_pils_bilinear_resize_of_each_image(shape, size):
+  images = np.random.default_rng(size).integers(0, 256, (40, *shape), dtype=np.uint8)
+  want = np.stack([np.asarray(Image.fromarray(img).resize((size, size), Image.BILINEAR))
+                   for img in images])
+  got = mnist.resize_bilinear(images, size)
+  assert got.dtype == np.uint8 and got.flags.c_contiguous
+  np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.slow

@@ -89,16 +89,26 @@ def write_idx(path: str | os.PathLike, array: np.ndarray, compress: bool | None 
 
 
 def resize_bilinear(images: np.ndarray, size: int) -> np.ndarray:
-  """uint8 [N, h, w] -> uint8 [N, size, size] with PIL bilinear (torchvision ``Resize`` on PIL)."""
+  """uint8 [N, h, w] -> uint8 [N, size, size] with PIL bilinear (torchvision ``Resize`` on PIL).
+
+  PIL resamples rows, then columns, each row (column) on its own: every image's rows are
+  resampled as one tall image, then every image's columns, transposed (the bytes of one
+  ``Image.resize`` per image, several times faster)."""
+  images = np.asarray(images, np.uint8)
   if images.shape[1:] == (size, size):
     return images.copy()
-  out = np.empty((len(images), size, size), np.uint8)
-  for i, img in enumerate(images):
-    out[i] = np.asarray(Image.fromarray(img).resize((size, size), Image.BILINEAR))
-  return out
+  rows = _resize_rows(images, size)
+  return _resize_rows(rows.transpose(0, 2, 1), size).transpose(0, 2, 1).copy()
 
 
-# ((path, size, mtime) of both files, image_size) -> (images, labels); resizing takes ~2 s.
+def _resize_rows(images: np.ndarray, width: int) -> np.ndarray:
+  """uint8 [N, h, w] -> [N, h, width]: PIL's bilinear resampling of each row alone."""
+  n, h, w = images.shape
+  tall = Image.fromarray(np.ascontiguousarray(images).reshape(n * h, w))
+  return np.asarray(tall.resize((width, n * h), Image.BILINEAR)).reshape(n, h, width)
+
+
+# ((path, size, mtime) of both files, image_size) -> (images, labels): read and resized once.
 _CACHE: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
 
