@@ -332,11 +332,11 @@ def test_loss_against_numpy(aggregation, shared):
 
 
 def test_represent_is_the_encoder_of_one_image():
-  config = helpers.tiny_config("weakvae")
+  config = helpers.tiny_config("weakvae", **{"model.latent_dim": 6})  # the loss tests' network
   data = _grid_set()
   method = methods.build(config, data.image_shape)
   params = method.init(jax.random.PRNGKey(0)).params
-  x = jnp.asarray(data.get_images(np.arange(4)))
+  x = jnp.asarray(data.get_images(np.arange(8)))
   rep = method.represent(params, x)
   mean, logvar = method.encode(params["vae"], x)
   np.testing.assert_array_equal(np.asarray(rep["mean"]), np.asarray(mean))

@@ -48,7 +48,18 @@ REGISTRY: dict[str, MethodSpec] = {}
 
 @functools.lru_cache(maxsize=None)
 def _fields(method: str) -> tuple:
-  return tuple(config_lib.flatten(schema(method)))
+  return tuple(config_lib.flatten(_schema(method)))
+
+
+@functools.lru_cache(maxsize=None)
+def _schema(method: str) -> ml_collections.ConfigDict:
+  """Built once per method (a study plans thousands of configs); :func:`schema` copies it."""
+  s = spec(method)
+  c = config_lib.base_config()
+  c.method = method
+  c[s.section] = s.default_config()
+  c.lock()
+  return c
 
 
 def register(name: str, cls, section: str, default_config: Callable, rules: dict | None = None,
@@ -58,6 +69,7 @@ def register(name: str, cls, section: str, default_config: Callable, rules: dict
   REGISTRY[name] = MethodSpec(cls, section, default_config, dict(rules or {}),
                               tuple(step_fields), smoke, check)
   _fields.cache_clear()
+  _schema.cache_clear()
 
 
 def _register_module(name: str, cls, section: str, module) -> None:
@@ -87,12 +99,9 @@ def spec(method: str) -> MethodSpec:
 
 
 def schema(method: str) -> ml_collections.ConfigDict:
-  """The full default config of ``method``: the base fields plus the method's section."""
-  s = spec(method)
-  c = config_lib.base_config()
-  c.method = method
-  c[s.section] = s.default_config()
-  return c
+  """The full default config of ``method``: the base fields plus the method's section (a new,
+  unlocked config each call)."""
+  return config_lib.copy(_schema(method))
 
 
 def schema_fields(method: str) -> dict:

@@ -238,18 +238,19 @@ def group_rows(configs: Mapping[int, ml_collections.ConfigDict]) -> list[tuple[t
   those fields. Any other row, and every row whose config sweeps already, is a program alone.
   Groups come in the order of their first row.
   """
-  sweepable, buckets = {}, {}
+  sweepable, buckets, flat = {}, {}, {}
   for i, c in configs.items():
     if c.sweep:
       buckets[("alone", i)] = [i]
       continue
     if c.method not in sweepable:
       sweepable[c.method] = _sweepable_fields(c)
-    fixed = {k: v for k, v in _flat(c).items() if k not in sweepable[c.method]}
+    flat[i] = _flat(c)
+    fixed = {k: v for k, v in flat[i].items() if k not in sweepable[c.method]}
     buckets.setdefault(json.dumps(fixed, sort_keys=True, default=str), []).append(i)
   groups = []
   for members in buckets.values():
-    flats = [_flat(configs[i]) for i in members]
+    flats = [flat[i] if i in flat else _flat(configs[i]) for i in members]
     varying = [k for k in sorted(flats[0]) if len({json.dumps(f[k]) for f in flats}) > 1]
     values = {k: list(dict.fromkeys(f[k] for f in flats)) for k in varying}
     points = [tuple(f[k] for k in varying) for f in flats]

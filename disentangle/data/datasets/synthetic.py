@@ -63,30 +63,38 @@ _GLYPHS = (
 _FASHION_GLYPH = (5, 1, 9, 6, 0, 2, 3, 7, 8, 4)
 
 
-def _glyph_image(glyph, rng: np.random.Generator, width: float) -> np.ndarray:
-  """One 28x28 uint8 image of a glyph under a random rotation, scale and shift."""
-  a = rng.uniform(-0.25, 0.25)
-  s = rng.uniform(0.8, 1.1)
-  t = rng.uniform(-0.15, 0.15, size=2)
+def _glyph_images(glyphs: list[int], rng: np.random.Generator, width: float) -> np.ndarray:
+  """28x28 uint8 images [N] of the glyphs ``_GLYPHS[g]``, each under a random rotation, scale
+  and shift; the images of one glyph drawn together."""
+  u = rng.random((len(glyphs), 5))  # per image: rotation, scale, shift (2), stroke width
+  uniform = lambda v, low, high: low + (high - low) * v  # noqa: E731  (Generator.uniform's)
+  angle, scale = uniform(u[:, 0], -0.25, 0.25), uniform(u[:, 1], 0.8, 1.1)
+  shift = uniform(u[:, 2:4], -0.15, 0.15)
+  stroke = width * uniform(u[:, 4], 0.8, 1.25)
   rows, cols = np.mgrid[0:28, 0:28].astype(np.float64)
-  x, y = (cols - 13.5) / 11.0 - t[0], (rows - 13.5) / 11.0 - t[1]
-  # Inverse transform of the pixel centres into the glyph box.
-  gx = (np.cos(a) * x + np.sin(a) * y) / s
-  gy = (-np.sin(a) * x + np.cos(a) * y) / s
-  dist = np.full(gx.shape, np.inf)
-  for kind, *p in glyph:
-    if kind == "seg":
-      ax, ay, bx, by = p
-      dx, dy = bx - ax, by - ay
-      u = np.clip(((gx - ax) * dx + (gy - ay) * dy) / (dx * dx + dy * dy), 0, 1)
-      d = np.hypot(gx - ax - u * dx, gy - ay - u * dy)
-    elif kind == "ring":
-      d = np.abs(np.hypot(gx - p[0], gy - p[1]) - p[2])
-    else:
-      d = np.maximum(np.hypot(gx - p[0], gy - p[1]) - p[2], 0.0)
-    dist = np.minimum(dist, d)
-  w = width * rng.uniform(0.8, 1.25)
-  return np.rint(255 * np.clip((w - dist * s) * 11.0 + 0.5, 0, 1)).astype(np.uint8)
+  out = np.empty((len(glyphs), 28, 28), np.uint8)
+  for g in sorted(set(glyphs)):
+    i = np.flatnonzero(np.asarray(glyphs) == g)
+    a, s = angle[i, None, None], scale[i, None, None]
+    x = (cols - 13.5) / 11.0 - shift[i, 0, None, None]
+    y = (rows - 13.5) / 11.0 - shift[i, 1, None, None]
+    # Inverse transform of the pixel centres into the glyph box.
+    gx = (np.cos(a) * x + np.sin(a) * y) / s
+    gy = (-np.sin(a) * x + np.cos(a) * y) / s
+    dist = np.full(gx.shape, np.inf)
+    for kind, *p in _GLYPHS[g]:
+      if kind == "seg":
+        ax, ay, bx, by = p
+        dx, dy = bx - ax, by - ay
+        t = np.clip(((gx - ax) * dx + (gy - ay) * dy) / (dx * dx + dy * dy), 0, 1)
+        d = np.hypot(gx - ax - t * dx, gy - ay - t * dy)
+      elif kind == "ring":
+        d = np.abs(np.hypot(gx - p[0], gy - p[1]) - p[2])
+      else:
+        d = np.maximum(np.hypot(gx - p[0], gy - p[1]) - p[2], 0.0)
+      dist = np.minimum(dist, d)
+    out[i] = np.rint(255 * np.clip((stroke[i, None, None] - dist * s) * 11.0 + 0.5, 0, 1))
+  return out
 
 
 def write_mnist_like(directory: str | os.PathLike, folder: str = "mnist", *,
@@ -97,10 +105,8 @@ def write_mnist_like(directory: str | os.PathLike, folder: str = "mnist", *,
   out = pathlib.Path(directory) / folder
   for prefix, n in (("train", num_train), ("t10k", num_test)):
     labels = rng.integers(0, 10, size=n).astype(np.uint8)
-    images = np.stack([
-        _glyph_image(_GLYPHS[_FASHION_GLYPH[k] if fashion else k], rng,
-                     0.3 if fashion else 0.16) for k in labels]) if n else np.zeros(
-                         (0, 28, 28), np.uint8)
+    images = _glyph_images([_FASHION_GLYPH[k] if fashion else int(k) for k in labels], rng,
+                           0.3 if fashion else 0.16)
     mnist.write_idx(out / f"{prefix}-images-idx3-ubyte.gz", images)
     mnist.write_idx(out / f"{prefix}-labels-idx1-ubyte.gz", labels)
   return out
