@@ -436,17 +436,19 @@ def test_study2019_does_not_split_float32_neighbours_within_1e_7(value):
 
 def test_study2019_keeps_nodes_at_impurity_up_to_1e_7_leaves():
   # Targets of variance 1e-8: a node today's trees split (impurity > eps), 0.20's keep a leaf
-  # (min_impurity_split 1e-7).
-  x = np.arange(8, dtype=np.float32)[:, None]
-  g = 0.5 + 1e-4 * np.array([1, 1, 1, 1, -1, -1, -1, -1], np.float64)
-  h = np.full(8, 0.25)
-  rank = np.zeros((3, 1, 4))
-  for min_impurity, splits in ((bt.EPSILON, True), (bt.MIN_IMPURITY_SPLIT_020, False)):
-    ref = _reference_tree(x, g, h, 1.0, rank, 3, min_impurity=min_impurity)
+  # (min_impurity_split 1e-7). Six samples of a two-valued feature, in blocks of the width each
+  # fit grows: the stages of the neighbour tests above.
+  x = np.array([0, 0, 0, 1, 1, 1], np.float32)[:, None]
+  g = 0.5 + 1e-4 * np.array([1, 1, 1, -1, -1, -1], np.float64)
+  h = np.full(6, 0.25)
+  for min_impurity, width, splits in ((bt.EPSILON, bt.BLOCK, True),
+                                      (bt.MIN_IMPURITY_SPLIT_020, bt.SEQUENTIAL_BLOCK, False)):
+    rank = np.zeros((3, 1, width, 4))
+    ref = _reference_tree(x, g, h, 1.0, rank[:, :, 0], 3, min_impurity=min_impurity)
     assert (ref[0][0] >= 0) == splits
     with jax.enable_x64(True):
-      out = bt._grow(np.tile(g[:, None], (1, 2)), np.tile(h[:, None], (1, 2)), np.ones(2), x,
-                     *bt._presort(x), np.zeros((3, 1, 2, 4)), depth=3, min_impurity=min_impurity)
+      out = bt._grow(np.tile(g[:, None], (1, width)), np.tile(h[:, None], (1, width)),
+                     np.ones(width), x, *bt._presort(x), rank, depth=3, min_impurity=min_impurity)
     np.testing.assert_array_equal(np.asarray(out[0])[0], ref[0])
 
 

@@ -52,8 +52,8 @@ def _dlib_nets(init="tensorflow", conv_impl="flax"):
 @pytest.fixture(scope="module")
 def params():
   enc, dec = _dlib_nets()
-  return (enc.init(jax.random.key(0), jnp.zeros((1, 64, 64, 1)))["params"],
-          dec.init(jax.random.key(1), jnp.zeros((1, M)))["params"])
+  return (jax.jit(enc.init)(jax.random.key(0), jnp.zeros((1, 64, 64, 1)))["params"],
+          jax.jit(dec.init)(jax.random.key(1), jnp.zeros((1, M)))["params"])
 
 
 def test_layer_shapes_and_parameter_counts_are_disentanglement_libs(params):
@@ -61,10 +61,13 @@ def test_layer_shapes_and_parameter_counts_are_disentanglement_libs(params):
   assert {k: v["kernel"].shape for k, v in enc_p.items()} == ENCODER_KERNELS
   assert {k: v["kernel"].shape for k, v in dec_p.items()} == DECODER_KERNELS
   assert _count(enc_p) == ENCODER_PARAMS and _count(dec_p) == DECODER_PARAMS
+  # Shapes only (`jax.eval_shape`): the values are the next test's.
   disc = disc_lib.Discriminator(init_scheme="tensorflow")
-  assert _count(disc.init(jax.random.key(2), jnp.zeros((1, M)))) == DISCRIMINATOR_PARAMS
+  assert _count(jax.eval_shape(disc.init, jax.random.key(2), jnp.zeros((1, M)))) == \
+      DISCRIMINATOR_PARAMS
   # the shared network differs only in the third and fourth kernels and the joint head
-  cascade = networks.Encoder(latent_dim=M).init(jax.random.key(0), jnp.zeros((1, 64, 64, 1)))
+  cascade = jax.eval_shape(networks.Encoder(latent_dim=M).init, jax.random.key(0),
+                           jnp.zeros((1, 64, 64, 1)))
   assert cascade["params"]["conv2"]["kernel"].shape == (4, 4, 32, 64)
   assert cascade["params"]["head"]["kernel"].shape == (256, 2 * M)
 
@@ -174,12 +177,12 @@ def test_forward_equals_tensorflows_layers_in_numpy(params, conv_impl):
   enc_p, dec_p = jax.tree_util.tree_map(lambda a: a + 0.05 * rng.normal(size=a.shape).astype(
       np.float32), (enc_p, dec_p))
   x = rng.random((3, 64, 64, 1)).astype(np.float32)
-  mean, logvar = enc.apply({"params": enc_p}, x)
+  mean, logvar = jax.jit(enc.apply)({"params": enc_p}, x)  # one program, not one per operation
   ref_mean, ref_logvar = _dlib_encoder(enc_p, x.astype(np.float64))
   np.testing.assert_allclose(mean, ref_mean, rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(logvar, ref_logvar, rtol=1e-4, atol=1e-4)
   z = rng.normal(size=(3, M)).astype(np.float32)
-  logits = dec.apply({"params": dec_p}, z)
+  logits = jax.jit(dec.apply)({"params": dec_p}, z)
   assert logits.shape == (3, 64, 64, 1)
   np.testing.assert_allclose(logits, _dlib_decoder(dec_p, z.astype(np.float64)), rtol=1e-4,
                              atol=1e-4)
