@@ -141,7 +141,7 @@ def encode_streamed(get_batch: Callable[[int, int], np.ndarray], n: int, represe
     if k < batch_size:
       images = np.concatenate([images, np.repeat(images[-1:], batch_size - k, axis=0)])
     t_images += time.perf_counter() - t0
-    out = represent(jnp.asarray(images))
+    out = represent(jax.device_put(images))
     if pending is not None:
       parts.append(_fetch(*pending))
     pending = (out, k)

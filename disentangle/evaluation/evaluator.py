@@ -97,7 +97,7 @@ def save_pictures(method, params, images: np.ndarray, rep: metrics.Representatio
   decode = decode or host.jit(method.decode)
   reconstruct = reconstruct or host.jit(method.reconstruct)
   paths = {}
-  recon = np.asarray(reconstruct(params, jnp.asarray(images)))
+  recon = np.asarray(reconstruct(params, jax.device_put(images)))
   paths["reconstructions"] = img_dir / f"{prefix}reconstructions.png"
   viz.save_image_grid(paths["reconstructions"], viz.reconstruction_grid(images, recon), nrow=None)
   kl = (metrics.kl_per_dim(rep.mean, rep.logvar) if rep.logvar is not None

@@ -406,7 +406,8 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
   cols = np.arange(t)[None, :]
   # Blocks of a stage are independent: on threads (the compiled stage releases the GIL).
   with jax.enable_x64(True), futures.ThreadPoolExecutor(NUM_THREADS) as pool:
-    consts = [jnp.asarray(a) for a in (x32, *sorted_features)]
+    # On the device once (``jnp.asarray`` of a numpy array compiles a program per shape).
+    consts = [jax.device_put(a) for a in (x32, *sorted_features)]
 
     def grow_blocks(i, columns, g, h, block):
       """Grows the trees of ``columns`` (targets g, h [n, len(columns)]) at stage ``i``, in
@@ -423,8 +424,8 @@ def fit_columns(x: np.ndarray, ys: np.ndarray, *, num_stages: int = NUM_STAGES,
         blk = slice(a, a + block)
         with jax.enable_x64(True):  # the setting is per thread
           return a, jax.device_get(_grow(
-              jnp.asarray(gp[:, blk]), jnp.asarray(hp[:, blk]), jnp.asarray(fp[blk]), *consts,
-              jnp.asarray(rank[:, :, blk]), depth=depth, min_impurity=min_impurity))
+              gp[:, blk], hp[:, blk], fp[blk], *consts, rank[:, :, blk], depth=depth,
+              min_impurity=min_impurity))
 
       for a, out in pool.map(grow, range(0, width, block)):
         blk = slice(a, a + block)
