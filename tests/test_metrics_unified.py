@@ -75,13 +75,14 @@ def test_identity_and_duplicated_codes_on_the_mutual_information_matrix():
 
 
 def test_registered_scores_every_matrix_with_its_settings():
-  over = {"unified_scores": {"num_train": 150, "num_test": 100}}
+  # 300 training points of 3 codes: the compiled boosted-trees stage of the DCI tests.
+  over = {"unified_scores": {"num_train": 300, "num_test": 100}}
   out, _ = registry.run(syn.inputs(syn.identity), ON, names=["unified_scores"], overrides=over)
   m = out["unified_scores"]
   assert set(m["by_matrix"]) == set(unified.MATRICES)
   assert m["value"] == m["by_matrix"]["importance_gbt_matrix"]["dci_disentanglement"] > 0.9
   assert m["by_matrix"]["accuracy_svm_matrix"]["sap"] > 0.3
-  assert (m["num_train"], m["num_test"], m["num_bins"]) == (150, 100, 20)
+  assert (m["num_train"], m["num_test"], m["num_bins"]) == (300, 100, 20)
   assert m["svm"]["estimator"] == "LinearSVC" and m["svm"]["fits"] == 9
   logged = registry.METRICS["unified_scores"].log_values(m)
   assert logged["unified_mutual_information_matrix_mig"] > 0.9
