@@ -8,19 +8,34 @@ Every compiled XLA program, the eager operations' too, is kept under the pytest 
 (``.pytest_cache/d/jax_cache``), so a second run loads what the first compiled; the first run of a
 fresh checkout compiles everything (``-p no:cacheprovider`` or ``--cache-clear`` start cold).
 """
+import atexit
 import gc
+import logging
 import os
 import pathlib
+import sys
 
 import pytest
 
 os.environ.setdefault("DISENTANGLE_NO_DOWNLOAD", "1")  # tests never touch the network
+
 # Tests compile many small programs and run each for a few steps: LLVM's lowest optimisation level
 # halves the compile time of XLA:CPU and the golden step records still hold to float32 rounding.
 # Set in the environment so that the tests' child processes inherit it.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = " ".join(
       filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
+
+
+def _exit_without_teardown():
+  """Ends a worker process of pytest-xdist at exit, before JAX's own handler frees every
+  compiled program and the interpreter tears down (about 2 s the whole run waited for): its
+  results are with the controller by then, and the handlers registered after JAX's (the
+  library's, the tests') have run."""
+  logging.shutdown()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(0)
 
 
 def _runs_tests(config) -> bool:
@@ -37,6 +52,8 @@ def pytest_configure(config):
     return
   import jax  # pylint: disable=g-import-not-at-top  (before any test module starts JAX)
   jax.config.update("jax_num_cpu_devices", 8)
+  if hasattr(config, "workerinput"):
+    atexit.register(_exit_without_teardown)  # after JAX's handler at exit: runs before it
   from tests import helpers  # pylint: disable=g-import-not-at-top
   if (helpers.SHARED / "data").is_dir():  # the offline data folder, for loaders called bare
     os.environ.setdefault("DISENTANGLE_DATA_DIR", str(helpers.SHARED / "data"))
