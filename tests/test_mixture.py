@@ -9,6 +9,14 @@ from disentangle import mixture
 
 SIZES = (4, 3, 2)  # K = 3 variables of sizes L_i
 
+# Each term compiled as the training step compiles it: one program per call's shapes, not one per
+# operation.
+_bc = jax.jit(mixture.bhattacharyya_coefficient)
+_aggregate_log_posterior = jax.jit(mixture.aggregate_log_posterior)
+_aggregate_categorical_kl = jax.jit(mixture.aggregate_categorical_kl)
+_categorical_entropy = jax.jit(mixture.categorical_entropy)
+_expected_gaussian_kl = jax.jit(mixture.expected_gaussian_kl)
+
 
 def _pdf(x, mean, var):
   return np.exp(-0.5 * (x - mean) ** 2 / var) / np.sqrt(2 * np.pi * var)
@@ -19,8 +27,8 @@ def _pdf(x, mean, var):
 def test_bc_1d_equals_numerical_integral_of_sqrt_p1_p2(m1, v1, m2, v2):
   want, _ = integrate.quad(lambda x: np.sqrt(_pdf(x, m1, v1) * _pdf(x, m2, v2)), -30, 30,
                            epsabs=1e-12, limit=400)
-  got = mixture.bhattacharyya_coefficient(jnp.array([m1]), jnp.log(jnp.array([v1])),
-                                          jnp.array([m2]), jnp.log(jnp.array([v2])))
+  got = _bc(np.float32([m1]), np.log(np.float32([v1])), np.float32([m2]),
+            np.log(np.float32([v2])))
   np.testing.assert_allclose(float(got), want, rtol=1e-4)
 
 
@@ -32,20 +40,16 @@ def test_bc_2d_with_different_variances_equals_grid_integral():
   p1 = _pdf(x, m1[0], v1[0]) * _pdf(y, m1[1], v1[1])
   p2 = _pdf(x, m2[0], v2[0]) * _pdf(y, m2[1], v2[1])
   want = integrate.simpson(integrate.simpson(np.sqrt(p1 * p2), x=grid, axis=1), x=grid)
-  got = mixture.bhattacharyya_coefficient(jnp.asarray(m1), jnp.log(jnp.asarray(v1)),
-                                          jnp.asarray(m2), jnp.log(jnp.asarray(v2)))
+  got = _bc(np.float32(m1), np.log(np.float32(v1)), np.float32(m2), np.log(np.float32(v2)))
   np.testing.assert_allclose(float(got), want, rtol=1e-4)
 
 
 def test_bc_is_one_for_equal_gaussians_and_symmetric():
   rng = np.random.default_rng(0)
-  m, lv = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=3))
-  m2, lv2 = jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=3))
-  np.testing.assert_allclose(float(mixture.bhattacharyya_coefficient(m, lv, m, lv)), 1.0,
-                             rtol=1e-6)
-  np.testing.assert_allclose(float(mixture.bhattacharyya_coefficient(m, lv, m2, lv2)),
-                             float(mixture.bhattacharyya_coefficient(m2, lv2, m, lv)), rtol=1e-6)
-  assert 0 < float(mixture.bhattacharyya_coefficient(m, lv, m2, lv2)) < 1
+  m, lv, m2, lv2 = rng.normal(size=(4, 3)).astype(np.float32)
+  np.testing.assert_allclose(float(_bc(m, lv, m, lv)), 1.0, rtol=1e-6)
+  np.testing.assert_allclose(float(_bc(m, lv, m2, lv2)), float(_bc(m2, lv2, m, lv)), rtol=1e-6)
+  assert 0 < float(_bc(m, lv, m2, lv2)) < 1
 
 
 def _hand_penalty(means, logvars, delta):
@@ -99,12 +103,12 @@ def test_aggregate_posterior_kl_and_entropy_equal_direct_numpy(size):
   prior = rng.dirichlet(np.ones(size))
   q = _softmax64(logits)
   qhat = q.mean(0)
-  np.testing.assert_allclose(np.exp(np.asarray(mixture.aggregate_log_posterior(
-      jnp.asarray(logits, jnp.float32)))), qhat, rtol=1e-5)
-  np.testing.assert_allclose(float(mixture.aggregate_categorical_kl(
-      jnp.asarray(logits, jnp.float32), jnp.asarray(prior, jnp.float32))),
+  logits32, prior32 = logits.astype(np.float32), prior.astype(np.float32)
+  np.testing.assert_allclose(np.exp(np.asarray(_aggregate_log_posterior(logits32))), qhat,
+                             rtol=1e-5)
+  np.testing.assert_allclose(float(_aggregate_categorical_kl(logits32, prior32)),
                              np.sum(qhat * np.log(qhat / prior)), rtol=1e-4, atol=1e-6)
-  np.testing.assert_allclose(float(mixture.categorical_entropy(jnp.asarray(logits, jnp.float32))),
+  np.testing.assert_allclose(float(_categorical_entropy(logits32)),
                              np.mean(-np.sum(q * np.log(q), -1)), rtol=1e-5)
 
 
@@ -121,14 +125,14 @@ def test_expected_mixture_kl_equals_direct_numpy(size):
       kl = 0.5 * np.sum(lp[k] - lq[i, k] + (np.exp(lq[i, k]) + (mq[i, k] - mp[k]) ** 2)
                         / np.exp(lp[k]) - 1)
       want += q_c[i, k] * kl / b
-  f32 = lambda a: jnp.asarray(a, jnp.float32)
-  got = mixture.expected_gaussian_kl(f32(q_c), f32(mq), f32(lq), f32(mp), f32(lp))
+  f32 = lambda a: np.asarray(a, np.float32)
+  got = _expected_gaussian_kl(f32(q_c), f32(mq), f32(lq), f32(mp), f32(lp))
   np.testing.assert_allclose(float(got), want, rtol=1e-5)
   # The 'sampled' form ([B, d]: one posterior for every k) equals the expected form whose
   # per-class posteriors are all that one posterior.
-  same = mixture.expected_gaussian_kl(f32(q_c), f32(mq[:, 0]), f32(lq[:, 0]), f32(mp), f32(lp))
-  tiled = mixture.expected_gaussian_kl(f32(q_c), f32(np.repeat(mq[:, :1], size, 1)),
-                                       f32(np.repeat(lq[:, :1], size, 1)), f32(mp), f32(lp))
+  same = _expected_gaussian_kl(f32(q_c), f32(mq[:, 0]), f32(lq[:, 0]), f32(mp), f32(lp))
+  tiled = _expected_gaussian_kl(f32(q_c), f32(np.repeat(mq[:, :1], size, 1)),
+                                f32(np.repeat(lq[:, :1], size, 1)), f32(mp), f32(lp))
   np.testing.assert_allclose(float(same), float(tiled), rtol=1e-6)
 
 
