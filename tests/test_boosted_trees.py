@@ -48,7 +48,7 @@ def test_one_feature_equals_sklearn_tree_by_tree(k):
   # to the first node where the two part, each checked to be the best split of the candidates it
   # considers, and whole (predictions, importances) where the release split as we do throughout.
   rng = np.random.default_rng(k)
-  x, y = _one_feature(400, k, rng)
+  x, y = _one_feature(240, k, rng)  # 240 samples: the program of today's fit below
   stages = 15
   ours = bt.fit(x, y, num_stages=stages, random_state=0)
   ref = ensemble.GradientBoostingClassifier(n_estimators=stages, random_state=0).fit(x, y)
@@ -305,8 +305,9 @@ def test_a_two_valued_feature_equals_sklearn():
 @pytest.mark.parametrize("value", [1e-3, 0.33, 1000.0])
 def test_float32_neighbours_are_split_as_sklearn_splits_them(value):
   a = np.float32(value)
-  x = np.array([a, a, np.nextafter(a, np.float32(np.inf))] * 2, np.float32)[:, None]
-  y = np.array([0, 0, 1] * 2)
+  # 300 samples (two values, repeated): the two-valued test's program.
+  x = np.array([a, a, np.nextafter(a, np.float32(np.inf))] * 100, np.float32)[:, None]
+  y = np.array([0, 0, 1] * 100)
   ours = bt.fit(x, y, num_stages=2, random_state=0)
   # The rule (module doc): halfway in float64, the lower value where that rounds to the upper.
   upper = float(np.nextafter(a, np.float32(np.inf)))
@@ -343,10 +344,10 @@ def test_several_features_agree_with_sklearn_as_sklearn_with_itself():
 
 def test_columns_fitted_together_equal_each_alone():
   rng = np.random.default_rng(2)
-  # One feature: no ties between features, whatever the order. 400 samples, as the one-feature
+  # One feature: no ties between features, whatever the order. 240 samples, as the one-feature
   # comparison above: the same compiled stage.
-  x = rng.normal(size=(400, 1))
-  ys = np.stack([rng.integers(0, 2, 400), rng.integers(0, 3, 400) + 5], 1)
+  x = rng.normal(size=(240, 1))
+  ys = np.stack([rng.integers(0, 2, 240), rng.integers(0, 3, 240) + 5], 1)
   together = bt.fit_columns(x, ys, num_stages=5, random_state=0)
   for col, model in enumerate(together):
     alone = bt.fit(x, ys[:, col], num_stages=5, random_state=0)
@@ -427,8 +428,8 @@ def test_study2019_does_not_split_float32_neighbours_within_1e_7(value):
   # rounds to x_p where the float32 step exceeds 2e-7 (|x| >= 2).
   a = np.float32(value)
   b = np.nextafter(a, np.float32(np.inf))
-  x = np.array([a, a, b] * 2, np.float32)[:, None]
-  y = np.array([0, 0, 1] * 2)
+  x = np.array([a, a, b] * 100, np.float32)[:, None]
+  y = np.array([0, 0, 1] * 100)
   ours = bt.fit(x, y, num_stages=1, random_state=0, estimators="study2019")
   assert (ours.feature[0, 0, 0] >= 0) == bool(b > a + np.float32(1e-7))
   assert bt.fit(x, y, num_stages=1, random_state=0).feature[0, 0, 0] == 0
@@ -436,11 +437,11 @@ def test_study2019_does_not_split_float32_neighbours_within_1e_7(value):
 
 def test_study2019_keeps_nodes_at_impurity_up_to_1e_7_leaves():
   # Targets of variance 1e-8: a node today's trees split (impurity > eps), 0.20's keep a leaf
-  # (min_impurity_split 1e-7). Six samples of a two-valued feature, in blocks of the width each
+  # (min_impurity_split 1e-7). 300 samples of a two-valued feature, in blocks of the width each
   # fit grows: the stages of the neighbour tests above.
-  x = np.array([0, 0, 0, 1, 1, 1], np.float32)[:, None]
-  g = 0.5 + 1e-4 * np.array([1, 1, 1, -1, -1, -1], np.float64)
-  h = np.full(6, 0.25)
+  x = np.repeat(np.float32([0, 1]), 150)[:, None]
+  g = 0.5 + 1e-4 * np.repeat([1.0, -1.0], 150)
+  h = np.full(300, 0.25)
   for min_impurity, width, splits in ((bt.EPSILON, bt.BLOCK, True),
                                       (bt.MIN_IMPURITY_SPLIT_020, bt.SEQUENTIAL_BLOCK, False)):
     rank = np.zeros((3, 1, width, 4))
