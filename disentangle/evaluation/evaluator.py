@@ -320,7 +320,7 @@ class RunsEncoder:
       pad = -len(images) % self.batch_size
       if pad:
         images = np.concatenate([images, np.repeat(images[-1:], pad, axis=0)])
-      out = self._encode(params, jnp.asarray(images))
+      out = self._encode(params, jax.device_put(images))
       if pending is not None:
         parts.append(jax.device_get(pending))
       pending = out
