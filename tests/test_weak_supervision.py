@@ -283,9 +283,19 @@ def _np_bernoulli(logits, x):
   return np.sum(x * logits - np.logaddexp(0.0, logits), axis=(1, 2, 3))
 
 
+@pytest.fixture(scope="module")
+def network():
+  """The encoder and decoder of the tests below (6 latent dimensions, one per factor and one
+  more), initialised, and applied as one compiled program each: (params, encode, decode)."""
+  config = helpers.tiny_config("weakvae", **{"model.latent_dim": 6})
+  method = methods.build(config, _grid_set().image_shape)
+  params = jax.jit(method.init)(jax.random.PRNGKey(0)).params
+  return params, jax.jit(method.encode), jax.jit(method.decode_logits)
+
+
 @pytest.mark.parametrize("aggregation,shared", [("gvae", "adaptive"), ("mlvae", "adaptive"),
                                                 ("gvae", "labels"), ("mlvae", "labels")])
-def test_loss_against_numpy(aggregation, shared):
+def test_loss_against_numpy(network, aggregation, shared):
   """Both observations encoded, aggregated on the shared dimensions, sampled, decoded: the mean
   over the pair of the Bernoulli reconstruction and beta KL(q~ || N(0, I)), in numpy."""
   beta = 3.0
@@ -294,7 +304,7 @@ def test_loss_against_numpy(aggregation, shared):
                                              "weakvae.aggregation": aggregation,
                                              "weakvae.shared": shared, "weakvae.k": 2})
   method = methods.build(config, data.image_shape)
-  params = method.init(jax.random.PRNGKey(0)).params
+  params, encode, decode = network
   batch = input_pipeline.make_source(data, method.batch_spec(config), global_batch=8,
                                      seed=0).local_batch(0)
   rng = jax.random.PRNGKey(7)
@@ -302,8 +312,8 @@ def test_loss_against_numpy(aggregation, shared):
                                        jnp.int32(1))
 
   f64 = lambda a: np.asarray(a, np.float64)
-  m1, lv1 = map(f64, method.encode(params["vae"], jnp.asarray(batch["image"])))
-  m2, lv2 = map(f64, method.encode(params["vae"], jnp.asarray(batch["image_pair"])))
+  m1, lv1 = map(f64, encode(params["vae"], batch["image"]))
+  m2, lv2 = map(f64, encode(params["vae"], batch["image_pair"]))
   v1, v2 = np.exp(lv1), np.exp(lv2)
   if shared == "labels":
     mask = np.ones_like(m1, bool)
@@ -322,7 +332,7 @@ def test_loss_against_numpy(aggregation, shared):
     mu, s2 = np.where(mask, mean, m), np.where(mask, var, v)
     eps = f64(jax.random.normal(key, m.shape))
     z = mu + np.sqrt(s2) * eps
-    logits = f64(method.decode_logits(params["vae"], jnp.asarray(z, jnp.float32)))
+    logits = f64(decode(params["vae"], z.astype(np.float32)))
     total_rec += -np.mean(_np_bernoulli(logits, f64(x))) / 2
     total_kl += np.sum(np.mean(0.5 * (mu ** 2 + s2 - np.log(s2) - 1), axis=0)) / 2
   np.testing.assert_allclose(float(metrics["reconstruction"]), total_rec, rtol=1e-4)
@@ -331,14 +341,14 @@ def test_loss_against_numpy(aggregation, shared):
   np.testing.assert_allclose(float(metrics["shared_dims"]), mask.sum(1).mean(), rtol=1e-6)
 
 
-def test_represent_is_the_encoder_of_one_image():
-  config = helpers.tiny_config("weakvae", **{"model.latent_dim": 6})  # the loss tests' network
+def test_represent_is_the_encoder_of_one_image(network):
+  params, encode, _ = network
+  config = helpers.tiny_config("weakvae", **{"model.latent_dim": 6})
   data = _grid_set()
   method = methods.build(config, data.image_shape)
-  params = method.init(jax.random.PRNGKey(0)).params
-  x = jnp.asarray(data.get_images(np.arange(8)))
-  rep = method.represent(params, x)
-  mean, logvar = method.encode(params["vae"], x)
+  x = data.get_images(np.arange(8))
+  rep = jax.jit(method.represent)(params, x)
+  mean, logvar = encode(params["vae"], x)
   np.testing.assert_array_equal(np.asarray(rep["mean"]), np.asarray(mean))
   np.testing.assert_array_equal(np.asarray(rep["logvar"]), np.asarray(logvar))
 
