@@ -34,14 +34,22 @@ def _kl_sum(mean, logvar):
   return np.sum(np.mean(0.5 * (mean ** 2 + np.exp(logvar) - logvar - 1), axis=0))
 
 
-def _tiny_loss_parts(config, t):
+@pytest.fixture(scope="module")
+def network():
+  """The tiny network of the loss tests (every method here has the same), initialised, and its
+  encoder applied, as one compiled program each: (params, encode)."""
+  method = methods.build(helpers.tiny_config("annealedvae"), helpers.TinyImages().image_shape)
+  return jax.jit(method.init)(jax.random.PRNGKey(0)).params, jax.jit(method.encode)
+
+
+def _tiny_loss_parts(network, config, t):
   """(loss, metrics, mean, logvar) of one tiny batch at iteration t, compiled."""
+  params, encode = network
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  params = method.init(jax.random.PRNGKey(0)).params
-  batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
+  batch = {"image": data.get_images(np.arange(8))}
   loss, m = jax.jit(method.loss)(params, batch, jax.random.PRNGKey(1), jnp.int32(t))
-  mean, logvar = (np.asarray(a, np.float64) for a in method.encode(params["vae"], batch["image"]))
+  mean, logvar = (np.asarray(a, np.float64) for a in encode(params["vae"], batch["image"]))
   return float(loss), m, mean, logvar
 
 
@@ -73,11 +81,11 @@ def test_annealed_capacity_with_traced_settings_of_a_sweep():
 
 
 @pytest.mark.parametrize("t", [1, 3, 50])
-def test_annealed_loss_is_reconstruction_plus_gamma_abs_kl_minus_capacity(t):
+def test_annealed_loss_is_reconstruction_plus_gamma_abs_kl_minus_capacity(network, t):
   config = helpers.tiny_config("annealedvae", **{"annealedvae.gamma": 7.0,
                                                  "annealedvae.c_max": 60.0,
                                                  "annealedvae.iteration_threshold": 4})
-  loss, m, mean, logvar = _tiny_loss_parts(config, t)
+  loss, m, mean, logvar = _tiny_loss_parts(network, config, t)
   c = _dlib_anneal(60.0, t - 1, 4)
   kl = _kl_sum(mean, logvar)
   np.testing.assert_allclose(float(m["capacity"]), c, rtol=1e-6)
@@ -122,11 +130,11 @@ def test_dip_penalty_and_its_gradient_in_closed_form():
 
 
 @pytest.mark.parametrize("dip_type,factor", [("i", 10.0), ("ii", 1.0)])
-def test_dip_loss_is_the_elbo_plus_the_penalty(dip_type, factor):
+def test_dip_loss_is_the_elbo_plus_the_penalty(network, dip_type, factor):
   config = helpers.tiny_config("dipvae", **{"dipvae.dip_type": dip_type,
                                             "dipvae.lambda_od": 2.0,
                                             "dipvae.lambda_d_factor": factor})
-  loss, m, mean, logvar = _tiny_loss_parts(config, 1)
+  loss, m, mean, logvar = _tiny_loss_parts(network, config, 1)
   cov = np.cov(mean, rowvar=False, ddof=0)
   if dip_type == "ii":
     cov = cov + np.diag(np.exp(logvar).mean(0))
@@ -143,12 +151,12 @@ def test_dip_loss_is_the_elbo_plus_the_penalty(dip_type, factor):
     ("dipvae", {"dipvae.dip_type": "i"}),
     ("dipvae", {"dipvae.dip_type": "ii", "dipvae.lambda_d_factor": 1.0}),
 ])
-def test_gradients_are_finite_and_reach_the_encoder(name, overrides):
+def test_gradients_are_finite_and_reach_the_encoder(network, name, overrides):
   config = helpers.tiny_config(name, **overrides)
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  params = method.init(jax.random.PRNGKey(0)).params
-  batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
+  params, _ = network
+  batch = {"image": data.get_images(np.arange(8))}
   grads = jax.jit(jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(1), 3)[0]))(params)
   leaves = jax.tree_util.tree_leaves(grads)
   assert all(np.all(np.isfinite(np.asarray(g))) for g in leaves)
