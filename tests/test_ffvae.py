@@ -1,6 +1,7 @@
 """FFVAE (Creager et al. 2019): grouping of the fake samples, density ratio, loss terms against
 numpy, the two updates kept apart, training, seeds, evaluation on balanced dSprites, bad input."""
 import json
+import types
 
 import jax
 import jax.numpy as jnp
@@ -117,16 +118,27 @@ def _np_softplus(x):
   return np.logaddexp(0.0, x)
 
 
-def _terms_by_hand(method, params, batch, rng, b_kl=True, predictor_input="sample"):
+@pytest.fixture(scope="module")
+def network():
+  """The tiny network of the loss tests (``helpers.tiny_config('ffvae')``), initialised, and its
+  encoder, decoder and discriminator applied, as one compiled program each."""
+  method = methods.build(helpers.tiny_config("ffvae"), helpers.TinyAttributeImages().image_shape)
+  return types.SimpleNamespace(
+      params=jax.jit(method.init)(jax.random.PRNGKey(0)).params,
+      encode=jax.jit(method.encode), decode=jax.jit(method.decode_logits),
+      discriminate=jax.jit(method.discriminator.apply))
+
+
+def _terms_by_hand(network, method, params, batch, rng, b_kl=True, predictor_input="sample"):
   """The loss assembled with numpy from the network outputs (module docstring of ffvae)."""
   nz = method.latent_dim - len(NAMES)
-  mean, logvar = (np.asarray(a, np.float64) for a in method.encode(params["vae"], batch["image"]))
+  mean, logvar = (np.asarray(a, np.float64) for a in network.encode(params["vae"],
+                                                                    batch["image"]))
   eps = np.asarray(jax.random.normal(rng, mean.shape), np.float64)
   code = mean + np.exp(0.5 * logvar) * eps
   if not b_kl:
     code[:, nz:] = mean[:, nz:]
-  logits = np.asarray(method.decode_logits(params["vae"], jnp.asarray(code, jnp.float32)),
-                      np.float64)
+  logits = np.asarray(network.decode(params["vae"], code.astype(np.float32)), np.float64)
   x = np.asarray(batch["image"], np.float64)
   rec = -np.mean(np.sum(x * logits - _np_softplus(logits), axis=(1, 2, 3)))
   kl = 0.5 * (mean ** 2 + np.exp(logvar) - logvar - 1)
@@ -136,23 +148,24 @@ def _terms_by_hand(method, params, batch, rng, b_kl=True, predictor_input="sampl
   a = np.asarray(batch["attributes"], np.float64)
   b = code[:, nz:] if predictor_input == "sample" else mean[:, nz:]
   log_p_a = np.mean(np.sum(a * b - _np_softplus(b), axis=1))
-  d = np.asarray(method.discriminator.apply({"params": params["discriminator"]},
-                                            jnp.asarray(code, jnp.float32)), np.float64)
+  d = np.asarray(network.discriminate({"params": params["discriminator"]},
+                                     code.astype(np.float32)), np.float64)
   tc = np.mean(d[:, 0] - d[:, 1])
   return rec, kl, log_p_a, tc
 
 
 @pytest.mark.parametrize("b_kl,predictor_input", [(True, "sample"), (False, "sample"),
                                                   (True, "mean")])
-def test_loss_equals_numpy_assembly(b_kl, predictor_input):
+def test_loss_equals_numpy_assembly(network, b_kl, predictor_input):
   config = helpers.tiny_config("ffvae", **{"ffvae.b_kl": b_kl,
                                            "ffvae.predictor_input": predictor_input})
   data = helpers.TinyAttributeImages()
   method = methods.build(config, data.image_shape)
-  params = method.init(jax.random.PRNGKey(0)).params
+  params = network.params
   batch, rng = _batch(data), jax.random.PRNGKey(4)
   loss, (metrics, _) = method.vae_terms(params, batch, rng)
-  rec, kl, log_p_a, tc = _terms_by_hand(method, params, batch, rng, b_kl, predictor_input)
+  rec, kl, log_p_a, tc = _terms_by_hand(network, method, params, batch, rng, b_kl,
+                                        predictor_input)
   f = config.ffvae
   np.testing.assert_allclose(float(metrics["predictor_log_lik"]), log_p_a, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(float(metrics["kl"]), kl, rtol=1e-5, atol=1e-5)
@@ -163,20 +176,20 @@ def test_loss_equals_numpy_assembly(b_kl, predictor_input):
     assert np.all(np.asarray(metrics["kl_per_dim"])[-2:] == 0)
 
 
-def test_tc_term_sign_and_alpha_gamma_zero_is_the_vae_loss():
+def test_tc_term_sign_and_alpha_gamma_zero_is_the_vae_loss(network):
   data = helpers.TinyAttributeImages()
   batch, rng = _batch(data), jax.random.PRNGKey(4)
+  params = network.params
+  # a discriminator sure that every sample is real: logit_real - logit_fake = +5 everywhere
+  disc = jax.tree_util.tree_map(np.zeros_like, params["discriminator"])
+  disc["logits"]["bias"] = np.float32([5.0, 0.0])
   out = {}
   for alpha, gamma in ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0)):
     config = helpers.tiny_config("ffvae", **{"ffvae.alpha": alpha, "ffvae.gamma": gamma})
     method = methods.build(config, data.image_shape)
-    params = method.init(jax.random.PRNGKey(0)).params
-    # a discriminator sure that every sample is real: logit_real - logit_fake = +5 everywhere
-    disc = jax.tree_util.tree_map(jnp.zeros_like, params["discriminator"])
-    disc["logits"]["bias"] = jnp.array([5.0, 0.0])
     out[alpha, gamma] = float(method.vae_terms(dict(params, discriminator=disc), batch,
                                                rng)[0])
-  rec, kl, log_p_a, _ = _terms_by_hand(method, params, batch, rng)
+  rec, kl, log_p_a, _ = _terms_by_hand(network, method, params, batch, rng)
   np.testing.assert_allclose(out[0.0, 0.0], rec + kl, rtol=1e-5)  # the beta = 1 VAE
   np.testing.assert_allclose(out[0.0, 1.0] - out[0.0, 0.0], 5.0, rtol=1e-4)  # + gamma * TC
   np.testing.assert_allclose(out[1.0, 0.0] - out[0.0, 0.0], -log_p_a, rtol=1e-4)
@@ -238,13 +251,13 @@ def test_train_step_lowers_the_loss_and_compiles_once():
   assert int(state.step) == 3
 
 
-def test_represent_is_mean_and_logvar_of_all_dims_and_sensitive_dims():
-  config = helpers.tiny_config("ffvae", **{"model.latent_dim": 5})
+def test_represent_is_mean_and_logvar_of_all_dims_and_sensitive_dims(network):
+  config = helpers.tiny_config("ffvae")  # 3 latent dimensions: z_0, then b_right and b_low
   data = helpers.TinyAttributeImages()
   method = methods.build(config, data.image_shape)
-  assert method.sensitive_dims == {"right": 3, "low": 4}
-  rep = method.represent(method.init(jax.random.PRNGKey(0)).params, _batch(data)["image"])
-  assert set(rep) == {"mean", "logvar"} and rep["mean"].shape == (8, 5)
+  assert method.sensitive_dims == {"right": 1, "low": 2}
+  rep = jax.jit(method.represent)(network.params, _batch(data)["image"])
+  assert set(rep) == {"mean", "logvar"} and rep["mean"].shape == (8, 3)
 
 
 # -- evaluation on balanced dSprites ---------------------------------------------------------------
