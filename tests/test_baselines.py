@@ -155,12 +155,16 @@ def _brute_force(z, mean, logvar, weight):
   return log_qzx, log_qz, log_prod
 
 
+# Compiled as the step compiles it: one program per call, not one per operation.
+_log_densities = jax.jit(losses.minibatch_log_densities,
+                         static_argnames=("dataset_size", "stratified"))
+
+
 @pytest.mark.slow
 def test_mws_estimator_matches_brute_force():
   z, mean, logvar = _tiny_posteriors()
   n, b = 1000, z.shape[0]
-  got = losses.minibatch_log_densities(*(jnp.asarray(a, jnp.float32) for a in (z, mean, logvar)),
-                                       dataset_size=n)
+  got = _log_densities(*(np.float32(a) for a in (z, mean, logvar)), dataset_size=n)
   want = _brute_force(z, mean, logvar, lambda i, k: 1.0 / (n * b))
   for g, w in zip(got, want):
     np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-4)
@@ -182,8 +186,8 @@ def test_mss_estimator_matches_brute_force_and_weights_sum_to_one():
   w = np.exp(np.asarray(losses.stratified_log_weights(b, n), np.float64))
   np.testing.assert_allclose(w.sum(1), 1.0, rtol=1e-6)
   np.testing.assert_allclose(w, [[weight(i, k) for k in range(b)] for i in range(b)], rtol=1e-6)
-  got = losses.minibatch_log_densities(*(jnp.asarray(a, jnp.float32) for a in (z, mean, logvar)),
-                                       dataset_size=n, stratified=True)
+  got = _log_densities(*(np.float32(a) for a in (z, mean, logvar)), dataset_size=n,
+                       stratified=True)
   want = _brute_force(z, mean, logvar, weight)
   for g, wv in zip(got, want):
     np.testing.assert_allclose(np.asarray(g), wv, rtol=1e-5, atol=1e-4)
@@ -194,8 +198,7 @@ def test_mws_is_the_mixture_density_minus_log_batch_when_the_batch_is_the_datase
   # q(z) = 1/N sum_n q(z|x_n) exactly when the batch holds all N points; MWS weighs 1/(N B).
   dens = np.exp(_normal_logpdf(z[:, None, :], mean[None], logvar[None]).sum(-1))
   exact = np.log(dens.mean(1))
-  _, log_qz, _ = losses.minibatch_log_densities(
-      *(jnp.asarray(a, jnp.float32) for a in (z, mean, logvar)), dataset_size=4)
+  _, log_qz, _ = _log_densities(*(np.float32(a) for a in (z, mean, logvar)), dataset_size=4)
   np.testing.assert_allclose(np.asarray(log_qz), exact - np.log(4), rtol=1e-5, atol=1e-5)
 
 

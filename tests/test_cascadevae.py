@@ -1,4 +1,6 @@
 """CascadeVAE step: the d fed to the decoder is the exact assignment of the unary at the same eps."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,13 +12,20 @@ from disentangle import methods
 from tests import helpers
 
 
+@functools.cache
+def _initial_state():
+  """The tiny network's initial state, initialised as one compiled program, once: every config
+  of these tests has the same network."""
+  method = methods.build(helpers.tiny_config("cascadevae"), helpers.TinyImages().image_shape)
+  return jax.jit(method.init)(jax.random.PRNGKey(0))
+
+
 def _setup(**kw):
   config = helpers.tiny_config("cascadevae", **kw)
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  state = method.init(jax.random.PRNGKey(0))
   batch = {"image": jnp.asarray(data.get_images(np.arange(16)))}
-  return config, method, state, batch
+  return config, method, _initial_state(), batch
 
 
 @pytest.mark.slow
@@ -52,13 +61,18 @@ def test_before_t_d_decoder_sees_zero_code():
   config, method, state, batch = _setup()
   vae = state.params["vae"]
   rng = jax.random.PRNGKey(1)
-  _, metrics, d = method.terms(vae, batch, rng, config.cascade.discrete_start)  # t = t_d
+  t = config.cascade.discrete_start
+  _, metrics, d = jax.jit(method.terms)(vae, batch, rng, t)  # t = t_d
   assert np.all(np.asarray(d) == -1)
   x = batch["image"]
-  mean, logvar = method.encode(vae, x)
-  z = mean + jnp.exp(0.5 * logvar) * jax.random.normal(rng, mean.shape)
-  zero = jnp.concatenate([z, jnp.zeros((16, 3))], -1)
-  rec = -jnp.mean(losses.bernoulli_log_likelihood(method.decode_logits(vae, zero), x))
+
+  @jax.jit
+  def reconstruction_at_zero_code(vae, x):
+    mean, logvar = method.encode(vae, x)
+    z = mean + jnp.exp(0.5 * logvar) * jax.random.normal(rng, mean.shape)
+    zero = jnp.concatenate([z, jnp.zeros((16, 3))], -1)
+    return -jnp.mean(losses.bernoulli_log_likelihood(method.decode_logits(vae, zero), x))
+  rec = reconstruction_at_zero_code(vae, x)
   np.testing.assert_allclose(float(metrics["reconstruction"]), float(rec), rtol=1e-5)
 
 
