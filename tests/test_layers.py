@@ -243,12 +243,13 @@ def _encoder(**kw):
 
 def test_trunk_gives_the_hidden_features_the_heads_read():
   from disentangle.nn import networks  # pylint: disable=g-import-not-at-top
-  x = jnp.asarray(np.random.default_rng(0).random((2, 32, 32, 1)), jnp.float32)
+  x = np.random.default_rng(0).random((2, 32, 32, 1)).astype(np.float32)
   enc = _encoder()
-  params = enc.init(jax.random.key(0), x)["params"]
+  params = jax.jit(enc.init)(jax.random.key(0), x)["params"]  # one program each, not one per op
   assert sorted(params) == ["conv0", "conv1", "conv2", "extra", "fc", "head"]
-  mean, logvar, extra, h = enc.apply({"params": params}, x, return_hidden=True)
-  h_trunk = networks.Trunk().apply({"params": params}, x)
+  mean, logvar, extra, h = jax.jit(enc.apply, static_argnames="return_hidden")(
+      {"params": params}, x, return_hidden=True)
+  h_trunk = jax.jit(networks.Trunk().apply)({"params": params}, x)
   np.testing.assert_array_equal(np.asarray(h), np.asarray(h_trunk))
   # The heads are plain dense layers on h (an independent recomputation).
   out = h @ params["head"]["kernel"] + params["head"]["bias"]
@@ -258,21 +259,26 @@ def test_trunk_gives_the_hidden_features_the_heads_read():
 
 
 def test_encoder_widths_hidden_units_and_leaky_activation():
-  x = jnp.asarray(np.random.default_rng(1).random((2, 32, 32, 1)) - 0.5, jnp.float32)
-  p = _encoder(widths="dupont", hidden_units=128).init(jax.random.key(0), x)["params"]
+  x = (np.random.default_rng(1).random((2, 32, 32, 1)) - 0.5).astype(np.float32)
+  p = jax.eval_shape(_encoder(widths="dupont", hidden_units=128).init, jax.random.key(0),
+                     x)["params"]
   assert [p[f"conv{i}"]["kernel"].shape[-1] for i in range(3)] == [32, 64, 64]
   assert p["fc"]["kernel"].shape[-1] == 128
-  cascade = _encoder().init(jax.random.key(0), x)["params"]
+  cascade = jax.jit(_encoder().init)(jax.random.key(0), x)["params"]
   assert [cascade[f"conv{i}"]["kernel"].shape[-1] for i in range(3)] == [32, 32, 64]
   # Leaky ReLU on the last two trunk layers: h has negative entries of slope 0.1, and equals the
   # recomputation with ReLU after conv0, conv1 and leaky_relu after conv2 and fc.
   leaky = _encoder(activation="leaky_relu", leaky_slope=0.1, activation_last=2)
-  _, _, _, h = leaky.apply({"params": cascade}, x, return_hidden=True)
-  a = x
-  for i in range(3):
-    a = nn.Conv(cascade[f"conv{i}"]["kernel"].shape[-1], (4, 4), strides=(2, 2),
-                padding="SAME").apply({"params": cascade[f"conv{i}"]}, a)
-    a = jax.nn.relu(a) if i < 2 else jax.nn.leaky_relu(a, 0.1)
-  a = a.reshape(2, -1) @ cascade["fc"]["kernel"] + cascade["fc"]["bias"]
-  assert_close(h, jax.nn.leaky_relu(a, 0.1))
+  _, _, _, h = jax.jit(leaky.apply, static_argnames="return_hidden")(
+      {"params": cascade}, x, return_hidden=True)
+
+  @jax.jit
+  def recomputed(a):
+    for i in range(3):
+      a = nn.Conv(cascade[f"conv{i}"]["kernel"].shape[-1], (4, 4), strides=(2, 2),
+                  padding="SAME").apply({"params": cascade[f"conv{i}"]}, a)
+      a = jax.nn.relu(a) if i < 2 else jax.nn.leaky_relu(a, 0.1)
+    return jax.nn.leaky_relu(a.reshape(2, -1) @ cascade["fc"]["kernel"] + cascade["fc"]["bias"],
+                             0.1)
+  assert_close(h, recomputed(x))
   assert float(jnp.min(h)) < 0
