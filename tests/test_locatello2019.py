@@ -247,7 +247,7 @@ def test_rank_correlation_equals_scipys_spearman_over_the_runs_having_both_value
 
 def test_the_pictures_are_written_and_readable(tmp_path):
   records = _records(np.random.default_rng(1))
-  metrics = ("mig", "dci", "sap", "modularity")
+  metrics = ("mig", "sap")  # two panels each (drawing is most of the time), one value missing
   paths = study_figures.write_figures(records, tmp_path, metrics + ("not_computed",),
                                       hparams={"beta-VAE": "beta", "AnnealedVAE": "c_max"},
                                       titles={"mig": "MIG"}, subtitle="constructed")
