@@ -18,7 +18,6 @@ import sys
 import pytest
 
 os.environ.setdefault("DISENTANGLE_NO_DOWNLOAD", "1")  # tests never touch the network
-
 # Tests compile many small programs and run each for a few steps: LLVM's lowest optimisation level
 # halves the compile time of XLA:CPU and the golden step records still hold to float32 rounding.
 # Set in the environment so that the tests' child processes inherit it.
