@@ -117,6 +117,15 @@ def tiny_config(method="betavae", **overrides):
   return c
 
 
+def compiled_network(method, seed: int = 0) -> types.SimpleNamespace:
+  """``method``'s initial parameters (``init(PRNGKey(seed))``) and its encoder and decoder, each
+  one compiled program: tests that check one network from several configs share them, instead
+  of tracing and loading the network's operations one by one in each."""
+  return types.SimpleNamespace(params=jax.jit(method.init)(jax.random.PRNGKey(seed)).params,
+                               encode=jax.jit(method.encode),
+                               decode=jax.jit(method.decode_logits))
+
+
 def step_traced_once(method):
   """``method.train_step`` under ``jax.jit``; fails (chex) if it is traced more than once.
 

@@ -36,15 +36,15 @@ def _kl_sum(mean, logvar):
 
 @pytest.fixture(scope="module")
 def network():
-  """The tiny network of the loss tests (every method here has the same), initialised, and its
-  encoder applied, as one compiled program each: (params, encode)."""
-  method = methods.build(helpers.tiny_config("annealedvae"), helpers.TinyImages().image_shape)
-  return jax.jit(method.init)(jax.random.PRNGKey(0)).params, jax.jit(method.encode)
+  """The tiny network of the loss tests (every method here has the same), compiled once
+  (`helpers.compiled_network`)."""
+  return helpers.compiled_network(methods.build(helpers.tiny_config("annealedvae"),
+                                                helpers.TinyImages().image_shape))
 
 
 def _tiny_loss_parts(network, config, t):
   """(loss, metrics, mean, logvar) of one tiny batch at iteration t, compiled."""
-  params, encode = network
+  params, encode = network.params, network.encode
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
   batch = {"image": data.get_images(np.arange(8))}
@@ -155,7 +155,7 @@ def test_gradients_are_finite_and_reach_the_encoder(network, name, overrides):
   config = helpers.tiny_config(name, **overrides)
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  params, _ = network
+  params = network.params
   batch = {"image": data.get_images(np.arange(8))}
   grads = jax.jit(jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(1), 3)[0]))(params)
   leaves = jax.tree_util.tree_leaves(grads)

@@ -1,7 +1,6 @@
 """FFVAE (Creager et al. 2019): grouping of the fake samples, density ratio, loss terms against
 numpy, the two updates kept apart, training, seeds, evaluation on balanced dSprites, bad input."""
 import json
-import types
 
 import jax
 import jax.numpy as jnp
@@ -120,13 +119,12 @@ def _np_softplus(x):
 
 @pytest.fixture(scope="module")
 def network():
-  """The tiny network of the loss tests (``helpers.tiny_config('ffvae')``), initialised, and its
-  encoder, decoder and discriminator applied, as one compiled program each."""
+  """The tiny network of the loss tests (``helpers.tiny_config('ffvae')``) compiled once
+  (`helpers.compiled_network`), its discriminator too."""
   method = methods.build(helpers.tiny_config("ffvae"), helpers.TinyAttributeImages().image_shape)
-  return types.SimpleNamespace(
-      params=jax.jit(method.init)(jax.random.PRNGKey(0)).params,
-      encode=jax.jit(method.encode), decode=jax.jit(method.decode_logits),
-      discriminate=jax.jit(method.discriminator.apply))
+  net = helpers.compiled_network(method)
+  net.discriminate = jax.jit(method.discriminator.apply)
+  return net
 
 
 def _terms_by_hand(network, method, params, batch, rng, b_kl=True, predictor_input="sample"):

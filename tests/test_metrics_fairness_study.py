@@ -59,9 +59,8 @@ def test_a_code_of_factor_0_alone_is_fair_towards_every_other_factor():
   prediction as it was, so TV = 0; intervening on factor 0 sends all N rows of class c to one
   prediction f(c), so TV_c = 1 - #{c': f(c') = f(c)} / |C|."""
   data = syn.dataset()
-  out = fairness.unfairness(data, _factor_0,
-                                  np.random.default_rng(0), [0, 1, 2], num_train=200,
-                                  num_test_points_per_class=30)
+  out = fairness.unfairness(data, _factor_0, np.random.default_rng(0), [0, 1, 2], num_train=200,
+                            num_test_points_per_class=30)
   for name in ("mean_fairness", "max_fairness"):
     m = out[name]
     assert (m[:, 1:] == 0).all() and (np.diag(m) == 0).all(), name

@@ -285,12 +285,10 @@ def _np_bernoulli(logits, x):
 
 @pytest.fixture(scope="module")
 def network():
-  """The encoder and decoder of the tests below (6 latent dimensions, one per factor and one
-  more), initialised, and applied as one compiled program each: (params, encode, decode)."""
+  """The network of the tests below (6 latent dimensions, one per factor and one more),
+  compiled once (`helpers.compiled_network`)."""
   config = helpers.tiny_config("weakvae", **{"model.latent_dim": 6})
-  method = methods.build(config, _grid_set().image_shape)
-  params = jax.jit(method.init)(jax.random.PRNGKey(0)).params
-  return params, jax.jit(method.encode), jax.jit(method.decode_logits)
+  return helpers.compiled_network(methods.build(config, _grid_set().image_shape))
 
 
 @pytest.mark.parametrize("aggregation,shared", [("gvae", "adaptive"), ("mlvae", "adaptive"),
@@ -304,7 +302,7 @@ def test_loss_against_numpy(network, aggregation, shared):
                                              "weakvae.aggregation": aggregation,
                                              "weakvae.shared": shared, "weakvae.k": 2})
   method = methods.build(config, data.image_shape)
-  params, encode, decode = network
+  params, encode, decode = network.params, network.encode, network.decode
   batch = input_pipeline.make_source(data, method.batch_spec(config), global_batch=8,
                                      seed=0).local_batch(0)
   rng = jax.random.PRNGKey(7)
@@ -342,7 +340,7 @@ def test_loss_against_numpy(network, aggregation, shared):
 
 
 def test_represent_is_the_encoder_of_one_image(network):
-  params, encode, _ = network
+  params, encode = network.params, network.encode
   config = helpers.tiny_config("weakvae", **{"model.latent_dim": 6})
   data = _grid_set()
   method = methods.build(config, data.image_shape)
