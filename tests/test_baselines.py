@@ -30,15 +30,16 @@ def test_gumbel_softmax_argmax_frequencies_match_softmax():
   probs = np.array([0.1, 0.2, 0.3, 0.4])
   n = 40_000
   # Unnormalised logits (log probs + a constant): the sample depends on softmax(logits) only.
-  logits = jnp.broadcast_to(jnp.log(jnp.asarray(probs, jnp.float32)) + 1.7, (n, 4))
-  samples = np.asarray(losses.gumbel_softmax_sample(jax.random.PRNGKey(0), logits, 0.67))
+  logits = np.broadcast_to(np.log(probs).astype(np.float32) + np.float32(1.7), (n, 4))
+  sample = jax.jit(losses.gumbel_softmax_sample)  # one program for both temperatures
+  samples = np.asarray(sample(jax.random.PRNGKey(0), logits, 0.67))
   np.testing.assert_allclose(samples.sum(-1), 1.0, rtol=1e-5)
   assert np.all(samples >= 0)
   freq = np.bincount(samples.argmax(-1), minlength=4) / n
   # Gumbel-max: argmax of the relaxed sample is an exact draw of Cat(probs) at any temperature.
   np.testing.assert_allclose(freq, probs, atol=5 * np.sqrt(0.25 / n))
   # Same noise, lower temperature: the relaxation moves towards the vertices, argmax unchanged.
-  cold = np.asarray(losses.gumbel_softmax_sample(jax.random.PRNGKey(0), logits, 0.05))
+  cold = np.asarray(sample(jax.random.PRNGKey(0), logits, 0.05))
   np.testing.assert_array_equal(cold.argmax(-1), samples.argmax(-1))
   assert cold.max(-1).mean() > samples.max(-1).mean() + 0.1
 
@@ -48,9 +49,10 @@ def test_categorical_kl_to_uniform_matches_direct_formula():
   logits = rng.normal(scale=2.0, size=(6, 5))
   p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
   direct = np.sum(p * np.log(p / (1.0 / 5)), axis=-1)
-  got = np.asarray(losses.categorical_kl_uniform(jnp.asarray(logits, jnp.float32)))
+  kl = jax.jit(losses.categorical_kl_uniform)
+  got = np.asarray(kl(logits.astype(np.float32)))
   np.testing.assert_allclose(got, direct, rtol=1e-5, atol=1e-6)
-  ends = np.asarray(losses.categorical_kl_uniform(jnp.array([[0.0, 0.0, 0.0], [60.0, 0.0, 0.0]])))
+  ends = np.asarray(kl(np.array([[0.0, 0.0, 0.0], [60.0, 0.0, 0.0]], np.float32)))
   np.testing.assert_allclose(ends, [0.0, np.log(3)], atol=1e-5)  # uniform: 0; one-hot: log K
 
 
@@ -231,11 +233,11 @@ def test_anchorvae_betas_and_loss():
                                                "anchorvae.beta_high": 8.0})
   data = helpers.TinyImages()
   method = methods.build(config, data.image_shape)
-  params = method.init(jax.random.PRNGKey(0)).params
+  params = jax.jit(method.init)(jax.random.PRNGKey(0)).params
   vae = params["vae"]
-  batch = {"image": jnp.asarray(data.get_images(np.arange(8)))}
-  loss, m = method.loss(params, batch, jax.random.PRNGKey(1), 1)
-  mean, logvar = (np.asarray(a, np.float64) for a in method.encode(vae, batch["image"]))
+  batch = {"image": data.get_images(np.arange(8))}
+  loss, m = jax.jit(method.loss, static_argnums=3)(params, batch, jax.random.PRNGKey(1), 1)
+  mean, logvar = (np.asarray(a, np.float64) for a in jax.jit(method.encode)(vae, batch["image"]))
   kl = np.mean(0.5 * (mean ** 2 + np.exp(logvar) - logvar - 1), axis=0)
   np.testing.assert_allclose(float(loss), float(m["reconstruction"]) + 0.5 * kl[:2].sum()
                              + 8.0 * kl[2:].sum(), rtol=1e-5)
@@ -314,19 +316,20 @@ def _former_permute_dims(rng, z):
 
 def test_permute_groups_with_singletons_draws_the_former_permutations():
   from disentangle.methods import discriminator as disc_lib  # pylint: disable=g-import-not-at-top
-  z = jnp.asarray(np.random.default_rng(0).normal(size=(32, 5)), jnp.float32)
+  z = np.random.default_rng(0).normal(size=(32, 5)).astype(np.float32)
+  both = jax.jit(lambda rng: (disc_lib.permute_groups(rng, z, disc_lib.singleton_groups(5)),
+                              _former_permute_dims(rng, z)))
   for seed in range(3):
-    rng = jax.random.PRNGKey(seed)
-    np.testing.assert_array_equal(
-        np.asarray(disc_lib.permute_groups(rng, z, disc_lib.singleton_groups(5))),
-        np.asarray(_former_permute_dims(rng, z)))
+    new, former = both(jax.random.PRNGKey(seed))
+    np.testing.assert_array_equal(np.asarray(new), np.asarray(former))
 
 
 def test_permute_groups_moves_blocks_together_and_decouples_groups():
   from disentangle.methods import discriminator as disc_lib  # pylint: disable=g-import-not-at-top
   b, groups = 64, ((0, 1, 2), (3,), (4,))  # FFVAE: z as one block, each b_j alone
   z = (100.0 * np.arange(b)[:, None] + np.arange(5)[None, :]).astype(np.float32)  # row i, col j
-  out = np.asarray(disc_lib.permute_groups(jax.random.PRNGKey(1), jnp.asarray(z), groups))
+  permute = jax.jit(disc_lib.permute_groups, static_argnums=2)
+  out = np.asarray(permute(jax.random.PRNGKey(1), z, groups))
   rows = (out // 100).astype(int)
   np.testing.assert_array_equal(out % 100, np.tile(np.arange(5), (b, 1)))  # columns stay put
   assert np.all(rows[:, 0] == rows[:, 1]) and np.all(rows[:, 1] == rows[:, 2])  # z rows whole
@@ -334,7 +337,7 @@ def test_permute_groups_moves_blocks_together_and_decouples_groups():
     assert sorted(rows[:, j]) == list(range(b))
   assert np.mean(rows[:, 0] == rows[:, 3]) < 0.2 and np.mean(rows[:, 3] == rows[:, 4]) < 0.2
   with pytest.raises(ValueError, match="partition"):
-    disc_lib.permute_groups(jax.random.PRNGKey(0), jnp.asarray(z), ((0, 1), (3,), (4,)))
+    permute(jax.random.PRNGKey(0), z, ((0, 1), (3,), (4,)))
 
 
 @pytest.mark.slow
