@@ -100,11 +100,11 @@ def test_tensorflow_init_is_glorot_uniform_with_zero_biases(params):
   assert means.max() > np.sqrt(6 / (256 + 2 * M))
   # The discriminator's layers, 300 wide (the study's 1000 only take longer to draw).
   hidden = 300
-  disc = disc_lib.Discriminator(hidden, 2, init_scheme="tensorflow").init(jax.random.key(3),
-                                                                        jnp.zeros((1, M)))
+  init = lambda module: jax.jit(module.init)(jax.random.key(3), jnp.zeros((1, M)))
+  disc = init(disc_lib.Discriminator(hidden, 2, init_scheme="tensorflow"))
   _check_glorot_and_zero_biases(disc["params"])
   # the default discriminator keeps Flax's LeCun normal: unbounded, std sqrt(1 / fan_in)
-  flax_disc = disc_lib.Discriminator(hidden, 2).init(jax.random.key(3), jnp.zeros((1, M)))
+  flax_disc = init(disc_lib.Discriminator(hidden, 2))
   k = np.asarray(flax_disc["params"]["fc1"]["kernel"])
   assert abs(k.std() * np.sqrt(hidden) - 1) < 0.02 and np.abs(k).max() > _glorot_bound(k)
 
@@ -177,8 +177,8 @@ def test_forward_equals_tensorflows_layers_in_numpy(params, conv_impl):
   enc_p, dec_p = params
   # non-zero biases, so that a misplaced bias or padding shows
   rng = np.random.default_rng(0)
-  enc_p, dec_p = jax.tree_util.tree_map(lambda a: a + 0.05 * rng.normal(size=a.shape).astype(
-      np.float32), (enc_p, dec_p))
+  enc_p, dec_p = jax.tree_util.tree_map(lambda a: np.asarray(a) + 0.05 * rng.normal(
+      size=a.shape).astype(np.float32), (enc_p, dec_p))  # in numpy: no program per shape
   x = rng.random((3, 64, 64, 1)).astype(np.float32)
   mean, logvar = jax.jit(enc.apply)({"params": enc_p}, x)  # one program, not one per operation
   ref_mean, ref_logvar = _dlib_encoder(enc_p, x.astype(np.float64))
