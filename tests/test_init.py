@@ -18,7 +18,7 @@ TOL = 0.12
 
 def _decoder_params(init, size):
   dec = networks.Decoder(image_shape=(size, size, 1), init_scheme=init, conv_impl="fast")
-  return dec.init(jax.random.PRNGKey(1), jnp.zeros((1, 10)))["params"]
+  return jax.jit(dec.init)(jax.random.PRNGKey(1), jnp.zeros((1, 10)))["params"]
 
 
 @pytest.mark.slow
@@ -44,7 +44,7 @@ def test_decoder_initial_stds(init, size):
 
 def test_encoder_convs_use_input_fan_in():
   enc = networks.Encoder(latent_dim=6, init_scheme="reference", conv_impl="fast")
-  params = enc.init(jax.random.PRNGKey(2), jnp.zeros((1, 64, 64, 1)))["params"]
+  params = jax.jit(enc.init)(jax.random.PRNGKey(2), jnp.zeros((1, 64, 64, 1)))["params"]
   convs = sorted(k for k in params if k.startswith("conv"))
   assert len(convs) == 4
   for name in convs:
