@@ -54,12 +54,32 @@ def threefry2x32(xp, k0, k1, x0, x1):
   with np.errstate(over="ignore"):  # uint32 arithmetic wraps, as intended (numpy scalars warn)
     ks = (k0, k1, k0 ^ k1 ^ xp.uint32(_PARITY))
     x0, x1 = x0 + ks[0], x1 + ks[1]
+    if xp is np:
+      return _rounds_in_place(ks, *np.broadcast_arrays(x0, x1))
     for i in range(5):
       for r in _ROTATIONS[i % 2]:
         x0 = x0 + x1
         x1 = _rotl(x1, r) ^ x0
       x0 = x0 + ks[(i + 1) % 3]
       x1 = x1 + ks[(i + 2) % 3] + xp.uint32(i + 1)
+  return x0, x1
+
+
+def _rounds_in_place(ks, x0, x1):
+  """The rounds of `threefry2x32` on numpy arrays, updating two buffers in place (the same
+  words: uint32 additions wrap whatever their order)."""
+  x0, x1 = x0.copy(), x1.copy()
+  high = np.empty_like(x1)
+  for i in range(5):
+    for r in _ROTATIONS[i % 2]:
+      x0 += x1
+      np.left_shift(x1, r, out=high)
+      x1 >>= 32 - r
+      x1 |= high
+      x1 ^= x0
+    x0 += ks[(i + 1) % 3]
+    x1 += ks[(i + 2) % 3]
+    x1 += np.uint32(i + 1)
   return x0, x1
 
 
