@@ -94,7 +94,9 @@ def check(dataset, spec) -> None:
         f"for the {kv} factors of {name}, got {spec.k}")
   every = np.asarray(dataset.factors_of(np.arange(int(dataset.num_examples))), np.int64)
   radix = np.cumprod((1,) + sizes[:-1]).astype(np.int64)
-  stored = len(np.unique(every @ radix))
+  # The distinct codes (non-negative): counted through their histogram, about 100x faster than
+  # numpy 2.4's hash-based np.unique of a million integers.
+  stored = int(np.count_nonzero(np.bincount(every @ radix)))
   if stored != int(np.prod(sizes)):
     raise config_lib.ConfigError(
         f"config field 'dataset.name' must store every factor vector for the pairs of "
