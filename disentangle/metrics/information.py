@@ -87,9 +87,11 @@ def mixture_neg_log_density(z: np.ndarray, mean: np.ndarray,
   mean = np.asarray(mean, np.float64)
   logvar = np.asarray(logvar, np.float64)
   n, m = mean.shape
-  inv_var = np.exp(-logvar).T[:, None, :]  # [m, 1, N]
-  const = (-0.5 * (_LOG_2PI + logvar)).T[:, None, :]
-  mean_t = mean.T[:, None, :]
+  # [m, 1, N], contiguous: the [m, c, N] blocks below follow their inputs' memory order, and
+  # a reduction over N runs about 25x faster along a contiguous axis.
+  inv_var = np.ascontiguousarray(np.exp(-logvar).T)[:, None, :]
+  const = np.ascontiguousarray((-0.5 * (_LOG_2PI + logvar)).T)[:, None, :]
+  mean_t = np.ascontiguousarray(mean.T)[:, None, :]
   chunk = max(1, _BLOCK_ELEMENTS // (n * m))
   marginal = np.empty((len(z), m))
   joint = np.empty(len(z))
