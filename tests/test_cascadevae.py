@@ -110,9 +110,12 @@ def test_unary_batchings_agree_with_one_decoder_call_per_row():
   u_stack = np.asarray(jax.jit(stacked.unary)(vae, z, x))
   np.testing.assert_allclose(u_class, u_stack, rtol=1e-5)
   i, k = 5, 2
-  direct = float(jax.jit(lambda vae, z, x: losses.bernoulli_log_likelihood(
-      per_class.decode_logits(vae, per_class.decoder_input(z, jnp.array([k]))), x)[0])(
-          vae, z[i:i + 1], x[i:i + 1]))
+
+  @jax.jit
+  def log_likelihood_of_class_k(vae, z, x):  # one decoder call, for one row
+    logits = per_class.decode_logits(vae, per_class.decoder_input(z, jnp.array([k])))
+    return losses.bernoulli_log_likelihood(logits, x)[0]
+  direct = float(log_likelihood_of_class_k(vae, z[i:i + 1], x[i:i + 1]))
   np.testing.assert_allclose(u_class[i, k], direct, rtol=1e-5)
   assert u_class.shape == (x.shape[0], per_class.num_discrete)
 
