@@ -43,43 +43,26 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA
 
 
-def _rotl(x, r: int):
-  return (x << r) | (x >> (32 - r))
-
-
 def threefry2x32(xp, k0, k1, x0, x1):
   """Threefry-2x32, 20 rounds, of the counters ``(x0, x1)`` under the keys ``(k0, k1)``: uint32
-  arrays (broadcast together) of module ``xp`` (numpy or ``jax.numpy``); the two output words."""
+  arrays (broadcast together) of module ``xp`` (numpy or ``jax.numpy``); the two output words.
+
+  The rounds are written with augmented assignments: numpy updates two buffers of its own in
+  place (1.5x faster than a new array per operation), JAX rebinds; uint32 additions wrap."""
   k0, k1, x0, x1 = (xp.asarray(v, xp.uint32) for v in (k0, k1, x0, x1))
   with np.errstate(over="ignore"):  # uint32 arithmetic wraps, as intended (numpy scalars warn)
     ks = (k0, k1, k0 ^ k1 ^ xp.uint32(_PARITY))
-    x0, x1 = x0 + ks[0], x1 + ks[1]
-    if xp is np:
-      return _rounds_in_place(ks, *np.broadcast_arrays(x0, x1))
+    x0, x1 = (xp.array(v) for v in xp.broadcast_arrays(x0 + ks[0], x1 + ks[1]))
     for i in range(5):
       for r in _ROTATIONS[i % 2]:
-        x0 = x0 + x1
-        x1 = _rotl(x1, r) ^ x0
-      x0 = x0 + ks[(i + 1) % 3]
-      x1 = x1 + ks[(i + 2) % 3] + xp.uint32(i + 1)
-  return x0, x1
-
-
-def _rounds_in_place(ks, x0, x1):
-  """The rounds of `threefry2x32` on numpy arrays, updating two buffers in place (the same
-  words: uint32 additions wrap whatever their order)."""
-  x0, x1 = x0.copy(), x1.copy()
-  high = np.empty_like(x1)
-  for i in range(5):
-    for r in _ROTATIONS[i % 2]:
-      x0 += x1
-      np.left_shift(x1, r, out=high)
-      x1 >>= 32 - r
-      x1 |= high
-      x1 ^= x0
-    x0 += ks[(i + 1) % 3]
-    x1 += ks[(i + 2) % 3]
-    x1 += np.uint32(i + 1)
+        x0 += x1
+        high = x1 << r  # x1 rotated left by r: (x1 << r) | (x1 >> (32 - r))
+        x1 >>= 32 - r
+        x1 |= high
+        x1 ^= x0
+      x0 += ks[(i + 1) % 3]
+      x1 += ks[(i + 2) % 3]
+      x1 += xp.uint32(i + 1)
   return x0, x1
 
 
