@@ -6,6 +6,7 @@ import pytest
 from sklearn import ensemble
 from sklearn import exceptions
 from sklearn import linear_model
+from sklearn import model_selection
 from sklearn import svm
 
 from disentangle.evaluation import report
@@ -49,6 +50,21 @@ def test_study2019_linear_svc_solves_the_dual():
   np.testing.assert_array_equal(ours.coef_, ref.coef_)
   assert estimators.linear_svc_settings("study2019", 0.01)["dual"] is True
   assert estimators.linear_svc_settings("current", 0.01)["dual"] == "auto"
+
+
+def test_logistic_regression_cv_picks_c_by_fold_accuracy_and_warns_nothing():
+  """disentanglement_lib's downstream predictor keeps its fit on every release: an L2 penalty
+  and each C scored by the folds' mean accuracy (later releases change both defaults and warn
+  that they will)."""
+  x, y = _classes(n=200, seed=3)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", FutureWarning)
+    model = estimators.logistic_regression_cv("current", cs=4, folds=3).fit(x, y)
+  folds = list(model_selection.KFold(n_splits=3).split(x))
+  accuracy = [np.mean([linear_model.LogisticRegression(C=c).fit(x[a], y[a]).score(x[b], y[b])
+                       for a, b in folds]) for c in model.Cs_]
+  assert np.ravel(model.C_)[0] == model.Cs_[int(np.argmax(accuracy))]
+  assert np.ptp(accuracy) > 0  # the choice is made by the accuracies, not a tie
 
 
 def test_a_fit_that_stops_at_max_iter_is_counted_and_warns_nothing():

@@ -95,10 +95,22 @@ def logistic_regression_settings(estimators: str) -> dict:
           "multi_class": "multinomial", "max_iter": model.max_iter}
 
 
+def _logistic_cv_defaults() -> dict:
+  """The arguments that keep ``LogisticRegressionCV``'s fit of before scikit-learn 1.8 on the
+  releases that change its defaults: an L2 penalty (``l1_ratios=(0,)``), each C scored by
+  accuracy, and the simplified fitted attributes (none is read here); {} on a release without
+  ``use_legacy_attributes``."""
+  if "use_legacy_attributes" not in linear_model.LogisticRegressionCV().get_params():
+    return {}
+  return {"l1_ratios": (0.0,), "scoring": "accuracy", "use_legacy_attributes": False}
+
+
 def logistic_regression_cv(estimators: str, cs: int = 10, folds: int = 5):
   """``LogisticRegressionCV(Cs=cs, cv=KFold(folds))`` as disentanglement_lib's downstream
-  predictor, multinomial ('current') or one-vs-rest ('study2019'); lbfgs in both."""
-  model = linear_model.LogisticRegressionCV(Cs=cs, cv=model_selection.KFold(n_splits=folds))
+  predictor, multinomial ('current') or one-vs-rest ('study2019'); lbfgs in both, L2 penalty,
+  each C scored by accuracy (`_logistic_cv_defaults`)."""
+  model = linear_model.LogisticRegressionCV(Cs=cs, cv=model_selection.KFold(n_splits=folds),
+                                            **_logistic_cv_defaults())
   return multiclass.OneVsRestClassifier(model) if estimators == "study2019" else model
 
 
