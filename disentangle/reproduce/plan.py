@@ -209,9 +209,15 @@ def _text(value) -> str:
   return repr(value) if isinstance(value, float) else str(value)
 
 
-def _flat(config) -> dict:
-  return {k: (list(v) if isinstance(v, tuple) else v)
-          for k, v in config_lib.fields_of(config).items()}
+def _plain(value):
+  return list(value) if isinstance(value, tuple) else value
+
+
+def _flat(config, fields=None) -> dict:
+  """{dotted field: value} of ``config`` (tuples as lists), of every field or of ``fields``."""
+  if fields is not None:
+    return {k: _plain(config_lib.get_field(config, k)) for k in fields}
+  return {k: _plain(v) for k, v in config_lib.fields_of(config).items()}
 
 
 def changed_fields(config) -> dict:
@@ -376,10 +382,10 @@ def plan_table(table: Table, modules: Mapping, *, seeds: int, fraction=1,
     cfgs = runs_lib.run_configs(config)
     own = [f for f, _ in runs_lib.check_sweep(config)] if not values else []
     runs = []
-    row_flats = {r: _flat(built[r][0]) for r in rows} if values else {}
+    row_flats = {r: _flat(built[r][0], values) for r in rows} if values else {}
     for cfg, d in zip(cfgs, runs_lib.run_dirs(config, pathlib.PurePosixPath(RUNS_DIR, name),
                                                cfgs)):
-      flat = _flat(cfg)
+      flat = _flat(cfg, [*values, *own])
       row = rows[0] if not values else next(
           r for r in rows if all(row_flats[r][k] == flat[k] for k in values))
       runs.append(RunSpec(row=row, point=tuple((f, flat[f]) for f in own), seed=int(cfg.seed),
