@@ -5,8 +5,10 @@
 ``python -m pytest -q`` runs everything, the whole-run integration tests marked ``slow`` too, in
 worker processes (``pytest.ini``).
 Every compiled XLA program, the eager operations' too, is kept under the pytest cache
-(``.pytest_cache/d/jax_cache``), so a second run loads what the first compiled; the first run of a
-fresh checkout compiles everything (``-p no:cacheprovider`` or ``--cache-clear`` start cold).
+(``.pytest_cache/d/jax_cache``), so a second run loads what the first compiled, as is the Python
+bytecode where the environment says not to write it beside the sources (``.pytest_cache/d/pycache``);
+the first run of a fresh checkout compiles everything (``-p no:cacheprovider`` or ``--cache-clear``
+start cold).
 """
 import atexit
 import gc
@@ -37,6 +39,17 @@ def _exit_without_teardown():
   os._exit(0)
 
 
+def _keep_bytecode(cache) -> None:
+  """Where the environment asks Python not to write bytecode beside the sources
+  (``PYTHONDONTWRITEBYTECODE``), the bytecode of the modules imported from here on (the library,
+  the test files with their assertions rewritten by pytest) is kept under the pytest cache
+  instead (``sys.pycache_prefix``): each worker would otherwise compile all of them again, about
+  4 s before its first test. A prefix the environment sets (``PYTHONPYCACHEPREFIX``) is kept."""
+  if sys.dont_write_bytecode and sys.pycache_prefix is None:
+    sys.pycache_prefix = str(cache.mkdir("pycache"))
+    sys.dont_write_bytecode = False
+
+
 def _runs_tests(config) -> bool:
   """False in pytest-xdist's controller, which hands the tests to its workers and needs neither
   JAX nor the library (a worker, or a run without workers, runs them)."""
@@ -53,11 +66,13 @@ def pytest_configure(config):
   jax.config.update("jax_num_cpu_devices", 8)
   if hasattr(config, "workerinput"):
     atexit.register(_exit_without_teardown)  # after JAX's handler at exit: runs before it
+  cache = getattr(config, "cache", None)  # None with -p no:cacheprovider: compile from scratch
+  if cache is not None:
+    _keep_bytecode(cache)
   from tests import helpers  # pylint: disable=g-import-not-at-top
   if (helpers.SHARED / "data").is_dir():  # the offline data folder, for loaders called bare
     os.environ.setdefault("DISENTANGLE_DATA_DIR", str(helpers.SHARED / "data"))
-  cache = getattr(config, "cache", None)
-  if cache is None:  # -p no:cacheprovider: compile from scratch
+  if cache is None:
     return
   folder = str(cache.mkdir("jax_cache"))
   # Child processes (multi-process and command-line tests) share the same cache.
