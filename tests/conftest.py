@@ -39,15 +39,22 @@ def _exit_without_teardown():
   os._exit(0)
 
 
-def _keep_bytecode(cache) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
   """Where the environment asks Python not to write bytecode beside the sources
-  (``PYTHONDONTWRITEBYTECODE``), the bytecode of the modules imported from here on (the library,
-  the test files with their assertions rewritten by pytest) is kept under the pytest cache
-  instead (``sys.pycache_prefix``): each worker would otherwise compile all of them again, about
-  4 s before its first test. A prefix the environment sets (``PYTHONPYCACHEPREFIX``) is kept."""
-  if sys.dont_write_bytecode and sys.pycache_prefix is None:
-    sys.pycache_prefix = str(cache.mkdir("pycache"))
-    sys.dont_write_bytecode = False
+  (``PYTHONDONTWRITEBYTECODE``), the test files' bytecode, their assertions rewritten by pytest,
+  is kept under the pytest cache instead while they are collected (``sys.pycache_prefix``): each
+  worker would otherwise rewrite every test file again, about 4 s before its first test. A
+  prefix the environment sets (``PYTHONPYCACHEPREFIX``) is kept, and so is ``-p no:cacheprovider``
+  (rewrite every time)."""
+  cache = getattr(session.config, "cache", None)
+  if cache is None or not sys.dont_write_bytecode or sys.pycache_prefix is not None:
+    return (yield)
+  sys.pycache_prefix, sys.dont_write_bytecode = str(cache.mkdir("pycache")), False
+  try:
+    return (yield)
+  finally:
+    sys.pycache_prefix, sys.dont_write_bytecode = None, True
 
 
 def _runs_tests(config) -> bool:
@@ -66,13 +73,11 @@ def pytest_configure(config):
   jax.config.update("jax_num_cpu_devices", 8)
   if hasattr(config, "workerinput"):
     atexit.register(_exit_without_teardown)  # after JAX's handler at exit: runs before it
-  cache = getattr(config, "cache", None)  # None with -p no:cacheprovider: compile from scratch
-  if cache is not None:
-    _keep_bytecode(cache)
   from tests import helpers  # pylint: disable=g-import-not-at-top
   if (helpers.SHARED / "data").is_dir():  # the offline data folder, for loaders called bare
     os.environ.setdefault("DISENTANGLE_DATA_DIR", str(helpers.SHARED / "data"))
-  if cache is None:
+  cache = getattr(config, "cache", None)
+  if cache is None:  # -p no:cacheprovider: compile from scratch
     return
   folder = str(cache.mkdir("jax_cache"))
   # Child processes (multi-process and command-line tests) share the same cache.
