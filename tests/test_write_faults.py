@@ -132,7 +132,7 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
   logging.getLogger().addHandler(records)
   monkeypatch.setattr(logging.getLogger("asyncio"), "filters", [])
   try:
-    quiet = checkpoint._QuietFailedSave()  # pylint: disable=protected-access
+    quiet = checkpoint._QuietFailure()  # pylint: disable=protected-access
     _orbax_records()
     quiet.end(failed=False)  # the save succeeded
     assert records.messages == ["_SignalingThread.run() raised an exception",
@@ -140,7 +140,7 @@ def test_a_failed_save_drops_its_threads_and_tasks_records_and_only_those(monkey
                                 "Task was destroyed but it is pending!",
                                 "_GatheringFuture exception was never retrieved"]
     records.messages.clear()
-    quiet = checkpoint._QuietFailedSave()  # pylint: disable=protected-access
+    quiet = checkpoint._QuietFailure()  # pylint: disable=protected-access
     _orbax_records()
     quiet.end(failed=True)  # the save failed (ENOSPC)
     assert records.messages == []

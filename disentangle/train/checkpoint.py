@@ -41,9 +41,12 @@ next `save`, `wait` or `close`). Orbax's writer threads log the same error first
 in flight, once they end, call back into the closed event loop of the failed save (``Event loop
 is closed``, one traceback each, through `sys.unraisablehook`); and asyncio reports the
 unretrieved exceptions of its write tasks and of the future gathering them, or a task left
-unfinished, when they are collected. All three repeat the one error and are dropped for a
-failed save only (`_QuietFailedSave`); other logging and other unraisable exceptions are
-untouched.
+unfinished, when they are collected. A restore that fails (a truncated file) leaves its other
+reads in flight the same way, and each read coroutine collected unfinished raises orbax's own
+error as it is closed (``Exception ignored in: <coroutine ...>``). All of these repeat the one
+error (a save's `atomic.WriteError`, a restore's skipped checkpoint, each one line) and are
+dropped for a failed save or restore only (`_QuietFailure`); other logging and other
+unraisable exceptions are untouched.
 
 **On a bucket** (``gs://`` workdir, `disentangle.paths`) orbax writes each step straight into its
 step folder (object stores have no atomic rename) and marks it complete with a
@@ -56,6 +59,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import re
 import sys
 import threading
@@ -113,7 +117,7 @@ class Checkpointer:
     self.with_record = with_record
     self.asynchronous = asynchronous and not read_only
     self._in_flight: int | None = None  # the step of the save started and not waited for
-    self._quiet = None  # the `_QuietFailedSave` of that save
+    self._quiet = None  # the `_QuietFailure` of that save
     self._failed = False  # an asynchronous save failed
     extra = {}
     if single_process and jax.process_count() > 1:
@@ -170,7 +174,7 @@ class Checkpointer:
     else:
       args = ocp.args.StandardSave(state)
     # orbax writes into a temporary folder: a failed save leaves the older steps intact
-    self._quiet, self._in_flight = _QuietFailedSave(), step
+    self._quiet, self._in_flight = _QuietFailure(), step
     try:
       self._manager.save(step, args=args)
     except BaseException as e:
@@ -199,7 +203,7 @@ class Checkpointer:
     except BaseException as e:
       if isinstance(e, Exception):  # ENOSPC and other write failures
         error = atomic.write_error(f"checkpoint {step} in {self.directory}", e)
-        _release_writes(e)
+        _release_pending(e)
         self._failed = True
         self._end(e)
         raise error from None
@@ -248,10 +252,21 @@ class Checkpointer:
         "nothing was changed")
 
   def _restore_step(self, abstract, step: int):
-    if self.with_record:
-      return self._manager.restore(
-          step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))).state
-    return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+    """``step`` restored; when it fails, its reads still in flight end quietly (`_QuietFailure`)
+    and its error is raised."""
+    quiet = _QuietFailure()
+    try:
+      if self.with_record:
+        state = self._manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))).state
+      else:
+        state = self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+    except Exception as e:
+      _release_pending(e)
+      quiet.end(failed=True)
+      raise
+    quiet.end(failed=False)
+    return state
 
   def _skip(self, skipped: list[tuple[int, str]], used: int) -> None:
     """Warn about the checkpoints that did not restore; move them aside unless read-only."""
@@ -307,7 +322,7 @@ class Checkpointer:
       self.wait()
     finally:
       self._manager.close()
-      if self._failed:  # the writes of a failed save that ended since (`_release_writes`)
+      if self._failed:  # the writes of a failed save that ended since (`_release_pending`)
         gc.collect()
 
 
@@ -325,42 +340,46 @@ def _is_thread_error(record: logging.LogRecord) -> bool:
 _UNRETRIEVED = re.compile(r"\w+ exception was never retrieved|Task was destroyed but it is pending")
 
 
-def _is_unretrieved_write(record: logging.LogRecord) -> bool:
-  """asyncio's record of an orbax write task, or of the future gathering them, that failed with
-  nobody to retrieve its exception or never finished (logged when it is garbage-collected, which
-  may be after the save has returned)."""
+def _is_unretrieved_io(record: logging.LogRecord) -> bool:
+  """asyncio's record of an orbax write task or of the future gathering them, or of a read of
+  the checkpoint's OCDBT database (a failed restore's), that failed with nobody to retrieve its
+  exception or never finished (logged when it is garbage-collected, which may be after the save
+  or restore has returned)."""
   text = str(record.msg)
-  return _UNRETRIEVED.match(text) is not None and "orbax" in text
+  return _UNRETRIEVED.match(text) is not None and ("orbax" in text or "OCDBT database" in text)
 
 
 class _HeldThreadErrors(logging.Filter):
-  """Holds back orbax's records of its save threads' and write tasks' exceptions."""
+  """Holds back orbax's records of its save threads' exceptions and of its reads' and writes'
+  unretrieved ones."""
 
   def __init__(self):
     super().__init__()
     self.held: list[logging.LogRecord] = []
 
   def filter(self, record: logging.LogRecord) -> bool:
-    if _is_thread_error(record) or _is_unretrieved_write(record):
+    if _is_thread_error(record) or _is_unretrieved_io(record):
       self.held.append(record)
       return False
     return True
 
 
-class _DropUnretrievedWrites(logging.Filter):
-  """Drops asyncio's records of a failed save's write tasks, whenever they are collected."""
+class _DropUnretrievedIO(logging.Filter):
+  """Drops asyncio's records of a failed save's writes and a failed restore's reads, whenever
+  they are collected."""
 
   def filter(self, record: logging.LogRecord) -> bool:
-    return not _is_unretrieved_write(record)
+    return not _is_unretrieved_io(record)
 
 
-class _QuietFailedSave:
-  """From its creation to `end`, orbax's records of its threads' and write tasks' exceptions
-  and the callbacks of its writes into a closed event loop are held back: dropped when the save
-  fails (its error is raised as one line), passed on as usual when it succeeds. After a failure,
-  the late callbacks and collected tasks of its cancelled writes keep being dropped
-  (`_drop_closed_loop_callbacks`, `_drop_unretrieved_writes`). An asynchronous save holds them
-  from its start to the wait that ends it."""
+class _QuietFailure:
+  """From its creation to `end` (a save or a restore), orbax's records of its threads' and
+  tasks' exceptions and what its reads and writes raise late (`_is_late_io`: callbacks into a
+  closed event loop, coroutines collected unfinished) are held back: dropped when it fails (a
+  save's error is raised as one line, a restore's checkpoint skipped in one line), passed on as
+  usual when it succeeds. After a failure, what its cancelled reads and writes raise and log
+  later keeps being dropped (`_drop_late_io`, `_drop_unretrieved_io`). An asynchronous save
+  holds them from its start to the wait that ends it."""
 
   def __init__(self):
     self._loggers = [logging.getLogger("absl"), logging.getLogger("asyncio")]  # orbax: absl
@@ -372,7 +391,7 @@ class _QuietFailedSave:
     self._ended = False
     # Once ended, a hook still chained below a later one (two saves overlapping) passes through.
     sys.unraisablehook = self._hook = lambda u: (
-        callbacks.append(u) if not self._ended and _is_closed_loop_callback(u) else previous(u))
+        callbacks.append(u) if not self._ended and _is_late_io(u) else previous(u))
 
   def end(self, failed: bool) -> None:
     self._ended = True
@@ -381,21 +400,21 @@ class _QuietFailedSave:
     for logger in self._loggers:
       logger.removeFilter(self._held)
     if failed:
-      _drop_closed_loop_callbacks()
-      _drop_unretrieved_writes()
+      _drop_late_io()
+      _drop_unretrieved_io()
       return
-    for record in self._held.held:  # the save succeeded: whatever was held is not about it
+    for record in self._held.held:  # it succeeded: whatever was held is not about it
       logging.getLogger(record.name).handle(record)
     for unraisable in self._callbacks:
       self._previous(unraisable)
 
 
-def _release_writes(e: BaseException) -> None:
-  """Lets the writes of a failed asynchronous save go now: the frames of ``e``'s tracebacks
-  (orbax keeps ``e`` on its threads) hold its write coroutines, still waiting on tensorstore,
-  which would otherwise be collected when the interpreter shuts down and print one
-  ``Exception ignored`` traceback each. Collected here, while the save's records and late
-  callbacks are held (and dropped)."""
+def _release_pending(e: BaseException) -> None:
+  """Lets the writes of a failed asynchronous save, or the reads of a failed restore, go now:
+  the frames of ``e``'s tracebacks (orbax keeps ``e`` on its threads) hold their coroutines,
+  still waiting on tensorstore, which would otherwise be collected when the interpreter shuts
+  down and print one ``Exception ignored`` traceback each. Collected here, while the records
+  and late callbacks are held (and dropped)."""
   seen = set()
   while e is not None and id(e) not in seen:
     seen.add(id(e))
@@ -411,24 +430,36 @@ def _is_closed_loop_callback(unraisable) -> bool:
       and any(f.name == "call_soon_threadsafe" for f in traceback.extract_tb(tb))
 
 
-def _drop_unretrieved_writes() -> None:
+def _is_collected_orbax_coroutine(unraisable) -> bool:
+  """An orbax coroutine collected unfinished (a read of a failed restore) that raises its own
+  error as it is closed (``Exception ignored in: <coroutine ...>``)."""
+  code = getattr(unraisable.object, "cr_code", None)
+  return code is not None and f"{os.sep}orbax{os.sep}" in code.co_filename
+
+
+def _is_late_io(unraisable) -> bool:
+  """What the reads and writes of a failed save or restore raise after it has returned."""
+  return _is_closed_loop_callback(unraisable) or _is_collected_orbax_coroutine(unraisable)
+
+
+def _drop_unretrieved_io() -> None:
   """From now on, asyncio's records of orbax's write tasks that failed unobserved are dropped
   (the writes of a failed save, collected after it returned). Installed once."""
   logger = logging.getLogger("asyncio")
-  if not any(isinstance(f, _DropUnretrievedWrites) for f in logger.filters):
-    logger.addFilter(_DropUnretrievedWrites())
+  if not any(isinstance(f, _DropUnretrievedIO) for f in logger.filters):
+    logger.addFilter(_DropUnretrievedIO())
 
 
-def _drop_closed_loop_callbacks() -> None:
-  """From now on, `sys.unraisablehook` drops the callbacks into a closed loop (the writes of a
-  failed save ending after its loop was closed); every other unraisable exception goes to the
+def _drop_late_io() -> None:
+  """From now on, `sys.unraisablehook` drops what the reads and writes of a failed save or
+  restore raise after it returned (`_is_late_io`); every other unraisable exception goes to the
   hook in place before. Installed once."""
   previous = sys.unraisablehook
-  if getattr(previous, "drops_closed_loop_callbacks", False):
+  if getattr(previous, "drops_late_io", False):
     return
 
   def hook(unraisable):
-    if not _is_closed_loop_callback(unraisable):
+    if not _is_late_io(unraisable):
       previous(unraisable)
-  hook.drops_closed_loop_callbacks = True
+  hook.drops_late_io = True
   sys.unraisablehook = hook
