@@ -254,19 +254,11 @@ class Checkpointer:
   def _restore_step(self, abstract, step: int):
     """``step`` restored; when it fails, its reads still in flight end quietly (`_QuietFailure`)
     and its error is raised."""
-    quiet = _QuietFailure()
-    try:
+    with _QuietFailure():
       if self.with_record:
-        state = self._manager.restore(
+        return self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))).state
-      else:
-        state = self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
-    except Exception as e:
-      _release_pending(e)
-      quiet.end(failed=True)
-      raise
-    quiet.end(failed=False)
-    return state
+      return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
 
   def _skip(self, skipped: list[tuple[int, str]], used: int) -> None:
     """Warn about the checkpoints that did not restore; move them aside unless read-only."""
@@ -378,8 +370,8 @@ class _QuietFailure:
   closed event loop, coroutines collected unfinished) are held back: dropped when it fails (a
   save's error is raised as one line, a restore's checkpoint skipped in one line), passed on as
   usual when it succeeds. After a failure, what its cancelled reads and writes raise and log
-  later keeps being dropped (`_drop_late_io`, `_drop_unretrieved_io`). An asynchronous save
-  holds them from its start to the wait that ends it."""
+  later keeps being dropped (`_drop_late_io`, `_drop_unretrieved_io`). A save holds them from
+  its start to the wait that ends it (`end`), a restore for its ``with`` block."""
 
   def __init__(self):
     self._loggers = [logging.getLogger("absl"), logging.getLogger("asyncio")]  # orbax: absl
@@ -392,6 +384,17 @@ class _QuietFailure:
     # Once ended, a hook still chained below a later one (two saves overlapping) passes through.
     sys.unraisablehook = self._hook = lambda u: (
         callbacks.append(u) if not self._ended and _is_late_io(u) else previous(u))
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, kind, error, tb) -> None:
+    """Around a synchronous operation (a restore): it ends with the block, failed when the block
+    raises (its pending reads released first when it is an error, `_release_pending`)."""
+    del kind, tb
+    if isinstance(error, Exception):
+      _release_pending(error)
+    self.end(failed=error is not None)
 
   def end(self, failed: bool) -> None:
     self._ended = True
