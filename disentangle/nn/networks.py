@@ -34,7 +34,8 @@ the convolutions and the dense layers of the trunk and the decoder compute in ``
 (:func:`compute_dtype`; bfloat16 or float32) at ``precision`` (:func:`precision`), while every
 parameter stays float32 (and so the optimiser state). The encoder's heads compute in float32
 (their float32 kernels promote the hidden features), so the posterior's mean and log-variance, the
-KL terms and z are float32; the decoder's logits are cast to float32 before the likelihood, so
+KL terms and z are float32; the decoder's last layer (the logits) computes in float32 on float32
+operands (its bfloat16 input cast up; ``benchmarks/gpu_levers.py`` measures the codes it keeps), so
 the reconstruction term and CascadeVAE's assignment costs (sums of per-pixel log-likelihoods) are
 accumulated in float32. Discriminators (FactorVAE, FFVAE) are separate float32 networks.
 
@@ -115,11 +116,14 @@ def _conv(module, features: int, name: str, kernel_init):
   return layers.conv(impl, features, name=name, kernel_init=kernel_init, **_numerics(module))
 
 
-def _conv_transpose(module, features: int, name: str, kernel_init):
+def _conv_transpose(module, features: int, name: str, kernel_init, float32: bool = False):
+  """``float32``: the layer computes in float32 whatever ``module.dtype`` (the logits)."""
   from disentangle.nn import layers  # pylint: disable=g-import-not-at-top
   impl = config_lib.resolve("model.conv_impl", module.conv_impl)
-  return layers.conv_transpose(impl, features, name=name, kernel_init=kernel_init,
-                               **_numerics(module))
+  numerics = _numerics(module)
+  if float32:
+    numerics["dtype"] = jnp.float32
+  return layers.conv_transpose(impl, features, name=name, kernel_init=kernel_init, **numerics)
 
 
 def _numerics(module) -> dict:
@@ -271,7 +275,8 @@ def decoder_layers(decoder: Decoder) -> list[tuple[str, nn.Module, tuple | None]
            ("fc1", dense(BOTTLENECK[0] * BOTTLENECK[1] * BOTTLENECK[2], "fc1"), None)]
           + [(f"deconv{i}", deconv(w, f"deconv{i}"), BOTTLENECK if i == 0 else None)
              for i, w in enumerate(widths)]
-          + [("logits", deconv(channels, "logits"), None)])
+          + [("logits", _conv_transpose(decoder, channels, "logits", transpose_init,
+                                        float32=True), None)])
 
 
 def chain(layers, call, latent):
