@@ -342,13 +342,13 @@ def variant_error(config_name: str, unknown: list[str], known: list[str]) -> Con
   return ConfigError(f"{config_name}: unknown variant(s) {unknown}; known variants: {sorted(known)}")
 
 
-# Implementation choices with identical numbers whose 'auto' resolves per backend. CPU: measured
-# (benchmarks/README.md: 'fast' convolutions, one decoder call per class). GPU: the convolution
+# Implementation choices with identical numbers whose 'auto' resolves per backend. CPU: the faster
+# step ('fast' convolutions, one decoder call per class; `benchmarks.train_step`,
+# benchmarks/README.md, "The train step: fast layers and host settings"). GPU: the convolution
 # form with no zero-stuffed operand and exactly the layers' multiply-adds in XLA:GPU's lowering of
-# the vmapped step (`python -m benchmarks.gpu_lowering`: 1.00x executed / useful FLOPs, against
-# 3.2x for 'flax' and 1.4x for 'fast'); `benchmarks.gpu_levers` times every form on a GPU. Other
-# backends: the program with fewer operations (a 5-seed MNIST CascadeVAE step compiles to 228
-# top-level operations with 'flax' + 'stacked', 423 with the CPU's choice).
+# the vmapped step (`benchmarks.gpu_lowering`, benchmarks/README.md, "The step as a GPU gets it");
+# `benchmarks.gpu_levers` times every form on a GPU. Other backends: the program with fewer
+# top-level operations ('flax' convolutions, the classes' decoder calls stacked).
 BACKEND_DEFAULTS = {
     "model.conv_impl": {"cpu": "fast", "gpu": "gemm", "other": "flax"},
     "cascade.unary_batching": {"cpu": "per_class", "other": "stacked"},

@@ -32,12 +32,12 @@ PAPER_VOTE_BATCH = registry.PAPER_VOTE_BATCH
 MIG_NUM_POINTS = registry.MIG_NUM_POINTS
 WHOLE_DATASET_MAX = 1_000_000  # largest ground-truth set encoded whole (as the metrics)
 # Images per encoder call. On XLA:CPU small batches stay in cache and run faster per image than
-# large ones; accelerators want large batches. Timings: benchmarks/README.md, "Evaluation batches".
+# large ones; accelerators want large batches. Timings: benchmarks/HISTORY.md, "Evaluation batches".
 CPU_BATCH_SIZE = 192
 ACCELERATOR_BATCH_SIZE = 1000
 # Rows per step of `micro_batched` on CPU: each host call (CPU_BATCH_SIZE images) runs as a loop of
 # micro-batches inside one program, cache-sized without the per-call dispatch cost
-# (benchmarks/README.md, "Evaluation batches").
+# (benchmarks/HISTORY.md, "Evaluation batches").
 CPU_MICRO_BATCH = 32
 
 

@@ -38,8 +38,8 @@ What 'fast' changes, and why (details in each function's docstring):
 
 For 32 or more input channels the encoder's convolutions keep ``lax.conv``'s forward: the
 space-to-depth rewrite is slower there. ``python -m benchmarks.layers`` times each layer, flax
-against fast; the timings, and the formulations that were not kept, are in
-``benchmarks/README.md`` ("Fast convolution layers").
+against fast; the timings, and the other formulations measured, are in
+``benchmarks/HISTORY.md`` ("Fast convolution layers").
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ by default, and for the conv VAEs' shapes those convolutions are much slower tha
 XLA releases): convolutions go back to Eigen while the matmul-shaped pieces (dense layers,
 `disentangle.nn.layers.col2im_conv_transpose`, `disentangle.nn.layers.add_bias`) keep YNNPACK.
 ``config.xla.cpu_ynn_dot = False`` switches it off; a jaxlib that does not accept the option
-compiles without it, with a warning. Timings: ``benchmarks/README.md``, "Host settings".
+compiles without it, with a warning. Timings: ``benchmarks/HISTORY.md``, "Host settings".
 
 **malloc.** XLA on CPU allocates each step's temporaries with ``malloc`` and frees them after the
 step. glibc serves allocations above ``M_MMAP_THRESHOLD`` with fresh ``mmap`` calls and returns

@@ -328,7 +328,8 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
   bar = _progress(config, run.start, run.is_main)
   last_time, last_step = time.perf_counter(), run.start
   # The device transfer runs on the prefetch thread and is waited for there: the step is
-  # dispatched on ready inputs (a pending copy cost XLA:CPU ~15% more CPU per step; benchmarks/README.md).
+  # dispatched on ready inputs (a copy still pending costs XLA:CPU more CPU a step: `benchmarks.loop`,
+  # benchmarks/HISTORY.md, "The training loop against the bare step").
   to_device = lambda local: jax.block_until_ready(
       _global_batch(local, run.program.batches, len(run.dirs), config.batch_size))
   stopped, deferred, state = None, False, run.state
