@@ -4,7 +4,7 @@ without the overlap of the host's solve (``assignment_overlap``, `disentangle.tr
   python -m benchmarks.assignment_wait [--config=experiments/configs/dsprites_cascade.py:m6]
       [--runs=10,40] [--steps=5] [--layout=vmap] [--config.batch_size=...]
 
-CascadeVAE after t_d (``cascade.discrete_start = 0``, `common.force_discrete`) with
+CascadeVAE after t_d (``cascade.discrete_start = 0``, `step_timing.force_discrete`) with
 ``cascade.solver='scipy'``. For each N of ``--runs`` the trainer's step of N runs
 (`disentangle.train.trainer.phase_step`, the runs laid out as ``--layout``, one device,
 synthetic batches) is timed in two forms:
@@ -39,7 +39,7 @@ import jax
 from ml_collections import config_flags
 import numpy as np
 
-from benchmarks import common
+from benchmarks import step_timing
 from disentangle import assignment
 from disentangle import config as config_lib
 from disentangle import methods
@@ -108,7 +108,7 @@ def main(argv) -> None:
   del argv
   config = _CONFIG.value
   config.cascade.solver = "scipy"
-  head = common.header("assignment_wait", flags.FLAGS["config"], config, force=True)
+  head = step_timing.header("assignment_wait", flags.FLAGS["config"], config, force=True)
   for runs in (int(r) for r in _RUNS.value):
     load_before = throughput.load_average()
     record = dict(head, runs=runs, steps=_STEPS.value, layout=_LAYOUT.value,
@@ -122,7 +122,7 @@ def main(argv) -> None:
                           wait_ms=round(real_ms - stand_ms, 3),
                           wait_share=round((real_ms - stand_ms) / real_ms, 4),
                           solve_ms=round(solve_ms, 3))
-    print(json.dumps(common.finish_record(record, common.configure_host())), flush=True)
+    print(json.dumps(step_timing.finish_record(record, step_timing.configure_host())), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@
       --steps=10 [--torch_compile] [--config.model.conv_impl=fast]
   python -m benchmarks.compare --config=experiments/configs/mnist_cascade.py --rounds=5 --steps=10
 
-The JAX side is the trainer's jitted step (:func:`benchmarks.common.build_step`); the PyTorch side
-is :mod:`benchmarks.torch_reference` (same architecture, batch, S, m, loss and Adam step; eager, or
-``torch.compile`` with ``--torch_compile``), built from the same config. Both get synthetic
+The JAX side is the trainer's jitted step (:func:`benchmarks.step_timing.build_step`); the
+PyTorch side is :mod:`benchmarks.torch_reference` (same architecture, batch, S, m, loss and Adam
+step; eager, or ``torch.compile`` with ``--torch_compile``), built from the same config. Both get synthetic
 batches (uniform random images in [0, 1]) and the discrete branch forced on
 (``cascade.discrete_start = 0``).
 
@@ -37,7 +37,7 @@ from absl import flags
 from ml_collections import config_flags
 import numpy as np
 
-from benchmarks import common
+from benchmarks import step_timing
 from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
@@ -162,13 +162,13 @@ def _time(step: Callable[[], None], n: int) -> tuple[list[float], list[float]]:
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  malloc = common.configure_host()
+  malloc = step_timing.configure_host()
   config = _CONFIG.value
-  head = common.header("compare", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
+  head = step_timing.header("compare", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
   image = throughput.image_shape(config)
   cores = _TORCH_THREADS.value or throughput.num_cores()
 
-  bench = common.build_step(config, image)
+  bench = step_timing.build_step(config, image)
   t0 = time.perf_counter()
   torch_step, torch_info = torch_side(_TORCH_MODULE.value, config, image,
                                       compile_step=_TORCH_COMPILE.value, seed=0, threads=cores)
@@ -203,10 +203,11 @@ def main(argv) -> None:
 
   record = dict(head)
   record.update(torch_info)
-  record["jax"] = dict(common.summarize_ms(wall["jax"]), **common.summarize_cpu_ms(cpu["jax"]),
+  record["jax"] = dict(step_timing.summarize_ms(wall["jax"]),
+                       **step_timing.summarize_cpu_ms(cpu["jax"]),
                        compile_s=round(bench.compile_s, 2), **bench.metrics_summary())
-  record["torch"] = dict(common.summarize_ms(wall["torch"]),
-                         **common.summarize_cpu_ms(cpu["torch"]),
+  record["torch"] = dict(step_timing.summarize_ms(wall["torch"]),
+                         **step_timing.summarize_cpu_ms(cpu["torch"]),
                          build_and_first_step_s=round(torch_build_s, 2))
   record.update(
       ratio_median=round(float(np.median(ratios)), 3),
@@ -220,7 +221,7 @@ def main(argv) -> None:
                      "does, less sensitive to other processes' load, but inflated by worker "
                      "threads spin-waiting (PyTorch/OpenMP with >1 thread on a loaded machine)",
       rounds=_ROUNDS.value, steps_per_round=_STEPS.value, warmup_steps=_WARMUP.value)
-  print(json.dumps(common.finish_record(record, malloc)), flush=True)
+  print(json.dumps(step_timing.finish_record(record, malloc)), flush=True)
 
 
 if __name__ == "__main__":

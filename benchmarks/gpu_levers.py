@@ -231,7 +231,7 @@ def measure(*, emit: Callable[..., dict], smoke: bool, runs: Sequence[int], dead
             timing_only: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
   """The stages of the module docstring until ``deadline`` (a ``time.time()``), each figure
   ``emit``-ted as measured; returns the closing record (also emitted)."""
-  from disentangle.train import gpu_lowering  # pylint: disable=g-import-not-at-top
+  from benchmarks import gpu_lowering  # pylint: disable=g-import-not-at-top
   left = lambda: deadline - time.time()
   timing = throughput.TIMING[smoke]
   wanted = names or (SMOKE_CANDIDATES if smoke else [n for n, _ in CANDIDATES])

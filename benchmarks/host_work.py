@@ -31,7 +31,7 @@ import jax
 from ml_collections import config_flags
 import numpy as np
 
-from benchmarks import common
+from benchmarks import step_timing
 from disentangle import assignment
 from disentangle import data as data_lib
 from disentangle import methods
@@ -63,10 +63,10 @@ def main(argv) -> None:
             "runs": runs, "batch_size": int(config.batch_size), "steps": _STEPS.value,
             "backend": jax.default_backend(), "cpu_count": os.cpu_count(),
             "load_average_1min": round(load, 2)}
-  record["input_host_ms"] = common.median_ms(
+  record["input_host_ms"] = step_timing.median_ms(
       lambda s: jax.block_until_ready(jax.device_put(source.local_batch(s), device)),
       _STEPS.value, warmup=2)
-  record["input_device_ms"] = common.median_ms(
+  record["input_device_ms"] = step_timing.median_ms(
       lambda s: jax.block_until_ready(jax.device_put(rows.local_batch(s), device)),
       _STEPS.value, warmup=2)
   num_discrete = int(config.get("cascade", {}).get("num_discrete", 0) or 0)
@@ -76,7 +76,7 @@ def main(argv) -> None:
     penalty = np.full((runs,), float(config.cascade.penalty))
     record["num_discrete"] = num_discrete
     record["host_threads"] = assignment.HOST_THREADS
-    record["callback_ms"] = common.median_ms(
+    record["callback_ms"] = step_timing.median_ms(
         lambda s: assignment.assign_host(u + 1e-3 * s, penalty),
         _STEPS.value, warmup=2)
   for key in ("input_host_ms", "input_device_ms", "callback_ms"):

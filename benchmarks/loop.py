@@ -9,7 +9,7 @@ Runs :func:`disentangle.train.trainer.train` on the config as a user does (real 
 ``metrics.jsonl`` / TensorBoard writes every ``log_every`` steps, the progress bar; no evaluation;
 one checkpoint at the end, after timing) for ``--warmup + --steps`` steps, and interleaves it, in
 the same process, with the bare step: the trainer's jitted step compiled separately by
-:func:`benchmarks.common.build_step` (same config and seed, fed 4 real batches of the same run,
+:func:`benchmarks.step_timing.build_step` (same config and seed, fed 4 real batches of the same run,
 already on the device). A trainer hook splits the run into rounds: after ``--block`` loop steps it
 waits for the state (one ``block_until_ready`` per block), records the loop block's wall time,
 pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), runs ``--block`` bare
@@ -50,7 +50,7 @@ import jax
 from ml_collections import config_flags
 import numpy as np
 
-from benchmarks import common
+from benchmarks import step_timing
 from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
@@ -73,7 +73,7 @@ _PAUSE_S = 0.2
 class _Interleaver:
   """Trainer hook: every ``block`` loop steps after ``warmup``, times a block of bare steps."""
 
-  def __init__(self, bench: common.StepBench, warmup: int, block: int, rounds: int):
+  def __init__(self, bench: step_timing.StepBench, warmup: int, block: int, rounds: int):
     self.bench, self.warmup, self.block, self.rounds = bench, warmup, block, rounds
     self.loop_s: list[float] = []
     self.step_s: list[float] = []
@@ -116,7 +116,7 @@ class _Interleaver:
     self._resumed = (time.perf_counter(), time.process_time())
 
 
-def _source(config, bench: common.StepBench):
+def _source(config, bench: step_timing.StepBench):
   """The loop's batch source: one run's, or the ``num_seeds`` runs' stacked ``[runs, B, ...]``."""
   from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
   from disentangle.train import input_pipeline  # pylint: disable=g-import-not-at-top
@@ -136,7 +136,7 @@ def _run_axis(config) -> int:
   return 1 if config.num_seeds > 1 else 0
 
 
-def real_batches(config, bench: common.StepBench, count: int = 4) -> list[dict]:
+def real_batches(config, bench: step_timing.StepBench, count: int = 4) -> list[dict]:
   """``count`` real training batches (the run's last steps), on device: the bare step sees the
   same data and shapes as the loop (only the loading and transfer are left out)."""
   from disentangle.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
@@ -147,7 +147,7 @@ def real_batches(config, bench: common.StepBench, count: int = 4) -> list[dict]:
   return jax.block_until_ready(out)
 
 
-def host_costs(config, bench: common.StepBench, reps: int = 20) -> dict[str, float]:
+def host_costs(config, bench: step_timing.StepBench, reps: int = 20) -> dict[str, float]:
   """Median ms of each host-side piece of one loop step, timed alone (outside the loop)."""
   from tqdm import auto as tqdm  # pylint: disable=g-import-not-at-top
 
@@ -157,7 +157,7 @@ def host_costs(config, bench: common.StepBench, reps: int = 20) -> dict[str, flo
   source = _source(config, bench)
   mesh = mesh_lib.make_mesh(config.mesh.num_devices)
 
-  median_ms = lambda fn: common.median_ms(fn, reps, digits=4)
+  median_ms = lambda fn: step_timing.median_ms(fn, reps, digits=4)
   out = {"local_batch_ms": median_ms(lambda i: source.local_batch(1000 + i))}
   local = source.local_batch(0)
   out["global_batch_ms"] = median_ms(
@@ -242,11 +242,11 @@ def seeds_main(config, record: dict, n: int) -> None:
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  malloc = common.configure_host()
+  malloc = step_timing.configure_host()
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
 
   config = _CONFIG.value
-  record = common.header("loop", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
+  record = step_timing.header("loop", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
   if _SEEDS.value > 1:
     record.update(host_setup=malloc)
     seeds_main(config, record, _SEEDS.value)
@@ -261,7 +261,7 @@ def main(argv) -> None:
   # ``--config.num_seeds=N``: the loop of one N-run program against its bare step (the step
   # over the N runs' stacked states and batches, the trainer's seed layout).
   from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
-  bench = common.build_step(config, throughput.image_shape(config), num_seeds=config.num_seeds,
+  bench = step_timing.build_step(config, throughput.image_shape(config), num_seeds=config.num_seeds,
                             seed=config.seed, seed_batching=seeds.layout(config))
   bench.batches = real_batches(config, bench)
   hook = _Interleaver(bench, warmup, block, rounds)

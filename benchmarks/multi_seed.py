@@ -17,8 +17,8 @@ once). N separate runs are estimated as N x the single-seed time (one run measur
 on a shared machine N sequential runs add nothing but noise). Prints one JSON line per round and a
 summary line: seed-steps/s of each (from the medians), the speed-up of each program (N x single /
 its step; > 1: the one program beats N separate runs), compile times and the host-callback share
-(see :class:`benchmarks.common.CallbackTimer`). Synthetic batches; the CascadeVAE discrete branch
-is forced on (``cascade.discrete_start = 0``) unless ``--force_discrete=false``.
+(see :class:`benchmarks.step_timing.CallbackTimer`). Synthetic batches; the CascadeVAE discrete
+branch is forced on (``cascade.discrete_start = 0``) unless ``--force_discrete=false``.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from absl import flags
 from ml_collections import config_flags
 import numpy as np
 
-from benchmarks import common
+from benchmarks import step_timing
 from disentangle import config as config_lib
 from disentangle.reproduce import throughput
 
@@ -43,13 +43,13 @@ _ROUNDS = flags.DEFINE_integer("rounds", 3, "Interleaved rounds (single, vmapped
 _WARMUP = flags.DEFINE_integer("warmup", 2, "Untimed steps of each program after compilation.")
 _PROGRAMS = flags.DEFINE_list(
     "programs", list(config_lib.SEED_LAYOUTS_RESOLVED),
-    f"N-seed programs to time, from {list(common.SEED_BATCHINGS)} (the trainer: 'unroll' on "
+    f"N-seed programs to time, from {list(step_timing.SEED_BATCHINGS)} (the trainer: 'unroll' on "
     "CPU, 'vmap' on accelerators).")
 _FORCE_DISCRETE = flags.DEFINE_bool(
     "force_discrete", True, "CascadeVAE: set cascade.discrete_start=0 (discrete branch active).")
 flags.mark_flag_as_required("config")
 
-# Each of common.SEED_BATCHINGS as the output's lines name it.
+# Each of step_timing.SEED_BATCHINGS as the output's lines name it.
 _NAMES = {"vmap": "vmapped", "map": "mapped", "unroll": "unrolled"}
 _PAUSE_S = 0.2  # between blocks: lets the other program's worker threads go idle
 
@@ -57,25 +57,25 @@ _PAUSE_S = 0.2  # between blocks: lets the other program's worker threads go idl
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  malloc = common.configure_host()
+  malloc = step_timing.configure_host()
   config = _CONFIG.value
   n = _SEEDS.value
   if n < 2:
     raise app.UsageError("--seeds must be >= 2")
-  unknown = [p for p in _PROGRAMS.value if p not in common.SEED_BATCHINGS]
+  unknown = [p for p in _PROGRAMS.value if p not in step_timing.SEED_BATCHINGS]
   if unknown or not _PROGRAMS.value:
-    raise app.UsageError(f"--programs: choose from {list(common.SEED_BATCHINGS)}, "
+    raise app.UsageError(f"--programs: choose from {list(step_timing.SEED_BATCHINGS)}, "
                          f"got {_PROGRAMS.value}")
-  head = common.header("multi_seed", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
+  head = step_timing.header("multi_seed", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
   head["seeds"] = n
   solver = config.cascade.solver if config.method == "cascadevae" else None
   image = throughput.image_shape(config)
 
-  with common.CallbackTimer() as timer:
-    single = common.build_step(config, image, num_seeds=1)
+  with step_timing.CallbackTimer() as timer:
+    single = step_timing.build_step(config, image, num_seeds=1)
     benches = {"single": single}
     for kind in _PROGRAMS.value:
-      benches[_NAMES[kind]] = common.build_step(config, image, num_seeds=n, seed_batching=kind)
+      benches[_NAMES[kind]] = step_timing.build_step(config, image, num_seeds=n, seed_batching=kind)
     for b in benches.values():
       b.run(_WARMUP.value)
     times: dict[str, list[float]] = {k: [] for k in benches}
@@ -100,8 +100,8 @@ def main(argv) -> None:
 
   record = dict(head)
   for name, bench in benches.items():
-    stats = common.summarize_ms(times[name])
-    cb = common.callback_summary(callbacks[name], times[name], solver)
+    stats = step_timing.summarize_ms(times[name])
+    cb = step_timing.callback_summary(callbacks[name], times[name], solver)
     record[name] = dict(stats, compile_s=round(bench.compile_s, 2),
                         callback_share=cb["callback_share"], **bench.metrics_summary())
   single_s = record["single"]["median_ms"] / 1e3
@@ -122,7 +122,7 @@ def main(argv) -> None:
                    "('trainer_program': seeds.layout of the config on this backend)",
       separate_note="N separate runs = N x the measured single-seed step (one run, multiplied)",
       rounds=_ROUNDS.value, steps_per_round=_STEPS.value, warmup_steps=_WARMUP.value)
-  print(json.dumps(common.finish_record(record, malloc)), flush=True)
+  print(json.dumps(step_timing.finish_record(record, malloc)), flush=True)
 
 
 if __name__ == "__main__":

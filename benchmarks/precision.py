@@ -51,6 +51,20 @@ def _summary(run_dir: pathlib.Path) -> dict:
           "reconstruction": sum(l["reconstruction"] for l in train) / len(train), **final}
 
 
+def sampled_unary(method, params, images, key):
+  """CascadeVAE's assignment costs u [B, S] of ``images`` at ``params``, at one sample z of the
+  posterior drawn with ``key`` (the step's costs, Algorithm 1), on the host."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  from disentangle import losses  # pylint: disable=g-import-not-at-top
+
+  def unary(p, x, k):
+    mean, logvar = method.encode(p["vae"], x)
+    return method.unary(p["vae"], losses.reparameterize(k, mean, logvar), x)
+  return np.asarray(jax.jit(unary)(params, images, key))
+
+
 def code_agreement(config, params, images, rng) -> dict:
   """Share of CascadeVAE codes that differ from the float32 policy's, per policy (module
   docstring), over batches ``images`` [K, B, H, W, C] at ``params``, with one eps per batch."""
@@ -59,7 +73,6 @@ def code_agreement(config, params, images, rng) -> dict:
 
   from disentangle import assignment  # pylint: disable=g-import-not-at-top
   from disentangle import methods  # pylint: disable=g-import-not-at-top
-  from disentangle.reproduce import levers  # pylint: disable=g-import-not-at-top
 
   def build(encoder_dtype, decoder_dtype):
     c = config.copy_and_resolve_references()
@@ -73,7 +86,7 @@ def code_agreement(config, params, images, rng) -> dict:
               "bfloat16_decoder_float32": build("bfloat16", "float32")}
 
   keys = jax.random.split(rng, images.shape[0])
-  u = {name: np.stack([levers.sampled_unary(m, params, x, k) for x, k in zip(images, keys)])
+  u = {name: np.stack([sampled_unary(m, params, x, k) for x, k in zip(images, keys)])
        for name, m in policies.items()}
   penalty = config.cascade.penalty
   codes = {name: np.stack([assignment.assign(b, penalty) for b in v]) for name, v in u.items()}

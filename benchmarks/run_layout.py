@@ -26,7 +26,7 @@ per second, ``<layout>_over_folded`` (its time / folded's: 1 = grouping costs no
 ``best_per_run_layout`` (the faster of vmap and unroll, the two that train distinct runs), compile
 seconds, and the load average before and after.
 
-``--step_level`` adds, per N > 1, the trainer's whole step (`benchmarks.common.build_step`, the
+``--step_level`` adds, per N > 1, the trainer's whole step (`benchmarks.step_timing.build_step`, the
 CascadeVAE discrete branch on) as ``vmap`` and ``unroll`` (folding does not apply: every run has
 its own optimiser state and assignment), timed the same way.
 """
@@ -43,8 +43,8 @@ import jax.numpy as jnp
 from ml_collections import config_flags
 import numpy as np
 
-from benchmarks import common
-from benchmarks import layouts as layouts_lib
+from benchmarks import layout_programs as layouts_lib
+from benchmarks import step_timing
 from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -77,7 +77,7 @@ class Timed:
 
 
 class TimedStep:
-  """The trainer's step (`common.StepBench`) behind :class:`Timed`'s interface."""
+  """The trainer's step (`step_timing.StepBench`) behind :class:`Timed`'s interface."""
 
   def __init__(self, bench):
     self.bench, self.compile_s, self.times = bench, bench.compile_s, []
@@ -125,7 +125,7 @@ def network_level(config, image, runs: int, layouts, steps: int) -> dict[str, An
 
 
 def step_level(config, image, runs: int, steps: int) -> dict[str, Any]:
-  timed = {k: TimedStep(common.build_step(config, image, num_seeds=runs, seed_batching=k))
+  timed = {k: TimedStep(step_timing.build_step(config, image, num_seeds=runs, seed_batching=k))
            for k in layouts_lib.PER_RUN}
   ms = round_robin(timed, steps)
   line: dict[str, Any] = {"level": "step", "runs": runs, "batch_size": config.batch_size}
@@ -149,9 +149,9 @@ def main(argv) -> None:
   bad = [k for k in _LAYOUTS.value if k not in layouts_lib.LAYOUTS]
   if bad or not _LAYOUTS.value:
     raise app.UsageError(f"--layouts: each of {list(layouts_lib.LAYOUTS)}, got {_LAYOUTS.value}")
-  malloc = common.configure_host()
+  malloc = step_timing.configure_host()
   config = _CONFIG.value
-  head = common.header("run_layout", flags.FLAGS["config"], config, _STEP_LEVEL.value)
+  head = step_timing.header("run_layout", flags.FLAGS["config"], config, _STEP_LEVEL.value)
   image = throughput.image_shape(config)
   for runs in counts:
     before = throughput.load_average()
@@ -161,7 +161,7 @@ def main(argv) -> None:
       lines.append(step_level(config, image, runs, _STEPS.value))
     for line in lines:
       record = dict(head, **line, loadavg_before=before, loadavg_after=throughput.load_average())
-      print(json.dumps(common.finish_record(record, malloc)), flush=True)
+      print(json.dumps(step_timing.finish_record(record, malloc)), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """XLA's FLOP count of a CascadeVAE step after t_d against the step before t_d.
 
-Each phase's step is compiled as the trainer compiles it (:func:`benchmarks.common.build_step`,
+Each phase's step is compiled as the trainer compiles it (:func:`benchmarks.step_timing.build_step`,
 the phase fixed, N runs vmapped) and ``compiled.cost_analysis()['flops']`` read per run; nothing
 is timed, so the figures do not depend on the machine's load. After t_d the step adds the S
 decoder passes of the assignment's costs (CascadeVAE Algorithm 1, Eq. 6); with
@@ -16,7 +16,7 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
-from benchmarks import common
+from benchmarks import step_timing
 from disentangle import config as config_lib
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config", lock_config=False)
@@ -28,8 +28,8 @@ _REUSE = flags.DEFINE_list("reuse_passes", ["true", "false"], "cascade.reuse_pas
 def main(argv):
   del argv
   config = _CONFIG.value
-  image = common.image_shape(config)
-  gflop = lambda runs, phase: common.build_step(config, image, num_seeds=runs,
+  image = step_timing.image_shape(config)
+  gflop = lambda runs, phase: step_timing.build_step(config, image, num_seeds=runs,
                                                 phase=phase).flops / runs / 1e9
   for impl in _CONV_IMPLS.value:
     config.model.conv_impl = impl

@@ -23,7 +23,7 @@ from absl import flags
 import jax
 from ml_collections import config_flags
 
-from benchmarks import common
+from benchmarks import step_timing
 from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
@@ -38,10 +38,10 @@ flags.mark_flag_as_required("config")
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  malloc = common.configure_host()
+  malloc = step_timing.configure_host()
   config = _CONFIG.value
   image = throughput.image_shape(config)
-  head = {"benchmark": "sweep", "config": common.describe_config(flags.FLAGS["config"]),
+  head = {"benchmark": "sweep", "config": step_timing.describe_config(flags.FLAGS["config"]),
           "method": config.method, "backend": jax.default_backend(),
           "device_count": jax.device_count(), "cores": throughput.num_cores(),
           "note": throughput.DATA_NOTE}

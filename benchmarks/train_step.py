@@ -6,7 +6,7 @@
 Prints ONE JSON line: median / p10 / p90 ms per step after ``--warmup`` steps, compile time (s,
 ``lower`` + ``compile``), steps/s and images/s (from the median), the share of the step spent in
 the host assignment callback (measured by wrapping its host function with a timer, see
-:class:`benchmarks.common.CallbackTimer`), the achieved GFLOP/s (XLA cost analysis flops of one
+:class:`benchmarks.step_timing.CallbackTimer`), the achieved GFLOP/s (XLA cost analysis flops of one
 step / median time), the config name / variant / overrides, conv_impl, batch size, jax version,
 number of devices and the machine's load average. Batches are synthetic (uniform random images in
 [0, 1] of the configured shape; data loading is excluded). For CascadeVAE configs the discrete
@@ -22,7 +22,7 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
-from benchmarks import common
+from benchmarks import step_timing
 from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:variant].",
@@ -47,17 +47,17 @@ def measure(config, *, steps: int, warmup: int, num_seeds: int = 1) -> dict[str,
     Timing, throughput, callback share and GFLOP/s fields.
   """
   solver = config.cascade.solver if config.method == "cascadevae" else None
-  with common.CallbackTimer() as timer:
-    bench = common.build_step(config, throughput.image_shape(config), num_seeds=num_seeds)
+  with step_timing.CallbackTimer() as timer:
+    bench = step_timing.build_step(config, throughput.image_shape(config), num_seeds=num_seeds)
     bench.run(warmup)
     mark = timer.mark()
     times = bench.run(steps)
     callback = timer.since(mark)
     cpu = bench.cpu_times[-steps:]
     problem = timer.last_problem
-  callback_jit_ms = common.time_callback_jit(*problem) if problem is not None else None
-  stats = common.summarize_ms(times)
-  stats.update(common.summarize_cpu_ms(cpu))
+  callback_jit_ms = step_timing.time_callback_jit(*problem) if problem is not None else None
+  stats = step_timing.summarize_ms(times)
+  stats.update(step_timing.summarize_cpu_ms(cpu))
   median_s = stats["median_ms"] / 1e3
   images = config.batch_size * num_seeds
   out: dict[str, Any] = dict(stats)
@@ -71,7 +71,7 @@ def measure(config, *, steps: int, warmup: int, num_seeds: int = 1) -> dict[str,
       flops_note="XLA cost_analysis()['flops'] of the compiled step (a multiply-add counts 2; "
                  "with several devices, of one device's SPMD program) / median step time",
   )
-  out.update(common.callback_summary(callback, times, solver, callback_jit_ms))
+  out.update(step_timing.callback_summary(callback, times, solver, callback_jit_ms))
   out.update(bench.metrics_summary())
   return out
 
@@ -79,11 +79,11 @@ def measure(config, *, steps: int, warmup: int, num_seeds: int = 1) -> dict[str,
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  malloc = common.configure_host()
+  malloc = step_timing.configure_host()
   config = _CONFIG.value
-  record = common.header("train_step", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
+  record = step_timing.header("train_step", flags.FLAGS["config"], config, _FORCE_DISCRETE.value)
   record.update(measure(config, steps=_STEPS.value, warmup=_WARMUP.value))
-  print(json.dumps(common.finish_record(record, malloc)), flush=True)
+  print(json.dumps(step_timing.finish_record(record, malloc)), flush=True)
 
 
 if __name__ == "__main__":

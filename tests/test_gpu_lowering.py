@@ -1,4 +1,4 @@
-"""`disentangle.train.gpu_lowering`: XLA:GPU's convolution rules read from a lowered program, and
+"""`benchmarks.gpu_lowering`: XLA:GPU's convolution rules read from a lowered program, and
 the dSprites CascadeVAE step as a GPU gets it, with no zero-stuffed convolution."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from jax import lax
 import jax.numpy as jnp
 import pytest
 
+from benchmarks import gpu_lowering
 from disentangle import config as config_lib
-from disentangle.train import gpu_lowering
 
 
 def _read(fn, *shapes):

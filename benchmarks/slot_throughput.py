@@ -1,6 +1,6 @@
 """The slot's throughput figures alone, as one JSON object (`disentangle.reproduce.throughput`).
 
-  python -m benchmarks.throughput [--runs=1,10,20,40] [--smoke] [--minutes=5]
+  python -m benchmarks.slot_throughput [--runs=1,10,20,40] [--smoke] [--minutes=5]
 
 dSprites CascadeVAE ``m6`` and MNIST ``m10`` (``--smoke``: their smoke variants, 2 steps), N runs
 in one program for each N of ``--runs``, before and after t_d, with the host solver, the
@@ -16,7 +16,7 @@ import time
 from absl import app
 from absl import flags
 
-from benchmarks import common
+from benchmarks import step_timing
 from disentangle.reproduce import throughput
 from disentangle.reproduce import utilisation
 
@@ -28,7 +28,7 @@ _MINUTES = flags.DEFINE_float("minutes", 5.0, "Minutes of measurement (the first
 def main(argv) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  malloc = common.configure_host()
+  malloc = step_timing.configure_host()
   log = lambda line: print(line, file=sys.stderr, flush=True)
   with utilisation.GpuSampler(None) as sampler:
     record = throughput.measure([int(r) for r in _RUNS.value], _SMOKE.value, sampler,

@@ -1,6 +1,6 @@
 """The suite's scores with today's scikit-learn classifiers and with the 2019 study's.
 
-  python -m benchmarks.estimators [--noise=0.3] [--latents=10] [--seed=0] [--points=0]
+  python -m benchmarks.estimator_scores [--noise=0.3] [--latents=10] [--seed=0] [--points=0]
 
 One representation of dSprites' factor grid (3 x 6 x 40 x 32 x 32 values; the observation of a
 row is its factors, as disentanglement_lib's ``IdentityObservationsData``): the factors scaled to

@@ -1,7 +1,7 @@
 """Forward + backward time of each conv layer of the conv VAE, ``conv_impl='flax'`` vs ``'fast'``.
 
-  python -m benchmarks.layers [--batch=64] [--image_size=64] [--reps=15] [--only=decoder]
-  python -m benchmarks.layers --step [--steps=20] [--rounds=2]
+  python -m benchmarks.conv_layers [--batch=64] [--image_size=64] [--reps=15] [--only=decoder]
+  python -m benchmarks.conv_layers --step [--steps=20] [--rounds=2]
 
 Default: ONE JSON line per layer and implementation: median / p10 / p90 / min ms of one jitted
 forward + backward (gradients w.r.t. the layer's input, kernel and bias of
@@ -212,7 +212,7 @@ def bench_step(batch: int, image_size: int, steps: int, rounds: int) -> None:
   for _ in range(rounds):
     for impl in IMPLS:
       for malloc in (False, True):
-        subprocess.run([sys.executable, "-m", "benchmarks.layers",
+        subprocess.run([sys.executable, "-m", "benchmarks.conv_layers",
                         f"--step_worker={impl},{int(malloc)}", f"--batch={batch}",
                         f"--image_size={image_size}", f"--steps={steps}"], check=True)
 

@@ -1,6 +1,6 @@
 """Timing of the exact assignment solvers of `disentangle.assignment` (CascadeVAE Eq. 6).
 
-  python -m benchmarks.assignment [--sizes 64,256] [--classes 3,10] [--penalty 0.1]
+  python -m benchmarks.assignment_solvers [--sizes 64,256] [--classes 3,10] [--penalty 0.1]
 
 Prints one JSON line per (solver, n, S) with the median milliseconds per solve:
 

@@ -1,9 +1,10 @@
-"""``benchmarks.layouts`` (timed by ``benchmarks.run_layout``): the layouts it times compute what its docstring says they do."""
+"""``benchmarks.layout_programs`` (timed by ``benchmarks.run_layout``): the layouts it times
+compute what its docstring says they do."""
 import jax
 import numpy as np
 import pytest
 
-from benchmarks import layouts
+from benchmarks import layout_programs
 from disentangle import methods
 from experiments.configs import dsprites_cascade
 
@@ -21,8 +22,8 @@ def _setup(runs, batch=2):
 @pytest.mark.slow
 def test_vmap_and_unroll_are_the_runs_own_passes_and_folded_is_run_zero_over_every_image():
   method, params, images = _setup(2)
-  one = layouts.network_pass(method)
-  outs = {k: jax.jit(layouts.layout_fn(k, one, 2))(params, images) for k in ("vmap", "unroll")}
+  one = layout_programs.network_pass(method)
+  outs = {k: jax.jit(layout_programs.layout_fn(k, one, 2))(params, images) for k in ("vmap", "unroll")}
   alone = jax.jit(one)
   per_run_of_run_zero = []
   for i in range(2):  # reference: each run's pass alone
@@ -35,5 +36,5 @@ def test_vmap_and_unroll_are_the_runs_own_passes_and_folded_is_run_zero_over_eve
         alone(jax.tree_util.tree_map(lambda a: a[0], params), images[i])[0])
   assert not np.allclose(outs["vmap"][0][0], outs["vmap"][0][1])  # the runs' weights differ
   # folded: run 0's weights over every image; equal batches: the mean of the per-batch means
-  folded, _ = jax.jit(layouts.layout_fn("folded", one, 2))(params, images)
+  folded, _ = jax.jit(layout_programs.layout_fn("folded", one, 2))(params, images)
   np.testing.assert_allclose(folded, np.mean(per_run_of_run_zero), rtol=1e-5)
