@@ -37,9 +37,10 @@ VARIANT_DRAWS = ("per_image", "per_sample")
 # version's defaults or 0.20's as Locatello et al.'s study ran them (metrics/estimators.py).
 ESTIMATORS = ("current", "study2019")
 # ``model.conv_impl``: the conv VAEs' 4x4 stride-2 layers, all with the same parameters and
-# outputs (nn/layers.py): Flax's, XLA:CPU's fast rewrite, and the accelerators' forms with no
-# dilated operand ('phase': stride-1 convolutions, 'gemm': batched matmuls). 'auto':
-# BACKEND_DEFAULTS.
+# outputs (nn/layers.py): Flax's ('flax'), XLA:CPU's fast rewrite ('fast': FastConv,
+# FastConvTranspose) and the accelerators' forms with no dilated operand ('phase': stride-1
+# convolutions over the four phases, PolyphaseConv and PolyphaseConvTranspose; 'gemm': the same
+# products as batched matmuls, GemmConv and GemmConvTranspose). 'auto': BACKEND_DEFAULTS.
 CONV_IMPLS = ("flax", "fast", "phase", "gemm")
 # ``model.dtype``: the networks' compute dtype. Parameters, optimiser state, the likelihood, the
 # KL terms, discriminators and the assignment's costs stay float32 (nn/networks.py).

@@ -117,7 +117,7 @@ def test_comparison_detects_a_wrong_index_mapping():
   x, params, _ = _random_case(2, 4, 4, 8, 8)
   kernel, bias = params["params"]["kernel"], params["params"]["bias"]
   flipped, y_ref = jax.jit(lambda p, i: (
-      layers.phase_conv_transpose(i, kernel[::-1, ::-1]) + bias, _reference(8).apply(p, i)))(
+      layers.fast_conv_transpose(i, kernel[::-1, ::-1]) + bias, _reference(8).apply(p, i)))(
           params, x)
   with pytest.raises(AssertionError):
     assert_close(flipped, y_ref)
@@ -127,7 +127,7 @@ def test_batch_dims_unbatched_and_no_bias():
   x, params, _ = _random_case(6, 4, 4, 6, 5)
   params = {"params": {"kernel": params["params"]["kernel"]}}
   x = x.reshape(2, 3, 4, 4, 6)
-  fast, ref = layers.PhaseConvTranspose(5, use_bias=False), _reference(5, use_bias=False)
+  fast, ref = layers.FastConvTranspose(5, use_bias=False), _reference(5, use_bias=False)
 
   @jax.jit
   def run(p, inputs):
@@ -162,14 +162,14 @@ def test_init_params_identical_and_helpers():
   for batch, height, width, cin, cout in CASES:  # names, shapes, dtypes: abstract init, free
     x = jax.ShapeDtypeStruct((batch, height, width, cin), jnp.float32)
     shapes_ref = jax.eval_shape(_reference(cout).init, jax.random.key(0), x)
-    assert jax.eval_shape(layers.PhaseConvTranspose(cout).init, jax.random.key(0), x) == shapes_ref
+    assert jax.eval_shape(layers.FastConvTranspose(cout).init, jax.random.key(0), x) == shapes_ref
     assert set(shapes_ref["params"]) == {"kernel", "bias"}
 
   @jax.jit  # values: one compilation, as each random sampler instance costs compile time
   def run(key):
     batch, height, width, cin, cout = CASES[0]
     x = jnp.zeros((batch, height, width, cin))
-    inits = [(_reference(cout).init(key, x), layers.PhaseConvTranspose(cout).init(key, x))]
+    inits = [(_reference(cout).init(key, x), layers.FastConvTranspose(cout).init(key, x))]
     params = flax_net.init(key, x_net)
     inits.append((params, fast_net.init(key, x_net)))
     return inits, flax_net.apply(params, x_net), fast_net.apply(params, x_net)
@@ -179,12 +179,15 @@ def test_init_params_identical_and_helpers():
     assert_close(params_fast, params_ref, rtol=0.0)
   assert set(inits[-1][0]["params"]) == {"up0", "up1", "down"}
   assert_close(y_fast, y_ref)
-  assert isinstance(layers.conv_transpose("flax", 3), nn.ConvTranspose)
-  assert isinstance(layers.conv_transpose("fast", 3), layers.PhaseConvTranspose)
-  assert isinstance(layers.conv("fast", 3), layers.FastConv)
-  assert isinstance(layers.conv("flax", 3), nn.Conv)
-  assert isinstance(layers.conv("phase", 3), layers.SpaceToDepthConv)
-  assert isinstance(layers.conv_transpose("gemm", 3), layers.GemmConvTranspose)
+  # each conv_impl's (strided, transposed) layers, named for it
+  named = {"flax": (nn.Conv, nn.ConvTranspose),
+           "fast": (layers.FastConv, layers.FastConvTranspose),
+           "phase": (layers.PolyphaseConv, layers.PolyphaseConvTranspose),
+           "gemm": (layers.GemmConv, layers.GemmConvTranspose)}
+  assert tuple(named) == layers.CONV_IMPLS
+  for impl, (strided, transposed) in named.items():
+    assert type(layers.conv(impl, 3)) is strided
+    assert type(layers.conv_transpose(impl, 3)) is transposed
 
 
 # (batch, height, width, in, out): encoder layers 64->32 1->32ch, 32->16 32->32ch, 8->4 64ch;

@@ -3,43 +3,60 @@
 The networks pick their layers with a config option ``conv_impl`` in `CONV_IMPLS` through `conv`
 and `conv_transpose`; every implementation has identical parameters (names, shapes, initialisers,
 init rng use), so checkpoints and ``init`` results are interchangeable, and the same outputs up to
-float rounding (~1e-6 relative in float32; tested against the Flax layers).
+float rounding (~1e-6 relative in float32; tested against the Flax layers). Each ``conv_impl``
+names its pair of layers (strided convolution, transposed convolution):
 
-- ``'flax'``: ``nn.Conv`` / ``nn.ConvTranspose``.
-- ``'fast'``: the rewrites below that XLA:CPU differentiates fast.
-- ``'phase'`` and ``'gemm'`` (accelerators): every convolution of the forward *and* backward pass
-  is a stride-1 convolution or a matmul, so no operand is ever dilated. XLA:GPU runs a
-  convolution with an input (lhs) or kernel (rhs) dilation -- the forward of ``nn.ConvTranspose``,
-  the input and kernel gradients of a stride-2 ``nn.Conv`` -- as a forward convolution over an
-  explicitly zero-stuffed operand whenever it cannot match a cuDNN backward kernel, which it never
-  can for grouped convolutions, i.e. for N runs under ``vmap`` (XLA's ``conv_rewriter`` and
-  ``conv_padding_legalization``; `disentangle.train.gpu_lowering` reads a lowered step by those
-  rules). The encoder's 4x4 stride-2 convolution becomes `space_to_depth_conv` (a stride-1 2x2
-  convolution over 2x2 pixel blocks) and the decoder's transposed convolution its four output
-  phases: ``'phase'`` as ONE grouped 2x2 convolution (`grouped_phase_conv_transpose`),
-  ``'gemm'`` as patches times kernels (`gemm_conv`, `gemm_conv_transpose`: batched matmuls, a
-  GEMM per run under ``vmap``). Both compute exactly the multiply-adds of the layer and nothing
-  over zeros; with at most 4 output channels (the decoder's last layer) both use
-  `col2im_conv_transpose` (one matmul to all 16 taps).
+- ``'flax'``: ``nn.Conv``, ``nn.ConvTranspose``.
+- ``'fast'``: `FastConv`, `FastConvTranspose` (`fast_conv`, `fast_conv_transpose`): the rewrites
+  that XLA:CPU differentiates fast.
+- ``'phase'``: `PolyphaseConv`, `PolyphaseConvTranspose` (`space_to_depth_conv`,
+  `grouped_phase_conv_transpose`): stride-1 convolutions over the phases.
+- ``'gemm'``: `GemmConv`, `GemmConvTranspose` (`gemm_conv`, `gemm_conv_transpose`): the same
+  products as batched matmuls.
 
-What 'fast' changes, and why (details in each function's docstring):
+The phases. ``lax.conv_transpose(x, W, (2, 2), 'SAME')`` (what ``nn.ConvTranspose`` calls) with a
+4x4 kernel dilates the input by 2, pads it by (2, 2) and correlates it with the kernel as stored.
+Along one spatial axis, with x out of range read as zero, this gives for a in {0, 1}
 
-- `PhaseConvTranspose`: XLA's CPU backend computes the kernel gradient of ``lax.conv_transpose``
-  (what ``nn.ConvTranspose`` calls) very slowly. `phase_conv_transpose` rewrites the 4x4 stride-2
-  SAME transposed convolution exactly as four stride-1 2x2 convolutions whose outputs are
-  interleaved (the sub-pixel / phase decomposition), which XLA differentiates quickly. Its forward
-  is computed as one wide 2x2 convolution to all four phases (`wide_phase_conv_transpose`, same
-  gradient); with at most 4 output channels (the decoder's last layer) `col2im_conv_transpose`
-  instead does one matmul to all 16 kernel taps and sums shifted taps.
+    y[2j + a] = sum_{u in {0, 1}} x[j + a + u - 1] * W[2u + a],
+
+so output *phase* a is a stride-1 correlation of x, padded by (1 - a, a), with the 2-tap kernel
+W[a::2]. In 2D, phase (a, b) uses ``kernel[a::2, b::2]`` with padding ((1 - a, a), (1 - b, b)),
+for every input size (the output is always twice the input): the sub-pixel or polyphase
+decomposition. The strided convolution's input splits the same way into the four phases of its
+2x2 pixel blocks (`space_to_depth_conv`). "Phase" means one of these four everywhere here.
+
+``'fast'`` (details in each function's docstring):
+
+- `FastConvTranspose`: XLA's CPU backend computes the kernel gradient of ``lax.conv_transpose``
+  very slowly. `fast_conv_transpose` computes the four phases as stride-1 2x2 convolutions,
+  interleaved, which XLA differentiates quickly. Its forward is one wide 2x2 convolution to all
+  four phases (`wide_phase_conv_transpose`, same gradient); with at most 4 output channels (the
+  decoder's last layer) `col2im_conv_transpose` instead does one matmul to all 16 kernel taps
+  and sums shifted taps.
 - `FastConv`: the same forward as ``nn.Conv`` (with at most 4 input channels, the encoder's first
-  layer, computed as `space_to_depth_conv`), and the input gradient by `phase_conv_transpose`
+  layer, computed as `space_to_depth_conv`), and the input gradient by `fast_conv_transpose`
   instead of XLA's slow lhs-dilated convolution.
 - `add_bias`: both layers add their bias with a bias gradient computed as a matmul.
 
 For 32 or more input channels the encoder's convolutions keep ``lax.conv``'s forward: the
-space-to-depth rewrite is slower there. ``python -m benchmarks.layers`` times each layer, flax
-against fast; the timings, and the other formulations measured, are in
-``benchmarks/HISTORY.md`` ("Fast convolution layers").
+space-to-depth rewrite is slower there. ``python -m benchmarks.conv_layers`` times each layer,
+flax against fast; the timings are in ``benchmarks/README.md`` ("The train step: fast layers"),
+the formulations that were not kept in ``benchmarks/HISTORY.md`` ("Fast convolution layers").
+
+``'phase'`` and ``'gemm'`` (accelerators): every convolution of the forward *and* backward pass is
+a stride-1 convolution or a matmul, so no operand is ever dilated. XLA:GPU runs a convolution with
+an input (lhs) or kernel (rhs) dilation -- the forward of ``nn.ConvTranspose``, the input and
+kernel gradients of a stride-2 ``nn.Conv`` -- as a forward convolution over an explicitly
+zero-stuffed operand whenever it cannot match a cuDNN backward kernel, which it never can for
+grouped convolutions, i.e. for N runs under ``vmap`` (XLA's ``conv_rewriter`` and
+``conv_padding_legalization``; `benchmarks.gpu_lowering` reads a lowered step by those rules).
+The encoder's convolution is `space_to_depth_conv` (a stride-1 2x2 convolution over 2x2 pixel
+blocks) and the decoder's transposed convolution its four phases: ``'phase'`` as ONE grouped 2x2
+convolution (`grouped_phase_conv_transpose`), ``'gemm'`` as patches times kernels (`gemm_conv`,
+`gemm_conv_transpose`: a GEMM per run under ``vmap``). Both compute exactly the multiply-adds of
+the layer and nothing over zeros; with at most 4 output channels both use
+`col2im_conv_transpose` (one matmul to all 16 taps).
 """
 from __future__ import annotations
 
@@ -77,24 +94,15 @@ def _interleave(phases: dict[tuple[int, int], Array]) -> Array:
   return jnp.stack(rows, axis=2).reshape(n, 2 * h, 2 * w, c)  # [N, H, 2, W, 2, C]
 
 
-def phase_conv_transpose(inputs: Array, kernel: Array,
-                         precision: PrecisionLike = None) -> Array:
-  """``lax.conv_transpose(inputs, kernel, (2, 2), 'SAME')`` for a 4x4 kernel, without bias.
-
-  Index mapping. ``lax.conv_transpose`` with ``transpose_kernel=False`` and SAME padding (kernel 4,
-  stride 2) dilates the input by 2, pads it by (2, 2) and correlates it with the kernel as stored.
-  Along one spatial axis, with x out of range read as zero, this gives for a in {0, 1}
-
-      y[2j + a] = sum_{u in {0, 1}} x[j + a + u - 1] * W[2u + a],
-
-  so the output phase a is a stride-1 correlation of x, padded by (1 - a, a), with the 2-tap kernel
-  W[a::2]. In 2D, phase (a, b) uses ``kernel[a::2, b::2]`` with padding ((1 - a, a), (1 - b, b)).
-  This holds for every input size (the output is always twice the input).
+def fast_conv_transpose(inputs: Array, kernel: Array,
+                        precision: PrecisionLike = None) -> Array:
+  """``lax.conv_transpose(inputs, kernel, (2, 2), 'SAME')`` for a 4x4 kernel, without bias, in
+  the form XLA:CPU differentiates fast (``conv_impl='fast'``).
 
   With at most 4 output channels (the decoder's last layer) it is computed by
   `col2im_conv_transpose`, else by `wide_phase_conv_transpose` (forward: one wide 2x2
-  convolution to all four phases; VJP: the four phase convolutions, which XLA:CPU differentiates
-  far faster than ``lax.conv_transpose``).
+  convolution to all four phases; VJP: the four phases' stride-1 convolutions (module
+  docstring), which XLA:CPU differentiates far faster than ``lax.conv_transpose``).
 
   Args:
     inputs: [N, H, W, in] input.
@@ -113,7 +121,7 @@ def phase_conv_transpose(inputs: Array, kernel: Array,
 
 
 def _four_phase_convs(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
-  """`phase_conv_transpose` as four stride-1 2x2 convolutions, interleaved."""
+  """The transposed convolution as its four phases' stride-1 2x2 convolutions, interleaved."""
   phases = {}
   for a in (0, 1):
     for b in (0, 1):
@@ -124,12 +132,12 @@ def _four_phase_convs(inputs: Array, kernel: Array, precision: PrecisionLike) ->
 
 
 def _wide_phase_conv(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
-  """`phase_conv_transpose` as ONE 2x2 convolution to all four phases, then slices.
+  """The transposed convolution as ONE 2x2 convolution to all four phases, then slices.
 
   With the input padded by 1 on every side, z[p, q, (a, b, c)] = sum_{u, v} xpad[p + u, q + v]
   W[2u + a, 2v + b, :, c] (a 2x2 VALID convolution to 4 * out channels, the kernel regrouped to
   [u, v, in, (a, b, out)]), and phase (a, b) at (i, j) is z[i + a, j + b, (a, b)]: by the
-  mapping in `phase_conv_transpose`, y[2i + a] sums x[i + a + u - 1] = xpad[i + a + u].
+  phases' mapping (module docstring), y[2i + a] sums x[i + a + u - 1] = xpad[i + a + u].
   """
   n, h, w, cin = inputs.shape
   cout = kernel.shape[-1]
@@ -144,7 +152,7 @@ def _wide_phase_conv(inputs: Array, kernel: Array, precision: PrecisionLike) -> 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def wide_phase_conv_transpose(inputs: Array, kernel: Array,
                               precision: PrecisionLike = None) -> Array:
-  """`phase_conv_transpose` (features > 4): forward by `_wide_phase_conv`, VJP by four convolutions.
+  """`fast_conv_transpose` (features > 4): forward by `_wide_phase_conv`, VJP by four convolutions.
 
   The single wide convolution contracts over 4 * in inputs into 4 * out outputs, a better shape
   for XLA:CPU's convolution than four convolutions to out channels each, for 1.13x the
@@ -181,7 +189,7 @@ def _untaps(taps: Array, cout: int) -> Array:
 def _col2im(t: Array, cout: int) -> Array:
   """[N, H, W, (4, 4, out)] tap products -> [N, 2H, 2W, out] transposed-convolution output.
 
-  With t[i, kh] = x[i] W[kh] (one axis shown), `phase_conv_transpose`'s mapping
+  With t[i, kh] = x[i] W[kh] (one axis shown), the phases' mapping (module docstring)
   y[2j + a] = sum_u x[j + a + u - 1] W[2u + a] reads t at row j + a + u - 1, tap 2u + a.
   """
   n, h, w, _ = t.shape
@@ -210,7 +218,7 @@ def _col2im_adjoint(g: Array, h: int, w: int) -> Array:
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def col2im_conv_transpose(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
-  """`phase_conv_transpose` for few output channels: one matmul to all 16 taps, then col2im.
+  """The transposed convolution for few output channels: one matmul to all 16 taps, then col2im.
 
   t = x @ W reshaped [in, 16 * out] holds every input pixel's contribution to each of the 16
   kernel taps; the output sums four of them per pixel (`_col2im`), exactly the transposed
@@ -245,10 +253,10 @@ col2im_conv_transpose.defvjp(_col2im_fwd, _col2im_bwd)
 
 
 def _phase_crops(inputs: Array) -> list[Array]:
-  """The inputs of the four output phases of `phase_conv_transpose`, in (a, b) order.
+  """The inputs of the four output phases of the transposed convolution, in (a, b) order.
 
   With x padded by 1 on every side, phase (a, b) at (i, j) sums xpad[i + a + u, j + b + v]
-  W[2u + a, 2v + b] over u, v in {0, 1} (the mapping in `phase_conv_transpose`): a 2x2 VALID
+  W[2u + a, 2v + b] over u, v in {0, 1} (the mapping of the module docstring): a 2x2 VALID
   convolution of the crop xpad[a:a + H + 1, b:b + W + 1] with ``kernel[a::2, b::2]``.
   """
   _, h, w, _ = inputs.shape
@@ -261,7 +269,7 @@ _PHASES = tuple((a, b) for a in (0, 1) for b in (0, 1))
 
 def grouped_phase_conv_transpose(inputs: Array, kernel: Array,
                                  precision: PrecisionLike = None) -> Array:
-  """`phase_conv_transpose` as ONE grouped stride-1 2x2 convolution: the four phases' crops side
+  """The transposed convolution as ONE grouped stride-1 2x2 convolution: the four phases' crops side
   by side as 4 feature groups (`_phase_crops`), each with its own 2x2 kernel ``kernel[a::2,
   b::2]``, then interleaved. Exactly the layer's multiply-adds, no dilated operand in the forward
   or either gradient; a grouped convolution under ``vmap`` too (4 N groups)."""
@@ -276,7 +284,7 @@ def grouped_phase_conv_transpose(inputs: Array, kernel: Array,
 
 
 def gemm_conv_transpose(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
-  """`phase_conv_transpose` as a batched matmul over the four phases: each phase's 2x2 patches
+  """The transposed convolution as a batched matmul over the four phases: each phase's 2x2 patches
   [N, H, W, 4 in] (`_phase_crops`, `_shifted_patches`) times its kernel [4 in, out], then
   interleaved. Exactly the layer's multiply-adds; gradients are matmuls, pads and slices."""
   _, h, w, cin = inputs.shape
@@ -357,27 +365,28 @@ class _Conv4x4(nn.Module):
     return y.reshape(batch_shape + y.shape[1:])
 
 
-class PhaseConvTranspose(_Conv4x4):
+class FastConvTranspose(_Conv4x4):
   """Drop-in for ``nn.ConvTranspose(features, (4, 4), strides=(2, 2), padding='SAME')``.
 
   Same parameters ('kernel' [4, 4, in, features] then 'bias' [features], created in that order
   with the same initialisers, so ``init`` with the same key gives identical trees) and the same
-  output up to float rounding, computed by `phase_conv_transpose`: four stride-1 2x2 convolutions
-  whose outputs are interleaved, which XLA differentiates ~10x faster on CPU. Attributes as
+  output up to float rounding, computed by `fast_conv_transpose`: the four phases' stride-1 2x2
+  convolutions, interleaved, which XLA differentiates ~10x faster on CPU. Attributes as
   `_Conv4x4`.
   """
 
   def _apply(self, flat: Array, kernel: Array) -> Array:
     """Upsamples [B, H, W, in] to [B, 2H, 2W, features]."""
-    return phase_conv_transpose(flat, kernel, precision=self.precision)
+    return fast_conv_transpose(flat, kernel, precision=self.precision)
 
 
-def _strided_conv(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
+def _lax_conv(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
+  """``nn.Conv``'s 4x4 stride-2 SAME convolution, as ``lax`` computes and differentiates it."""
   return lax.conv_general_dilated(inputs, kernel, STRIDES, "SAME",
                                   dimension_numbers=_DIMENSION_NUMBERS, precision=precision)
 
 
-# At or below this many input channels `strided_conv`'s forward is `space_to_depth_conv`.
+# At or below this many input channels `fast_conv`'s forward is `space_to_depth_conv`.
 _MAX_IN_CHANNELS_SPACE_TO_DEPTH = 4
 
 
@@ -397,7 +406,7 @@ def _block_kernel(kernel: Array) -> Array:
 
 
 def space_to_depth_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
-  """``_strided_conv`` (4x4, stride 2, SAME, even H and W) as a stride-1 2x2 VALID convolution.
+  """`_lax_conv` (4x4, stride 2, SAME, even H and W) as a stride-1 2x2 VALID convolution.
 
   SAME pads (1, 1); the padded input [N, H+2, W+2, C] is regrouped into 2x2 pixel blocks
   [N, H/2+1, W/2+1, (2, 2, C)], and kernel tap (2p + r, 2q + s) becomes tap (p, q) of input
@@ -427,52 +436,52 @@ def gemm_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> 
                     precision=precision)
 
 
-def _strided_conv_forward(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
+def _fast_conv_forward(inputs: Array, kernel: Array, precision: PrecisionLike) -> Array:
   if inputs.shape[-1] <= _MAX_IN_CHANNELS_SPACE_TO_DEPTH:
     return space_to_depth_conv(inputs, kernel, precision)
-  return _strided_conv(inputs, kernel, precision)
+  return _lax_conv(inputs, kernel, precision)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def strided_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
+def fast_conv(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
   """``lax.conv_general_dilated(x, W, (2, 2), 'SAME')`` for a 4x4 kernel and even H, W.
 
-  Same forward; the input gradient is computed by `phase_conv_transpose` instead of XLA's
+  Same forward; the input gradient is computed by `fast_conv_transpose` instead of XLA's
   lhs-dilated convolution (slow on CPU). Along one axis, SAME pads (1, 1) for even sizes, so
   dL/dx[2a + b] = sum_t [2i + t - 1 = 2a + b] g[i] W[t]^T, i.e. phase b = 0 is
   g[a - 1] W[3] + g[a] W[1] and phase b = 1 is g[a] W[2] + g[a + 1] W[0]: exactly
-  `phase_conv_transpose` of g with the spatially flipped kernel, input/output channels swapped.
+  `fast_conv_transpose` of g with the spatially flipped kernel, input/output channels swapped.
   With at most 4 input channels the forward is `space_to_depth_conv` (same sums, reordered).
   """
-  return _strided_conv_forward(inputs, kernel, precision)
+  return _fast_conv_forward(inputs, kernel, precision)
 
 
-def _strided_conv_fwd(inputs, kernel, precision):
-  return _strided_conv_forward(inputs, kernel, precision), (inputs, kernel)
+def _fast_conv_fwd(inputs, kernel, precision):
+  return _fast_conv_forward(inputs, kernel, precision), (inputs, kernel)
 
 
-def _strided_conv_bwd(precision, residuals, g):
+def _fast_conv_bwd(precision, residuals, g):
   inputs, kernel = residuals
-  grad_inputs = phase_conv_transpose(g, jnp.flip(kernel, (0, 1)).transpose(0, 1, 3, 2),
-                                     precision=precision)
-  _, kernel_vjp = jax.vjp(lambda k: _strided_conv(inputs, k, precision), kernel)
+  grad_inputs = fast_conv_transpose(g, jnp.flip(kernel, (0, 1)).transpose(0, 1, 3, 2),
+                                    precision=precision)
+  _, kernel_vjp = jax.vjp(lambda k: _lax_conv(inputs, k, precision), kernel)
   return grad_inputs.astype(inputs.dtype), kernel_vjp(g)[0]
 
 
-strided_conv.defvjp(_strided_conv_fwd, _strided_conv_bwd)
+fast_conv.defvjp(_fast_conv_fwd, _fast_conv_bwd)
 
 
 class FastConv(_Conv4x4):
   """Drop-in for ``nn.Conv(features, (4, 4), strides=(2, 2), padding='SAME')``.
 
-  Same parameters and the same forward pass; the backward pass uses `strided_conv`'s exact input
+  Same parameters and the same forward pass; the backward pass uses `fast_conv`'s exact input
   gradient (even H, W; odd sizes fall back to the plain convolution's gradient).
   """
 
   def _apply(self, flat: Array, kernel: Array) -> Array:
     if flat.shape[1] % 2 or flat.shape[2] % 2:
-      return _strided_conv(flat, kernel, self.precision)
-    return strided_conv(flat, kernel, self.precision)
+      return _lax_conv(flat, kernel, self.precision)
+    return fast_conv(flat, kernel, self.precision)
 
 
 class _Accelerator4x4(_Conv4x4):
@@ -496,12 +505,12 @@ def _stride1_or_plain(form):
   convolution)."""
   def apply(self, flat: Array, kernel: Array) -> Array:
     if flat.shape[1] % 2 or flat.shape[2] % 2:
-      return _strided_conv(flat, kernel, self.precision)
+      return _lax_conv(flat, kernel, self.precision)
     return form(flat, kernel, self.precision)
   return apply
 
 
-class GroupedPhaseConvTranspose(_Accelerator4x4):
+class PolyphaseConvTranspose(_Accelerator4x4):
   """``conv_impl='phase'``'s transposed convolution (`grouped_phase_conv_transpose`)."""
   _apply = _transpose_or_col2im(grouped_phase_conv_transpose)
 
@@ -511,7 +520,7 @@ class GemmConvTranspose(_Accelerator4x4):
   _apply = _transpose_or_col2im(gemm_conv_transpose)
 
 
-class SpaceToDepthConv(_Accelerator4x4):
+class PolyphaseConv(_Accelerator4x4):
   """``conv_impl='phase'``'s strided convolution (`space_to_depth_conv`)."""
   _apply = _stride1_or_plain(space_to_depth_conv)
 
@@ -522,8 +531,8 @@ class GemmConv(_Accelerator4x4):
 
 
 # conv_impl -> (strided convolution, transposed convolution); 'flax' is nn.Conv / nn.ConvTranspose.
-_LAYERS = {"fast": (FastConv, PhaseConvTranspose),
-           "phase": (SpaceToDepthConv, GroupedPhaseConvTranspose),
+_LAYERS = {"fast": (FastConv, FastConvTranspose),
+           "phase": (PolyphaseConv, PolyphaseConvTranspose),
            "gemm": (GemmConv, GemmConvTranspose)}
 
 
