@@ -19,6 +19,7 @@ from absl import flags
 from benchmarks import step_timing
 from disentangle.reproduce import throughput
 from disentangle.reproduce import utilisation
+from experiments import aggregate
 
 _RUNS = flags.DEFINE_list("runs", ["1", "10", "20", "40"], "Runs per program, one figure each.")
 _SMOKE = flags.DEFINE_bool("smoke", False, "The smoke variants, 2 steps.")
@@ -30,9 +31,10 @@ def main(argv) -> None:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   malloc = step_timing.configure_host()
   log = lambda line: print(line, file=sys.stderr, flush=True)
+  modules = {m.__name__.rpartition(".")[2]: m for m in aggregate.config_modules()}
   with utilisation.GpuSampler(None) as sampler:
     record = throughput.measure([int(r) for r in _RUNS.value], _SMOKE.value, sampler,
-                                time.time() + 60 * _MINUTES.value, log)
+                                time.time() + 60 * _MINUTES.value, log, modules=modules)
   print(json.dumps(dict(record, host_setup=malloc)), flush=True)
 
 

@@ -77,9 +77,6 @@ def test_experiment_imports_reads_each_form(source, expected):
   assert experiment_imports(source) == expected
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "disentangle/reproduce/throughput.py still loads experiments.configs through importlib; "
-    "its removal is another change in flight"))
 def test_library_imports_no_experiment():
   """`disentangle` is the library: the experiments import it, never the reverse (a config is
   passed in by the caller)."""

@@ -3,11 +3,11 @@
 The command is ``python -m experiments.slot`` (its flags: `experiments.slot`); this module is its
 logic: `parse_slot` checks the input, `run_slot` spends the slot.
 
-1. Throughput (`disentangle.reproduce.throughput.measure`; skipped
-   when ``DIR/throughput.json`` exists, unless ``--redo_throughput``): for dSprites CascadeVAE
-   ``m6`` and MNIST ``m10`` (``--smoke``: their ``smoke`` variants, 1-2 runs), N runs in one
-   program for each N of ``--runs``, before and after t_d, with the host solver, and after t_d
-   with ``cascade.solver='hungarian'`` and with the host's solves overlapped
+1. Throughput (`disentangle.reproduce.throughput.measure` of the configs in ``modules``;
+   skipped when ``DIR/throughput.json`` exists, unless ``--redo_throughput``): for dSprites
+   CascadeVAE ``m6`` and MNIST ``m10`` (``--smoke``: their ``smoke`` variants, 1-2 runs), N
+   runs in one program for each N of ``--runs``, before and after t_d, with the host solver, and
+   after t_d with ``cascade.solver='hungarian'`` and with the host's solves overlapped
    (``assignment_overlap``): run-steps/s and the device's busy share (nvidia-smi,
    sampled in a background thread, `disentangle.reproduce.utilisation`; null without it), the
    counts in the order given. Budget: ``--throughput_minutes`` (default 15% of the slot, at most
@@ -43,6 +43,7 @@ import collections
 import dataclasses
 import datetime
 import fractions
+import functools
 import json
 import math
 import os
@@ -319,7 +320,8 @@ def run_slot(slot: Slot, *, modules: Mapping, scale: Callable, measure: Optional
   Args:
     slot: the parsed input (`parse_slot`).
     measure: ``measure(counts, smoke, sampler, budget_end, log) -> dict``, the throughput
-      figures written to ``throughput.json`` (default `disentangle.reproduce.throughput.measure`).
+      figures written to ``throughput.json`` (default `disentangle.reproduce.throughput.measure`
+      of the configs of ``modules``).
     modules, scale, dataset, evaluate_kwargs: as `disentangle.reproduce.run.run_table`.
     started: the ``time.time()`` the slot began (default: now).
 
@@ -337,7 +339,7 @@ def run_slot(slot: Slot, *, modules: Mapping, scale: Callable, measure: Optional
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
   if measure is None:
     from disentangle.reproduce import throughput  # pylint: disable=g-import-not-at-top
-    measure = throughput.measure
+    measure = functools.partial(throughput.measure, modules=modules)
   with contextlib.ExitStack() as stack:
     try:
       stack.enter_context(run.holding(slot.workdir))

@@ -7,23 +7,22 @@ as training compiles it) on one synthetic batch, and times each phase of the met
 Every step is blocked on, so one sample is the latency of one step; the figure is the median.
 
 :func:`measure` is the slot's throughput figures: dSprites CascadeVAE ``m6`` and MNIST ``m10``
-(or their ``smoke`` variants), N runs in one program for each N asked, before t_d (where t_d >= 1;
-MNIST ``m10`` has t_d = 0) and after it with the host solver (``cascade.solver='scipy'``), after
-it with the on-device one (``'hungarian'``) and with the host's solves overlapped with the
-device's work (``'scipy_overlapped'``: ``assignment_overlap``, `disentangle.train.overlap`):
-run-steps/s, host callbacks per step, compile time and the device's busy share, the mean
-``utilization.gpu`` of nvidia-smi over the timed steps (`utilisation.GpuSampler`; null without
-nvidia-smi). The speed benchmarks (``benchmarks/``) share the synthetic batches and the records'
-fields from here.
+(or their ``smoke`` variants; the caller passes the config modules), N runs in one program for
+each N asked, before t_d (where t_d >= 1; MNIST ``m10`` has t_d = 0) and after it with the host
+solver (``cascade.solver='scipy'``), after it with the on-device one (``'hungarian'``) and with
+the host's solves overlapped with the device's work (``'scipy_overlapped'``:
+``assignment_overlap``, `disentangle.train.overlap`): run-steps/s, host callbacks per step,
+compile time and the device's busy share, the mean ``utilization.gpu`` of nvidia-smi over the
+timed steps (`utilisation.GpuSampler`; null without nvidia-smi). The speed benchmarks
+(``benchmarks/``) share the synthetic batches and the records' fields from here.
 """
 from __future__ import annotations
 
 import datetime
-import importlib
 import itertools
 import os
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -274,9 +273,12 @@ def time_runs(config, num_runs: int, *, image: Sequence[int] | None = None, devi
 
 # -- the slot's figures ----------------------------------------------------------------------
 def measure(counts: Sequence[int], smoke: bool, sampler: utilisation.GpuSampler,
-            budget_end: float, log: Callable[[str], None]) -> dict[str, Any]:
+            budget_end: float, log: Callable[[str], None], *,
+            modules: Mapping[str, Any]) -> dict[str, Any]:
   """The slot's figures (module docstring) until ``budget_end`` (the first always), for each
-  count of ``counts`` (runs per program); ``smoke``: the smoke variants, 2 steps."""
+  count of ``counts`` (runs per program); ``smoke``: the smoke variants, 2 steps.
+  ``modules``: ``{name: config module}`` holding those of :data:`CONFIGS` (``get_config``), as
+  `disentangle.reproduce.run.run_table` takes them (the library reads no experiment of its own)."""
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
   timing = TIMING[smoke]
   started = time.time()
@@ -288,7 +290,7 @@ def measure(counts: Sequence[int], smoke: bool, sampler: utilisation.GpuSampler,
     for runs, (name, variant), (solver, cascade_solver, overlapped, only) in itertools.product(
         counts, CONFIGS, SOLVERS):
       variant = f"{variant},smoke" if smoke else variant
-      config = importlib.import_module(f"experiments.configs.{name}").get_config(variant)
+      config = modules[name].get_config(variant)
       with config.unlocked():
         config.cascade.solver, config.assignment_overlap = cascade_solver, overlapped
       # CascadeVAE's steps before t_d (t <= t_d) exist when t_d >= 1 (MNIST m10: t_d = 0).
