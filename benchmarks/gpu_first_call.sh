@@ -9,7 +9,9 @@
 # five seeds at 1/50 of the schedule, CascadeVAE's rows and beta-VAE's first). A wheel folder
 # .whl (ml-collections, which JAX's GPU images lack) is installed to /tmp/site first; the checkout
 # goes on PYTHONPATH, never `pip install -e .` over the image's JAX. LEVER_FLAGS adds flags to
-# the lever command (e.g. --smoke for a dry run on a CPU).
+# the lever command (e.g. --smoke for a dry run on a CPU). The lent GPU has no official dSprites
+# file: the slot trains on the rendered set on purpose (--dataset_source=render, its scores marked
+# not comparable); DATASET_SOURCE= (empty) asks for the official file in DISENTANGLE_DATA_DIR.
 set -uo pipefail
 out=${1:?OUT}; total=${2:?SECONDS}
 queue=${3:-cascadevae_table1/dsprites_cascade.m6+dsprites_betavae.beta4_m10:5:1/50,cascadevae_table2/dsprites_cascade.m6+dsprites_jointvae.m6:5:1/50,cascadevae_table2/dsprites_cascade.m4+dsprites_jointvae.m4:5:1/50}
@@ -26,6 +28,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 workdir=${SLOT_WORKDIR:-/tmp/slot_workdir}
+dataset_source=${DATASET_SOURCE-render}
 
 # The rendered dSprites set, cached once, beside the levers (a CPU's work while they use the GPU).
 python3 -c "from disentangle.data.datasets import dsprites as d; d.rendered_packed('$DISENTANGLE_DATA_DIR')" &
@@ -40,7 +43,8 @@ wait $render
 
 minutes=$(python3 -c "print(round(($total - ($SECONDS - $start) - 25) / 60, 2))")
 python3 -m experiments.slot --minutes="$minutes" --out="$out/slot" --slot_workdir="$workdir" \
-  --throughput_minutes=0 --runs=10 --queue="$queue"
+  --throughput_minutes=0 --runs=10 --queue="$queue" \
+  ${dataset_source:+--dataset_source="$dataset_source"}
 status=$?
 echo "slot: exit $status, $((SECONDS - start)) s"
 # The traversals of CascadeVAE's runs (continuous and discrete) as their figure writer drew them.

@@ -29,6 +29,8 @@ class ConfigError(errors.UserError, ValueError):
 # and device to 'device' or 'host' (resolve; train/device_data.py).
 PLACEMENTS = ("auto", "device", "host")
 # ``dataset.source``: dSprites 'file', 'render' or 'auto'; any set 'tfds' (data.load_dataset).
+# Training a dSprites-based set on 'auto' needs the official file unless
+# ``dataset.synthetic_if_missing`` (the smoke variants): 'render' trains on the stand-in on purpose.
 SOURCES = ("auto", "file", "render", "tfds")
 # ``dataset.variant_draw``: colour / noisy / scream dSprites, one draw per row or per image
 # (data/datasets/dsprites_variants.py).
@@ -139,7 +141,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.dataset.source = SOURCES[0]           # SOURCES: dSprites 'file', 'render' or 'auto'; 'tfds'
   c.dataset.tfds_data_dir = ""            # source 'tfds': prepared sets (gs://... ok); '' = TFDS's
   c.dataset.tfds_name = ""                # source 'tfds': builder to read; '' = catalog name
-  c.dataset.synthetic_if_missing = False  # smoke variants: generate canonical-format stand-ins
+  c.dataset.synthetic_if_missing = False  # smoke variants: stand-ins for missing files
+                                          # (dSprites on 'auto': the renderer)
   c.dataset.allow_download = True
   c.dataset.placement = PLACEMENTS[0]     # 'device' (the set on the device, batches gathered in
                                           # the step), 'host' or 'auto' (train/device_data.py)

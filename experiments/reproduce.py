@@ -1,7 +1,7 @@
 """One command per paper table: train every row with its seeds, evaluate, print the table.
 
 python -m experiments.reproduce --table=NAME --workdir=DIR [--seeds=N] [--fraction=F]
-                               [--deadline=25m] [--eval_points=N]
+                               [--deadline=25m] [--eval_points=N] [--dataset_source=render]
 python -m experiments.reproduce --list
 python -m experiments.reproduce --table=NAME --dry_run [--seeds=N] [--fraction=F]
 python -m experiments.reproduce --table=NAME --workdir=DIR --program=K  # program K alone
@@ -15,10 +15,13 @@ logic `disentangle.reproduce`. ``--fraction=F`` shortens every schedule to F of 
 the ``cpu`` variants do (``common.scale_schedule``, iteration counts rounded to whole steps);
 ``--seeds`` defaults to the paper's number; ``--eval_points=N`` evaluates every metric on at
 most N points (a CPU budget, recorded in ``table.md``; `disentangle.reproduce.plan`). The same command again resumes what is unfinished
-and prints the table again (``DIR/table.md``, ``DIR/table.json``). Bad input (an unknown table,
-a fraction outside (0, 1], fewer than one seed, a workdir of another table, a deadline that is
-not a positive duration) is one line and exit status 2, with nothing created; so is a workdir
-that another ``experiments.reproduce`` is using (a lock on ``DIR/reproduce.lock``).
+and prints the table again (``DIR/table.md``, ``DIR/table.json``). A dSprites table needs the
+official dSprites file (without it the first dSprites program stops in one line, exit status 2);
+``--dataset_source=render`` trains its runs on the procedural renderer on purpose, the table's
+lines then marked not comparable. Bad input (an unknown table, a fraction outside (0, 1], fewer
+than one seed, a workdir of another table, a deadline that is not a positive duration) is one
+line and exit status 2, with nothing created; so is a workdir that another
+``experiments.reproduce`` is using (a lock on ``DIR/reproduce.lock``).
 ``--deadline`` (seconds, or ``90s``, ``25m``, ``1h``, from the start of the command) stops the
 program in training at the deadline with a checkpoint and starts no evaluation that would end
 past it; ``table.md`` / ``table.json`` then hold what is done, and the command exits with status
@@ -78,6 +81,9 @@ _SLURM_LOGS = flags.DEFINE_string("slurm_logs", "", "Folder of the tasks' output
 _EVAL_POINTS = flags.DEFINE_string(
     "eval_points", "0", "0: each metric's own number of points; N >= 100: every metric on at "
     "most N points (a CPU budget; recorded in table.md).")
+_DATASET_SOURCE = flags.DEFINE_string(
+    "dataset_source", None, "'render': every run on dSprites (or a set drawn from it) trains on "
+    "the procedural renderer, not the official file (not comparable with published numbers).")
 
 fail = command_line.fail
 
@@ -102,7 +108,7 @@ def config_modules() -> dict:
   return {**modules, **getattr(tables_module(), "CONFIGS", {})}
 
 
-def program_command(workdir, seeds, fraction, eval_points) -> list:
+def program_command(workdir, seeds, fraction, eval_points, dataset_source="") -> list:
   """One program's command line as a cluster task runs it (absolute interpreter and workdir),
   without ``--program``."""
   from disentangle import paths  # pylint: disable=g-import-not-at-top
@@ -110,10 +116,11 @@ def program_command(workdir, seeds, fraction, eval_points) -> list:
   return [sys.executable, "-m", "experiments.reproduce", f"--table={_TABLE.value}",
           f"--workdir={workdir}", f"--seeds={seeds}", f"--fraction={fraction}",
           f"--eval_points={eval_points}"] + (
-              [f"--tables={_TABLES.value}"] if _TABLES.value != _TABLES.default else [])
+              [f"--tables={_TABLES.value}"] if _TABLES.value != _TABLES.default else []) + (
+              [f"--dataset_source={dataset_source}"] if dataset_source else [])
 
 
-def submit(table, seeds, fraction, eval_points) -> None:
+def submit(table, seeds, fraction, eval_points, dataset_source) -> None:
   """``--submit=slurm``: the array of the programs not done and the render task
   (`disentangle.reproduce.slurm`); with ``--dry_run`` printed only."""
   from disentangle import atomic  # pylint: disable=g-import-not-at-top
@@ -133,7 +140,8 @@ def submit(table, seeds, fraction, eval_points) -> None:
   record = run.check_workdir(given, table, seeds=seeds, fraction=fraction,
                              eval_points=eval_points)
   programs = plan.plan_table(table, config_modules(), seeds=seeds, fraction=fraction,
-                             scale=scale(), eval_points=eval_points)
+                             scale=scale(), eval_points=eval_points,
+                             dataset_source=dataset_source)
   workdir = paths.as_path(given)
   todo = [k for k, p in enumerate(programs, 1)
           if record is None or not run.done(workdir, p, table)]
@@ -141,8 +149,9 @@ def submit(table, seeds, fraction, eval_points) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     atomic.write_text(workdir / run.RECORD, json.dumps(run.new_record(
         table, seeds=seeds, fraction=fraction, eval_points=eval_points), indent=1))
-  slurm.submit(table, programs, todo, program_command(given, seeds, fraction, eval_points),
-               given, opts, dry_run=_DRY_RUN.value)
+  slurm.submit(table, programs, todo,
+               program_command(given, seeds, fraction, eval_points, dataset_source), given, opts,
+               dry_run=_DRY_RUN.value)
 
 
 def scale():
@@ -168,12 +177,14 @@ def main(argv):
     seeds = table.seeds if _SEEDS.value is None else plan.parse_seeds(_SEEDS.value)
     fraction = plan.parse_fraction(_FRACTION.value)
     eval_points = plan.parse_eval_points(_EVAL_POINTS.value)
+    dataset_source = plan.parse_dataset_source(_DATASET_SOURCE.value)
     if _SUBMIT.value:
-      submit(table, seeds, fraction, eval_points)
+      submit(table, seeds, fraction, eval_points, dataset_source)
       return
     if _DRY_RUN.value:
       programs = plan.plan_table(table, config_modules(), seeds=seeds, fraction=fraction,
-                                 scale=scale(), eval_points=eval_points)
+                                 scale=scale(), eval_points=eval_points,
+                                 dataset_source=dataset_source)
       print(plan.describe(table, programs, seeds=seeds, fraction=fraction,
                           workdir=_WORKDIR.value, eval_points=eval_points))
       return
@@ -193,7 +204,8 @@ def main(argv):
   with command_line.exits(command):
     if _RENDER.value:
       programs = plan.plan_table(table, config_modules(), seeds=seeds, fraction=fraction,
-                                 scale=scale(), eval_points=eval_points)
+                                 scale=scale(), eval_points=eval_points,
+                                 dataset_source=dataset_source)
       data, missing = run.render_table(table, _WORKDIR.value, config_modules(), programs,
                                        seeds=seeds, fraction=fraction, eval_points=eval_points,
                                        command=command, always=True)
@@ -202,11 +214,12 @@ def main(argv):
     elif _PROGRAM.value is not None:
       data = run.run_program(table, _WORKDIR.value, config_modules(), _PROGRAM.value,
                              scale=scale(), seeds=seeds, fraction=fraction, command=command,
-                             deadline=deadline, eval_points=eval_points)
+                             deadline=deadline, eval_points=eval_points,
+                             dataset_source=dataset_source)
     else:
       data = run.run_table(table, _WORKDIR.value, config_modules(), scale=scale(), seeds=seeds,
                            fraction=fraction, command=command, deadline=deadline,
-                           eval_points=eval_points)
+                           eval_points=eval_points, dataset_source=dataset_source)
   if data is None:
     return
   from disentangle.reproduce import render  # pylint: disable=g-import-not-at-top

@@ -155,6 +155,32 @@ def test_missing_data_is_one_message_and_creates_nothing(tmp_path):
   assert not workdir.exists()
 
 
+@pytest.mark.parametrize("in_process", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_a_paper_variant_without_the_dsprites_file_stops_in_one_line(tmp_path, monkeypatch,
+                                                                     in_process):
+  """CascadeVAE Table 1's m6 with an empty data folder (no official dSprites file, no download):
+  one line saying where the file was looked for, its URL and how to train on the renderer on
+  purpose, exit status 2, before anything is compiled or created; in this process and in its
+  own, whose whole stderr is that line. The smoke variants train on the renderer (their runs in
+  tests/test_command_line.py, tests/test_write_faults.py, ...)."""
+  from disentangle.data import files  # pylint: disable=g-import-not-at-top
+  data, workdir = tmp_path / "data", tmp_path / "run"
+  data.mkdir()
+  monkeypatch.setenv(files.DATA_DIR_ENV, str(data))
+  monkeypatch.setenv(files.NO_DOWNLOAD_ENV, "1")
+  args = ["--config=experiments/configs/dsprites_cascade.py:m6", f"--workdir={workdir}"]
+  monkeypatch.setattr(methods, "build", lambda *a, **k: pytest.fail("a model was built"))
+  r = (helpers.run_in_process("experiments.dsprites_cascade", *args) if in_process else
+       subprocess.run([sys.executable, "-m", "experiments.dsprites_cascade", *args],
+                      cwd=helpers.REPO, capture_output=True, text=True, timeout=120))
+  spec = files.FILES[files.DSPRITES_FILE]
+  _assert_one_line(r, f"looked for {data / spec.relpath} (downloads are disabled", workdir)
+  for words in (spec.urls[0], "--config.dataset.source=render", "--dataset_source=render",
+                "not comparable with published numbers"):
+    assert words in r.stderr, r.stderr
+  assert list(data.iterdir()) == []
+
+
 def test_auto_implementation_choices_resolve_per_backend():
   """'auto' keeps the CPU's measured choices, the GPU's convolutions without stuffed operands, and
   the fewer-operation ones elsewhere."""

@@ -174,8 +174,10 @@ def test_prefetch_with_transfer_yields_the_transferred_plain_batches():
 
 def test_without_a_configured_folder_a_run_reads_the_user_folder(monkeypatch, capsys, tmp_path):
   """No dataset.data_dir and no $DISENTANGLE_DATA_DIR: the run's data: line names
-  ~/disentangle_data; MNIST missing there is one error naming the folder, while dSprites falls
-  back to the renderer with its warning."""
+  ~/disentangle_data; MNIST missing there is one error naming the folder, and so is dSprites on
+  'auto' (the official file's path, one line); dSprites falls back to the renderer with its
+  warning where the config asks for it ('render') or takes stand-ins (the smoke variants of the
+  sets drawn from dSprites: ``synthetic_if_missing``)."""
   from disentangle import data as data_lib  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   monkeypatch.delenv(files.DATA_DIR_ENV, raising=False)
@@ -187,8 +189,15 @@ def test_without_a_configured_folder_a_run_reads_the_user_folder(monkeypatch, ca
   assert f"from {user_folder} (default" in line and "$DISENTANGLE_DATA_DIR" in line
   config = _mnist_config("", split="train")
   config.dataset.name = "dsprites"
-  with pytest.warns(data_lib.ProceduralDataWarning):
-    ds = trainer.load_training_data(config)
-  assert ds.num_examples == 737_280
-  assert f"from {user_folder} (default" in capsys.readouterr().out
+  with pytest.raises(files.MissingDataError) as refused:
+    trainer.load_training_data(config)
+  assert f"looked for {user_folder / files.DSPRITES_FILE} " in str(refused.value)
+  assert "\n" not in str(refused.value) and "--config.dataset.source=render" in str(refused.value)
+  for field, value in (("source", "render"), ("synthetic_if_missing", True)):
+    stand_in = config_lib.copy(config)
+    stand_in.dataset[field] = value
+    with pytest.warns(data_lib.ProceduralDataWarning):
+      ds = trainer.load_training_data(stand_in)
+    assert ds.num_examples == 737_280 and ds.source == "render"
+    assert f"from {user_folder} (default" in capsys.readouterr().out
   assert not user_folder.exists()  # nothing was written into the user's folder

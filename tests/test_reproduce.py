@@ -122,6 +122,27 @@ def test_bad_fraction_is_one_line_naming_the_argument(text):
   assert "\n" not in str(e.value)
 
 
+def test_dataset_source_render_puts_the_dsprites_runs_alone_on_the_renderer():
+  """``--dataset_source=render``: the runs on dSprites and the sets drawn from it train on the
+  renderer on purpose (their lines then say "not comparable (rendered images)"), the other sets
+  keep their source; without it every config keeps its own, and a paper's dSprites runs need the
+  official file; any other value is one line naming the flag."""
+  def sources(name, source=""):
+    return {p.config.dataset.source for p in plan.plan_table(
+        tables.TABLES[name], MODULES, seeds=1, fraction=fractions.Fraction(1, 50), scale=SCALE,
+        dataset_source=source)}
+  for name, rendered in (("cascadevae_table1", {"render"}), ("ffvae_fig7", {"render"}),
+                         ("cascadevae_table3", {"auto"})):
+    assert sources(name, "render") == rendered, name
+    assert sources(name) == {"auto"}, name
+  assert plan.parse_dataset_source(None) == plan.parse_dataset_source("") == ""
+  assert plan.parse_dataset_source(" render ") == "render"
+  for text in ("file", "tfds", "Render"):
+    with pytest.raises(plan.BadInput, match=r"^--dataset_source: ") as e:
+      plan.parse_dataset_source(text)
+    assert "\n" not in str(e.value)
+
+
 def test_fractions_in_range_parse_as_ratios():
   assert plan.parse_fraction("0.02") == fractions.Fraction(1, 50)
   assert plan.parse_fraction("1/50") == fractions.Fraction(1, 50)
@@ -531,6 +552,10 @@ def test_slurm_dry_run_prints_the_array_its_scripts_and_the_run_steps_per_task()
   assert len(tasks) == 4 and sum(int(t.rpartition(" ")[2].replace(",", "")) for t in tasks) \
       == 17104
   assert out.rstrip().endswith("--render")
+  rendered = cli("--dataset_source=render")  # the array's tasks and the table's task carry it
+  commands = [line for line in rendered.stdout.splitlines() if "-m experiments.reproduce" in line]
+  assert rendered.returncode == 0 and len(commands) == 2, rendered.stdout
+  assert all("--dataset_source=render" in line for line in commands), commands
   for flag, value in (("slurm_time", "2 hours"), ("slurm_parallel", "-1"),
                       ("slurm_options", "account=a")):
     bad = cli(f"--{flag}={value}")

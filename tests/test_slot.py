@@ -7,6 +7,8 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
+import types
 
 import pytest
 
@@ -60,6 +62,7 @@ def test_bad_queue_runs_and_workdir_name_the_flag(tmp_path):
       ({"queue": "tiny", "minutes": "nan"}, "--minutes: "),
       ({"queue": "tiny", "throughput_minutes": "5"}, "--throughput_minutes: "),
       ({"queue": "tiny", "throughput_minutes": "-1"}, "--throughput_minutes: "),
+      ({"queue": "tiny", "dataset_source": "file"}, "--dataset_source: "),
   ):
     with pytest.raises(plan.BadInput) as e:
       parse(**kwargs)
@@ -68,6 +71,8 @@ def test_bad_queue_runs_and_workdir_name_the_flag(tmp_path):
   assert parse(queue="tiny").throughput_s() == pytest.approx(0.15 * 5 * 60)
   assert parse(queue="tiny", throughput_minutes="2.5").throughput_s() == pytest.approx(150)
   assert parse(queue="tiny", minutes=60).throughput_s() == pytest.approx(300)
+  assert (parse(queue="tiny").dataset_source, parse(queue="tiny", dataset_source="render")
+          .dataset_source) == ("", "render")
   slot = parse(queue="tiny, tiny:1:1/2, tiny/fake.tiny")
   assert [e.spec for e in slot.queue] == ["tiny:2:1", "tiny:1:1/2", "tiny/fake.tiny:2:1"]
   assert [e.rows for e in slot.queue] == [None, None, (0,)]
@@ -245,6 +250,35 @@ def test_the_phases_time_the_overlapped_step_with_a_callback_per_group():
   (record,) = records.values()
   assert record["runs"] == 2 and record["timed_steps"] == 2 and record["run_steps_per_s"] > 0
   assert record["callbacks_per_step"] == 2.0 and record["top_level_ops"] is None
+
+
+def test_the_slot_hands_its_config_modules_and_dataset_source_down(tmp_path, monkeypatch):
+  """The throughput figures build their configs from the slot's ``modules`` (the library imports
+  no experiment) and ``--dataset_source`` reaches every queued table (recorded in slot.json);
+  the steps and the tables themselves are stubs here (their runs: the tests above)."""
+  from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
+  from disentangle.reproduce import throughput  # pylint: disable=g-import-not-at-top
+  table, modules, kwargs = _tiny_table()
+  config, asked, queued = modules["fake"].get_config("tiny"), [], []
+  configs = types.SimpleNamespace(
+      get_config=lambda variant: asked.append(variant) or config_lib.copy(config))
+
+  def time_runs(c, runs, **_):
+    now = time.time()
+    return {"after": {"phase": "after", "runs": runs, "run_steps_per_s": 1.0, "timed_from": now,
+                      "timed_to": now}}
+  monkeypatch.setattr(throughput, "time_runs", time_runs)
+  monkeypatch.setattr(run, "run_table", lambda *args, **kw: queued.append(kw))
+  slot = slot_lib.parse_slot(minutes=5, out=tmp_path / "out", queue="tiny", runs=["1"],
+                             tables={"tiny": table}, dataset_source="render")
+  assert slot_lib.run_slot(slot, modules={"dsprites_cascade": configs,
+                                          "mnist_cascade": configs}, scale=kwargs["scale"]) == 0
+  assert sorted(set(asked)) == ["m10", "m6"]
+  measured = json.loads((tmp_path / "out" / "throughput.json").read_text())
+  assert {f["config"] for f in measured["figures"]} == {"dsprites_cascade", "mnist_cascade"}
+  assert [kw["dataset_source"] for kw in queued] == ["render"]
+  assert json.loads((tmp_path / "out" / "slot.json").read_text())["dataset_source"] == "render"
 
 
 def test_a_failed_table_is_reported_and_the_queue_goes_on(tmp_path):

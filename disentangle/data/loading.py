@@ -2,6 +2,12 @@
 ``dataset`` section, and ``load_dataset``, which picks the loader of ``data/datasets`` (or the
 TFDS reader, ``data/tfds``) and the data folder, with synthetic stand-ins when asked.
 
+A dSprites-based set with ``source='auto'`` falls back on the procedural renderer when the
+official file is missing, unless the caller forbids it (``render_if_missing=False``: the training
+of a config that is no smoke variant, `disentangle.train.trainer.load_training_data`); then
+:func:`require_official_dsprites` stops in one line saying where the file was looked for, how to
+get it, and how to train on the renderer on purpose.
+
 The dataset names are the config's (``config.DATASETS``, ``config.DLIB_DATASETS``,
 ``config.TFDS_ONLY_DATASETS``: the allowed values of ``dataset.name``) and so are the splits
 each set takes (``config.SPLITS``); what each name loads is here.
@@ -112,6 +118,33 @@ def _load(name, data_dir, split, source, allow_download, verify, unfair=None, pa
   return DSprites(path=pathlib.Path(data_dir) / synthetic.DSPRITES_SUBSET)
 
 
+def require_official_dsprites(data_dir, allow_download: bool) -> None:
+  """The official dSprites file fetched (and verified) into ``data_dir``, downloaded if allowed;
+  `MissingDataError` in one line otherwise: where it was looked for, why it is not there, the URL
+  it comes from, and the option that trains on the procedural renderer on purpose."""
+  spec = files.FILES[files.DSPRITES_FILE]
+  try:
+    files.fetch(spec, data_dir, allow_download)
+  except MissingDataError as e:
+    where = (paths.as_path(data_dir) if paths.is_remote(data_dir)
+             else pathlib.Path(data_dir)) / spec.relpath
+    if paths.is_remote(data_dir):
+      why = "it is not in the bucket"
+    elif files.downloads_disabled():
+      why = f"downloads are disabled by ${files.NO_DOWNLOAD_ENV}"
+    elif not allow_download:
+      why = "downloads are off: dataset.allow_download is false"
+    else:  # the failures, one per mirror, are on the error's later lines
+      failures = [line.strip() for line in str(e).splitlines()[1:] if line.startswith("  ")]
+      why = "its download failed" + (f": {failures[0]}" if failures else "")
+    raise MissingDataError(
+        f"the official dSprites file is missing: looked for {where} ({why}); download it from "
+        f"{spec.urls[0]} into that folder (or point ${files.DATA_DIR_ENV} at a folder holding "
+        f"{spec.relpath}), or train on the procedural stand-in on purpose, its scores not "
+        f"comparable with published numbers: --config.dataset.source=render "
+        f"(experiments.reproduce, experiments.slot: --dataset_source=render)") from None
+
+
 def tfds_kwargs(dataset_config) -> dict:
   """``load_dataset``'s TFDS arguments from a config's ``dataset`` section ({} unless
   ``source='tfds'``)."""
@@ -124,7 +157,8 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
                  source: str = "auto", synthetic_if_missing: bool = False,
                  allow_download: bool = True, synthetic_dir: str | os.PathLike | None = None,
                  tfds_data_dir: str | os.PathLike | None = None, tfds_name: str = "",
-                 unfair: dict | None = None, variant_draw: str = "per_image"):
+                 unfair: dict | None = None, variant_draw: str = "per_image",
+                 render_if_missing: bool = True):
   """Loads dataset ``name`` from the data folder.
 
   Args:
@@ -144,6 +178,11 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
     synthetic_if_missing: when the real files are missing, load small synthetic stand-ins
       (``synthetic.ensure_synthetic``; logged loudly). For dSprites this applies only with
       ``source='file'`` (with 'auto' the renderer already stands in for the missing file).
+    render_if_missing: dSprites-based sets (``DSPRITES_BASED``) with ``source='auto'``: the
+      renderer stands in for a missing official file, with a warning. False: the file is
+      required (`require_official_dsprites`: a `MissingDataError` of one line); the trainer
+      passes the config's ``dataset.synthetic_if_missing``, so that only smoke variants train
+      on the renderer without asking for it (``source='render'``).
     allow_download: download missing canonical files (MNIST, Fashion-MNIST, dSprites).
     synthetic_dir: where stand-ins are written (``resolve_synthetic_dir``; never the data folder).
     unfair: 'dsprites_unfair' only: ``DSpritesUnfair`` keyword arguments (``unfair_settings``
@@ -186,6 +225,8 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike | None, split: str = 
                         f"from a bucket: {', '.join(sorted(BUCKET_READABLE))}")
   # The painting first: a missing one stops before dSprites is read or downloaded.
   painting = dsprites_variants.read_scream(root) if name == "scream_dsprites" else None
+  if name in DSPRITES_BASED and source == "auto" and not render_if_missing:
+    require_official_dsprites(root, allow_download)
   try:
     return _load(name, root, split, source, allow_download, verify=True, unfair=unfair,
                  painting=painting, variant_draw=variant_draw)

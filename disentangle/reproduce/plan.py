@@ -25,6 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 import ml_collections
 
 from disentangle import config as config_lib
+from disentangle import data as data_lib
 from disentangle import errors
 from disentangle import methods
 from disentangle.train import runs as runs_lib
@@ -287,6 +288,29 @@ MIN_EVAL_POINTS = 100  # the fewest points a shrunk evaluation gives a metric (a
 COSTLY_RUN_FLAGS = ("downstream", "fairness_dlib", "unified_scores")
 
 
+# ``--dataset_source`` of experiments.reproduce and experiments.slot: '' keeps each config's
+# ``dataset.source``; 'render' trains the runs on dSprites and the sets drawn from it
+# (``data.DSPRITES_BASED``) on the procedural renderer on purpose (`with_dataset_source`).
+DATASET_SOURCES = ("", "render")
+
+
+def parse_dataset_source(text) -> str:
+  """``--dataset_source``: '' (None) or 'render'."""
+  source = "" if text is None else str(text).strip()
+  if source not in DATASET_SOURCES:
+    raise BadInput(f"--dataset_source: expected 'render' (the dSprites runs on the procedural "
+                   f"renderer, scores not comparable with published numbers) or nothing, got "
+                   f"{text!r}")
+  return source
+
+
+def with_dataset_source(c, source: str) -> None:
+  """``source`` ('render', `DATASET_SOURCES`) as ``c.dataset.source`` where ``c`` trains on a
+  dSprites-based set; '' or another set: ``c`` unchanged."""
+  if source and c.dataset.name in data_lib.DSPRITES_BASED:
+    c.dataset.source = source
+
+
 def parse_eval_points(text) -> int:
   """``--eval_points``: 0 (each metric's own number of points) or a whole number >= 100."""
   try:
@@ -327,9 +351,10 @@ def evaluate_kwargs(eval_points: int) -> dict:
 
 
 def row_configs(table: Table, modules: Mapping, *, seeds: int, fraction,
-                scale: Callable, eval_points: int = 0) -> dict[int, tuple]:
+                scale: Callable, eval_points: int = 0,
+                dataset_source: str = "") -> dict[int, tuple]:
   """{row index: (config with ``num_seeds = seeds``, scaled fields)} of the rows with a config
-  (``eval_points``: `shrink_evaluation`)."""
+  (``eval_points``: `shrink_evaluation`; ``dataset_source``: `with_dataset_source`)."""
   out = {}
   for i, row in enumerate(table.rows):
     if row.config is None:
@@ -348,12 +373,14 @@ def row_configs(table: Table, modules: Mapping, *, seeds: int, fraction,
         raise config_lib.ConfigError(f"table {table.name!r}: eval.{field} is not a config field")
       c.eval[field] = value
     shrink_evaluation(c, eval_points)
+    with_dataset_source(c, dataset_source)
     out[i] = (c, scaled)
   return out
 
 
 def plan_table(table: Table, modules: Mapping, *, seeds: int, fraction=1,
-               scale: Callable, eval_points: int = 0) -> list[Program]:
+               scale: Callable, eval_points: int = 0,
+               dataset_source: str = "") -> list[Program]:
   """The programs of ``table`` with ``seeds`` seeds each at ``fraction`` of the schedule.
 
   Args:
@@ -363,12 +390,14 @@ def plan_table(table: Table, modules: Mapping, *, seeds: int, fraction=1,
     fraction: the share of every schedule (1: the paper's).
     scale: ``(config, fraction) -> {field: [before, after]}``, shortening the config in place.
     eval_points: 0, or at most that many points per metric (`shrink_evaluation`).
+    dataset_source: '' (each config's), or 'render': the dSprites runs on the procedural
+      renderer (`with_dataset_source`).
 
   Raises:
     ConfigError: a row's config cannot be built or its runs are invalid.
   """
   built = row_configs(table, modules, seeds=seeds, fraction=fraction, scale=scale,
-                      eval_points=eval_points)
+                      eval_points=eval_points, dataset_source=dataset_source)
   programs, names = [], set()
   for rows, values in group_rows({i: c for i, (c, _) in built.items()}):
     config = config_lib.copy(built[rows[0]][0])

@@ -236,7 +236,7 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
               seeds: Optional[int] = None, fraction=1, command: str = "", dataset=None,
               evaluate_kwargs: Optional[dict] = None, log: Callable = print,
               deadline: Optional[float] = None, eval_points: int = 0,
-              rows: Optional[Collection[int]] = None) -> dict:
+              rows: Optional[Collection[int]] = None, dataset_source: str = "") -> dict:
   """Every program of ``table`` trained, evaluated and tabulated in ``workdir``; the table data.
 
   Args:
@@ -255,6 +255,7 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
     rows: indices of ``table.rows``: only the programs holding one of them are trained and
       evaluated (a program trains its rows together); the table written still has every row,
       so the same workdir later completes the others. None: every program.
+    dataset_source: as `plan.plan_table` ('render': the dSprites runs on the renderer).
 
   Raises:
     plan.BadInput: a bad seed count, fraction or workdir (nothing created), or a workdir in use.
@@ -263,7 +264,7 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
   """
   workdir, seeds, fraction, eval_points, _, programs = _planned(  # before anything is created
       table, workdir, modules, scale=scale, seeds=seeds, fraction=fraction,
-      eval_points=eval_points)
+      eval_points=eval_points, dataset_source=dataset_source)
   evaluate_kwargs = {**plan_lib.evaluate_kwargs(eval_points), **(evaluate_kwargs or {})}
   with holding(workdir):
     return _run_programs(table, workdir, modules, programs, seeds=seeds, fraction=fraction,
@@ -408,7 +409,7 @@ def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int
   return save()
 
 
-def _planned(table, workdir, modules, *, scale, seeds, fraction, eval_points):
+def _planned(table, workdir, modules, *, scale, seeds, fraction, eval_points, dataset_source):
   """(workdir path, seeds, fraction, eval_points, the record or None, the programs): the
   arguments parsed and the workdir checked before anything is created."""
   seeds = table.seeds if seeds is None else plan_lib.parse_seeds(seeds)
@@ -417,7 +418,8 @@ def _planned(table, workdir, modules, *, scale, seeds, fraction, eval_points):
   workdir = paths.as_path(workdir)
   record = check_workdir(workdir, table, seeds=seeds, fraction=fraction, eval_points=eval_points)
   programs = plan_lib.plan_table(table, modules, seeds=seeds, fraction=fraction, scale=scale,
-                                 eval_points=eval_points)
+                                 eval_points=eval_points,
+                                 dataset_source=plan_lib.parse_dataset_source(dataset_source))
   return workdir, seeds, fraction, eval_points, record, programs
 
 
@@ -436,7 +438,8 @@ def program_of(programs, number) -> plan_lib.Program:
 def run_program(table: plan_lib.Table, workdir, modules: Mapping, number, *, scale: Callable,
                 seeds: Optional[int] = None, fraction=1, command: str = "", dataset=None,
                 evaluate_kwargs: Optional[dict] = None, log: Callable = print,
-                deadline: Optional[float] = None, eval_points: int = 0) -> Optional[dict]:
+                deadline: Optional[float] = None, eval_points: int = 0,
+                dataset_source: str = "") -> Optional[dict]:
   """Program ``number`` of ``table`` (from 1, the dry run's order) trained and evaluated alone
   in ``workdir``, which other calls of other programs may share; the table data once every
   program is done (the table is then written), else None.
@@ -450,7 +453,7 @@ def run_program(table: plan_lib.Table, workdir, modules: Mapping, number, *, sca
   from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
   workdir, seeds, fraction, eval_points, record, programs = _planned(
       table, workdir, modules, scale=scale, seeds=seeds, fraction=fraction,
-      eval_points=eval_points)
+      eval_points=eval_points, dataset_source=dataset_source)
   p = program_of(programs, number)
   k = programs.index(p) + 1
   if record is None:

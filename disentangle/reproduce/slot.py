@@ -21,7 +21,10 @@ logic: `parse_slot` checks the input, `run_slot` spends the slot.
    (``ROWS``: ``CONFIG`` or ``CONFIG.VARIANT`` joined by ``+``, e.g.
    ``cascadevae_table1/dsprites_cascade.m6``, the row of config ``dsprites_cascade`` whose
    variant starts with ``m6``); they share the table's folder, so a later entry of the whole
-   table trains only the other rows.
+   table trains only the other rows. Without the official dSprites file a dSprites table fails
+   in one line (`disentangle.data.loading.require_official_dsprites`) and the queue goes on;
+   ``--dataset_source=render`` trains its runs on the procedural renderer on purpose
+   (`plan.with_dataset_source`: scores marked not comparable).
 3. ``DIR`` holds a compact summary, rewritten atomically after the throughput, after each table
    and at the end: ``throughput.json``, ``utilisation.csv`` (the nvidia-smi samples, where they
    exist), ``table.json`` / ``table.md`` (every queued table), ``log_tail.txt`` and ``slot.json``
@@ -103,6 +106,7 @@ class Slot:
   runs: tuple[int, ...] = RUNS
   command: str = ""
   throughput_minutes: Optional[float] = None  # None: THROUGHPUT_SHARE of the slot, at most MAX
+  dataset_source: str = ""  # 'render': the dSprites runs on the renderer (plan.DATASET_SOURCES)
 
   def throughput_s(self) -> float:
     """Seconds of the throughput figures."""
@@ -189,10 +193,12 @@ def _absolute(path):
 
 def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=None,
                smoke: bool = False, redo_throughput: bool = False, command: str = "",
-               throughput_minutes=None, tables: Mapping) -> Slot:
+               throughput_minutes=None, dataset_source=None, tables: Mapping) -> Slot:
   """The command's input checked, nothing created; `plan.BadInput` naming the flag otherwise.
 
   ``tables``: the known tables by name (the command's: `experiments.tables.TABLES`).
+  ``dataset_source``: ``--dataset_source`` (`plan.parse_dataset_source`): 'render' trains every
+  queued run on dSprites (or a set drawn from it) on the procedural renderer.
   """
   from disentangle.reproduce import plan  # pylint: disable=g-import-not-at-top
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
@@ -229,7 +235,8 @@ def parse_slot(*, minutes, out, workdir=None, queue: str = DEFAULT_QUEUE, runs=N
   if not counts or min(counts) < 1:
     raise plan.BadInput(f"--runs: whole numbers >= 1 separated by commas, got {runs!r}")
   entries = parse_queue(queue, tables)
-  slot = Slot(length, out, workdir, entries, smoke, redo_throughput, counts, command, share)
+  slot = Slot(length, out, workdir, entries, smoke, redo_throughput, counts, command, share,
+              plan.parse_dataset_source(dataset_source))
   for entry in entries:  # a folder of something else is refused before anything starts
     run.check_workdir(slot.table_dir(entry), entry.table, seeds=entry.seeds,
                       fraction=entry.fraction)
@@ -386,6 +393,7 @@ def _run_locked(slot: Slot, *, measure, modules, scale, dataset, evaluate_kwargs
   call: dict[str, Any] = {
       "command": slot.command, "status": "running", "device": run.device(),
       "jax_version": jax.__version__, "smoke": slot.smoke,
+      "dataset_source": slot.dataset_source or None,
       "seeds": {e.table.name: e.seeds for e in slot.queue},
       "budget": {"minutes": slot.minutes, "slot_end": _iso(started + slot_s),
                  "deadline": _iso(deadline), "margin_s": round(margin, 1),
@@ -421,6 +429,7 @@ def _run_locked(slot: Slot, *, measure, modules, scale, dataset, evaluate_kwargs
           run.run_table(entry.table, folder, modules, scale=scale, seeds=entry.seeds,
                         fraction=entry.fraction, command=slot.command, dataset=dataset,
                         evaluate_kwargs=evaluate_kwargs, deadline=deadline, rows=entry.rows,
+                        dataset_source=slot.dataset_source,
                         log=lambda line, name=entry.table.name: log(f"{name}: {line}"))
           state["status"] = "done"
         except preemption.Preempted as e:

@@ -123,7 +123,12 @@ def _norm(v):
 
 
 def load_training_data(config):
-  """The training set ``dataset.name`` / ``dataset.train_split``; says which folder it reads."""
+  """The training set ``dataset.name`` / ``dataset.train_split``; says which folder it reads.
+
+  A dSprites-based set with ``dataset.source='auto'`` needs the official file unless the config
+  takes stand-ins (``dataset.synthetic_if_missing``, set by the smoke variants): a paper run never
+  trains on the procedural renderer by accident; without the file it stops here, before anything
+  is compiled or written, in one line (`data.loading.require_official_dsprites`)."""
   d = config.dataset
   data_lib.check_split(d.name, d.train_split, "dataset.train_split")
   data_lib.check_variant_draw(d)
@@ -136,7 +141,8 @@ def load_training_data(config):
                                synthetic_if_missing=d.synthetic_if_missing,
                                allow_download=d.allow_download, **data_lib.tfds_kwargs(d),
                                unfair=data_lib.unfair_settings(d),
-                               variant_draw=d.variant_draw)
+                               variant_draw=d.variant_draw,
+                               render_if_missing=bool(d.synthetic_if_missing))
 
 
 def _all_finite(tree) -> jax.Array:
