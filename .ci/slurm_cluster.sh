@@ -9,6 +9,10 @@
 # node's spool are cleared before each start, so that a start never sees the jobs of the last.
 # The node's CPUs and memory are what `slurmd -C` reports (SLURM_CPUS=N overrides the CPUs, so
 # that a two-core machine can run more one-CPU tasks at once).
+# Short waits for tests: a requeued job may start again 6 s after its requeue, not two minutes
+# (AuthInfo's cred_expire, Slurm's least: also the time a job step's credential stays valid, ample
+# on one node), and pending jobs are tried every second (the main scheduler and the backfill one,
+# else every 60 and 30 s), so that one whose start time has come starts within the second.
 set -euo pipefail
 
 CONF_DIR=/etc/slurm
@@ -55,6 +59,8 @@ SlurmctldHost=$node(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=cred_expire=5
+SchedulerParameters=sched_interval=1,bf_interval=1
 StateSaveLocation=$STATE
 SlurmdSpoolDir=$SPOOL
 SlurmctldPidFile=/run/slurmctld.pid

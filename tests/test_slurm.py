@@ -6,6 +6,13 @@ processes under ``srun -n 2`` equal to its one-process run.
 They need a running cluster (``.ci/slurm_cluster.sh`` starts a one-node one, as root): without
 one they are skipped with the reason, unless ``DISENTANGLE_REQUIRE_SLURM=1`` (CI, on the stack
 that starts the cluster), where they fail.
+
+What keeps them short: the table's processes (its tasks, its render task and its one-machine run)
+at XLA's optimisation level 1 (`TABLE_ENV`: program 2's 300 steps cost more than the compilations
+the tests' level 0 saves); the one-machine runs beside the cluster's jobs, the table's started
+once a core is free and the compilations it shares with the tasks are in the persistent cache;
+that cluster holding a requeued task for 6 s rather than two minutes (``.ci/slurm_cluster.sh``),
+which the requeued task waits out by itself.
 """
 import json
 import os
@@ -24,6 +31,14 @@ pytestmark = pytest.mark.slow
 
 REQUIRE = "DISENTANGLE_REQUIRE_SLURM"
 TABLE = ("--tables=tests.cluster_tables", "--table=tiny2")
+# The environment of the table's processes (sbatch passes the submitting one's to the tasks): at
+# the tests' `--xla_backend_optimization_level=0` (tests/conftest.py) program 2's 300 steps take
+# four times as long as at level 1, which compiles as fast; the one-machine table costs half the
+# CPU seconds at level 1, and a quarter less than at XLA's default (3).
+TABLE_ENV = {"XLA_FLAGS": " ".join([
+    *(flag for flag in os.environ.get("XLA_FLAGS", "").split()
+      if not flag.startswith("--xla_backend_optimization_level")),
+    "--xla_backend_optimization_level=1"])}
 
 
 def _no_cluster() -> str | None:
@@ -58,6 +73,26 @@ def _run(*args, timeout=120, check=True, env=None) -> subprocess.CompletedProces
   return proc
 
 
+def _start(*args, log, env=None) -> subprocess.Popen:
+  """``args`` started in the background, its output (both streams) written to file ``log``."""
+  with open(log, "w") as out:
+    return subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT, text=True,
+                            cwd=helpers.REPO, env=None if env is None else dict(os.environ, **env))
+
+
+def _finished(proc: subprocess.Popen, log, timeout: float) -> str:
+  """The output of ``proc`` (`_start`), once it ended with status 0 within ``timeout`` s."""
+  try:
+    proc.wait(timeout=timeout)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  out = log.read_text()
+  assert proc.returncode == 0, (proc.args, proc.returncode, out[-4000:])
+  return out
+
+
 def _until(what: str, condition, timeout: float, every: float = 0.5):
   """``condition()``'s first true value, polled; fails naming ``what`` after ``timeout`` s."""
   end = time.time() + timeout
@@ -82,46 +117,53 @@ def _queued(*jobs: str) -> str:
 @pytest.fixture(scope="module")
 def submitted(cluster, tmp_path_factory):
   """The table submitted (``--submit=slurm``), program 2's task stopped by ``scancel
-  --signal=TERM`` once its first checkpoint is written, requeued (its start made due at once:
-  Slurm holds a requeued job about two minutes) and waited for with the render task:
-  (workdir, array job id, render job id, the submission's output)."""
+  --signal=TERM`` once its first checkpoint is written, requeued by its script and started again
+  by Slurm (after the cluster's requeue hold), waited for with the render task; the same table
+  run on one machine beside it (started once program 1's task has ended: the compilations of
+  both programs' training are in the persistent cache by then): (workdir, array job id, render
+  job id, the submission's output, the one-machine run (`_start`), its workdir, its log)."""
   del cluster
   workdir = tmp_path_factory.mktemp("slurm") / "table"
+  here = tmp_path_factory.mktemp("one_machine")
   out = _run(sys.executable, "-m", "experiments.reproduce", *TABLE, f"--workdir={workdir}",
-             "--submit=slurm", "--slurm_time=30:00", timeout=300).stdout
+             "--submit=slurm", "--slurm_time=30:00", timeout=300, env=TABLE_ENV).stdout
   job, after = re.search(r"submitted array job (\d+) .* and job (\d+)", out).groups()
+  one_machine = None
   try:
     long = workdir / "runs" / "tiny_experiment_long"
     _until("program 2's first checkpoint", lambda: (long / "checkpoints" / str(
         cluster_tables.LONG_CHECKPOINTS)).is_dir(),
            timeout=600, every=0.2)
     _run("scancel", "--signal=TERM", f"{job}_2")
-    _until("program 2's task requeued", lambda: _job(f"{job}_2").get("Restarts") == "1" and
-           _job(f"{job}_2").get("JobState") == "PENDING", timeout=120)
-    # Slurm holds a requeued job ~2 minutes; started at once, the node would refuse it (the
-    # killed task's credential is revoked up to the second of the kill): a few seconds suffice.
-    time.sleep(5)
-    _run("scontrol", "update", f"JobId={job}_2", "StartTime=now")
+    _until(f"program 1's task to end ({_queued(job)!r})", lambda: f"{job}_1 " not in _queued(job),
+           timeout=600)
+    one_machine = _start(sys.executable, "-m", "experiments.reproduce", *TABLE,
+                         f"--workdir={here / 'table'}", log=here / "log", env=TABLE_ENV)
     _until(f"jobs {job} and {after} to end ({_queued(job, after)!r})",
-           lambda: not _queued(job, after).strip(), timeout=900, every=2)
+           lambda: not _queued(job, after).strip(), timeout=900)
   except BaseException:
     subprocess.run(["scancel", job, after], check=False)
+    if one_machine is not None:
+      one_machine.kill()
+      one_machine.wait()
     raise
-  return workdir, job, after, out
+  yield workdir, job, after, out, one_machine, here / "table", here / "log"
+  if one_machine.poll() is None:
+    one_machine.kill()
+    one_machine.wait()
 
 
-def test_a_submitted_table_is_rendered_equal_to_the_table_run_on_one_machine(submitted, tmp_path):
+def test_a_submitted_table_is_rendered_equal_to_the_table_run_on_one_machine(submitted):
   """The array's table (written by the task that ended last, and again by the render task) has
   the numbers of the same table trained and evaluated by the same command on one machine, one
   program after the other (program 2 there never stopped); the submission printed its tasks,
   jobs and progress command."""
-  workdir, job, after, out = submitted
+  workdir, job, after, out, one_machine, one_machine_dir, log = submitted
   assert "task 1: program 1 (tiny_experiment_short)" in out and f"squeue --jobs={job},{after}" \
       in out and "--render" in out
   assert _job(after).get("JobState") == "COMPLETED", _job(after)
-  _run(sys.executable, "-m", "experiments.reproduce", *TABLE, f"--workdir={tmp_path}",
-       timeout=900)
-  here = json.loads((tmp_path / "table.json").read_text())
+  _finished(one_machine, log, timeout=900)
+  here = json.loads((one_machine_dir / "table.json").read_text())
   there = json.loads((workdir / "table.json").read_text())
   assert [line["status"] for line in there["lines"]] == ["evaluated", "evaluated"]
   assert helpers.without_places(there["lines"]) == helpers.without_places(here["lines"])
@@ -132,7 +174,7 @@ def test_a_task_stopped_by_sigterm_is_requeued_and_resumes_from_its_checkpoint(s
   """Program 2's task: stopped in training with a checkpoint (exit 143), requeued by its
   script, started again, resumed from that checkpoint (not from the start) to its last step;
   program 1's task ran once; submitting again finds nothing to do."""
-  workdir, job, _, _ = submitted
+  workdir, job = submitted[:2]
   log = (workdir / "slurm" / f"{job}_2.out").read_text()
   assert "task 2 (start 0)" in log and "task 2 (start 1)" in log, log
   assert "stopped by SIGTERM" in log and "stopped with a checkpoint: requeued" in log, log
@@ -154,7 +196,7 @@ def test_a_program_under_srun_n_2_equals_its_one_process_run(cluster, tmp_path):
   """``srun -n 2 python -m experiments.X --config.distributed.initialize=True`` (JAX finds the
   coordinator, the process count and each process's rank in Slurm's environment; one CPU
   device each) trains the same metrics lines as the same command in one process of two
-  devices."""
+  devices (the two side by side)."""
   del cluster
   config = ("-m", "experiments.mnist_cascade", "--config=experiments/configs/mnist_cascade.py:"
             "smoke", "--config.num_steps=4", "--config.checkpoint_every=2",
@@ -162,9 +204,16 @@ def test_a_program_under_srun_n_2_equals_its_one_process_run(cluster, tmp_path):
             "--config.progress_bar=False")
   one = tmp_path / "one"
   xla = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-  _run(sys.executable, *config, f"--workdir={one}", timeout=600, env={"XLA_FLAGS": xla})
+  one_process = _start(sys.executable, *config, f"--workdir={one}", log=tmp_path / "one.log",
+                       env={"XLA_FLAGS": xla})
   two = tmp_path / "two"
-  proc = _run("srun", "-n", "2", "--time=20:00", sys.executable, *config,
-              "--config.distributed.initialize=True", f"--workdir={two}", timeout=900)
+  try:
+    proc = _run("srun", "-n", "2", "--time=20:00", sys.executable, *config,
+                "--config.distributed.initialize=True", f"--workdir={two}", timeout=900)
+  except BaseException:
+    one_process.kill()
+    one_process.wait()
+    raise
+  _finished(one_process, tmp_path / "one.log", timeout=600)
   assert proc.stdout.count(f"done: {two}") == 2, proc.stdout
   helpers.assert_same_metrics(one, two)
