@@ -87,8 +87,9 @@ XLA_FLAG_VARIANTS = ("--xla_gpu_enable_triton_gemm=false",
                      "--xla_gpu_enable_latency_hiding_scheduler=true")
 
 
-class Stopped(Exception):
-  """SIGTERM or SIGINT arrived: the command ends with its closing line."""
+class Stopped(BaseException):
+  """SIGTERM or SIGINT arrived: the command ends with its closing line. Not an ``Exception``,
+  so that no stage's handler of a failure (a candidate's timing) takes it for one."""
 
 
 def config_of(overrides: dict[str, Any], smoke: bool):
@@ -146,10 +147,20 @@ def rendered_images(count: int, seed: int) -> np.ndarray:
   return dsprites.render_factors(factors).astype(np.float32)[..., None]
 
 
-def _method(overrides: dict[str, Any], smoke: bool):
+def candidate(overrides: dict[str, Any], smoke: bool):
+  """(config, method after t_d) of ``overrides`` over :func:`config_of`'s base config: what the
+  fidelity trains (:data:`REFERENCE`) or judges (a candidate) under."""
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   c = config_of(overrides, smoke)
   return c, methods.build(c, throughput.image_shape(c)).for_phase(True)
+
+
+def settings(config) -> dict[str, Any]:
+  """The settings of ``config`` that a fidelity line names."""
+  return {"conv_impl": config.model.conv_impl, "dtype": config.model.dtype,
+          "precision": config.model.precision,
+          "reuse_passes": bool(config.cascade.reuse_passes),
+          "assignment_overlap": bool(config.assignment_overlap)}
 
 
 def codes(method, penalty: float, params, images, key) -> np.ndarray:
@@ -170,7 +181,7 @@ class Fidelity:
 
   def __init__(self, smoke: bool, warmup: int, num_images: int):
     self.smoke = smoke
-    c, method = _method(REFERENCE, smoke)
+    c, method = candidate(REFERENCE, smoke)
     self.penalty = float(c.cascade.penalty)
     state = jax.jit(method.init)(jax.random.PRNGKey(0))
     step = jax.jit(method.train_step)
@@ -188,16 +199,13 @@ class Fidelity:
     self.loss = float(step(state, self.batch)[1]["loss"])
 
   def of(self, overrides: dict[str, Any]) -> dict[str, Any]:
-    c, method = _method(overrides, self.smoke)
+    c, method = candidate(overrides, self.smoke)
     mine = codes(method, self.penalty, self.state.params, self.images, self.key)
     loss = float(jax.jit(method.train_step)(self.state, self.batch)[1]["loss"])
     return {"codes_changed": float(np.mean(mine != self.codes)),
             "eps_codes_changed": self.eps_spread,
             "loss_rel_diff": abs(loss - self.loss) / abs(self.loss),
-            "settings": {"conv_impl": c.model.conv_impl, "dtype": c.model.dtype,
-                         "precision": c.model.precision,
-                         "reuse_passes": bool(c.cascade.reuse_passes),
-                         "assignment_overlap": bool(c.assignment_overlap)},
+            "settings": settings(c),
             "warmup_updates": self.warmup, "images": len(self.images)}
 
 

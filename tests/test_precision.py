@@ -26,6 +26,37 @@ def _operand_dtypes(jaxpr, primitives=("conv_general_dilated", "dot_general")) -
   return found
 
 
+def _operand_dtypes_by_layer(jaxpr, layers, prefix="") -> dict[str, set[str]]:
+  """{layer: the operand dtypes of its convolutions and dots} in ``jaxpr`` (sub-jaxprs of
+  custom_vjp, pjit, ... included), each op named by the first of ``layers`` in its name stack
+  (flax's module names, under jvp / transpose)."""
+  found: dict[str, set[str]] = {}
+  for eqn in jaxpr.eqns:
+    stack = "/".join(filter(None, [prefix, str(eqn.source_info.name_stack)]))
+    if eqn.primitive.name in ("conv_general_dilated", "dot_general"):
+      layer = next((n for n in stack.split("/") if n in layers), stack)  # unnamed: its stack
+      found.setdefault(layer, set()).update(str(v.aval.dtype) for v in eqn.invars)
+    for sub in jax_core.jaxprs_in_params(eqn.params):
+      for layer, dtypes in _operand_dtypes_by_layer(sub, layers, stack).items():
+        found.setdefault(layer, set()).update(dtypes)
+  return found
+
+
+@pytest.mark.parametrize("conv_impl", ["flax", "fast", "phase", "gemm"])
+def test_bfloat16_decoder_computes_its_logits_layer_in_float32(conv_impl):
+  """The dSprites decoder under ``model.dtype='bfloat16'``, its forward and its gradient: the
+  logits layer's convolutions or matmuls take float32 operands, every earlier layer's bfloat16."""
+  decoder = networks.Decoder(image_shape=(64, 64, 1), conv_impl=conv_impl, dtype="bfloat16")
+  latent = jax.ShapeDtypeStruct((2, 10), jnp.float32)
+  params = jax.eval_shape(decoder.init, jax.random.PRNGKey(0), latent)
+  layers = [name for name, _, _ in networks.decoder_layers(decoder)]
+  assert layers[-1] == "logits"
+  jaxpr = jax.make_jaxpr(jax.value_and_grad(lambda p, z: jnp.sum(decoder.apply(p, z)),
+                                            argnums=(0, 1)))(params, latent).jaxpr
+  assert _operand_dtypes_by_layer(jaxpr, set(layers)) == {
+      name: {"float32" if name == "logits" else "bfloat16"} for name in layers}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("conv_impl", ["gemm", "flax"])
 def test_bfloat16_step_keeps_float32_where_the_policy_says(conv_impl):

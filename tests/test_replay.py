@@ -1,5 +1,7 @@
 """No decoder forward computed twice after t_d (`disentangle.nn.replay`): the update's pass taken
 from CascadeVAE's S passes (Algorithm 1, Eq. 6) has the loss and gradient of the pass recomputed."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -35,39 +37,66 @@ def test_replayed_rows_have_the_gradient_of_their_pass(conv_impl):
     np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(w))))
 
 
-def _loss_and_grads(runs, reuse, **fields):
-  config = helpers.tiny_config("cascadevae", **{"cascade.reuse_passes": reuse,
-                                                "cascade.penalty": 0.01, **fields})
+def _updates(conv_impl, dtype, batching):
+  """{reuse: ((loss, reconstruction, d, grads) of one run, the same of two vmapped runs)} of the
+  update after t_d reusing the S passes (True) and recomputing its pass (False): one compiled
+  program for the four, at the same parameters and images."""
   data = helpers.TinyImages()
-  method = methods.build(config, data.image_shape).for_phase(True)
-  params = jax.vmap(lambda k: method.init(k).params)(jax.random.split(jax.random.PRNGKey(0), runs))
-  x = jnp.asarray(data.get_images(np.arange(16 * runs))).reshape((runs, 16) + data.image_shape)
+  x = jnp.asarray(data.get_images(np.arange(32))).reshape((2, 16) + data.image_shape)
+  built = {reuse: methods.build(helpers.tiny_config("cascadevae", **{
+      "cascade.reuse_passes": reuse, "cascade.penalty": 0.01, "model.conv_impl": conv_impl,
+      "model.dtype": dtype, "cascade.unary_batching": batching}), data.image_shape).for_phase(True)
+           for reuse in (True, False)}
+  assert {reuse: m.reuses_passes for reuse, m in built.items()} == {True: True, False: False}
 
-  def one(p, image):
+  def update(method, p, image):
     (loss, (metrics, d)), grads = jax.value_and_grad(
         lambda p: (lambda r: (r[0], r[1:]))(method.terms(p["vae"], {"image": image},
                                                          jax.random.PRNGKey(3), 10)),
         has_aux=True)(p)
     return loss, metrics["reconstruction"], d, grads
 
-  if runs == 1:
-    return jax.jit(lambda p, x: one(*jax.tree_util.tree_map(lambda a: a[0], (p, x))))(params, x)
-  return jax.jit(jax.vmap(one))(params, x)
+  def both(p, x):
+    first = jax.tree_util.tree_map(lambda a: a[0], (p, x))
+    return {reuse: (update(m, *first), jax.vmap(functools.partial(update, m))(p, x))
+            for reuse, m in built.items()}
+
+  return jax.jit(both)(_initial_params(), x)
 
 
+@functools.cache
+def _initial_params():
+  """Two runs' initial parameters of the tiny CascadeVAE: one tree under every ``conv_impl`` and
+  ``dtype`` (the parameters stay float32)."""
+  method = methods.build(helpers.tiny_config("cascadevae"), helpers.TinyImages().image_shape)
+  return jax.jit(jax.vmap(lambda k: method.init(k).params))(
+      jax.random.split(jax.random.PRNGKey(0), 2))
+
+
+# (loss and reconstruction rtol, gradient rtol, gradient atol over the largest |gradient|) per
+# ``model.dtype``. Under bfloat16 both updates run the same bfloat16 layers on the same rows (bit
+# for bit on XLA:CPU); a backend may sum S*B rows in another float32 order than B rows, and the
+# bound stays below what one bfloat16 rounding of the logits' cotangent moves (~5e-3).
+TOLERANCES = {"float32": (1e-6, 1e-4, 1e-5), "bfloat16": (1e-5, 1e-3, 1e-3)}
+
+
+# Every convolution form a GPU or TPU may resolve to (``model.conv_impl``), in float32 and
+# bfloat16, each unary batching under each dtype.
 @pytest.mark.slow
-@pytest.mark.parametrize("runs, conv_impl, batching", [(2, "flax", "per_class"),
-                                                       (2, "fast", "stacked"),
-                                                       (1, "fast", "per_class"),
-                                                       (1, "flax", "stacked")])
-def test_the_update_reusing_the_passes_equals_the_recomputed_pass(runs, conv_impl, batching):
-  fields = {"model.conv_impl": conv_impl, "cascade.unary_batching": batching}
-  (loss, rec, d, grads), (loss0, rec0, d0, grads0) = (
-      _loss_and_grads(runs, reuse, **fields) for reuse in (True, False))
-  np.testing.assert_array_equal(d, d0)
-  np.testing.assert_allclose(loss, loss0, rtol=1e-6)
-  np.testing.assert_allclose(rec, rec0, rtol=1e-6)
-  for path, g in jax.tree_util.tree_leaves_with_path(grads):
-    g0 = np.asarray(dict(jax.tree_util.tree_leaves_with_path(grads0))[path])
-    np.testing.assert_allclose(g, g0, rtol=1e-4, atol=1e-5 * float(np.max(np.abs(g0))),
-                               err_msg=jax.tree_util.keystr(path))
+@pytest.mark.parametrize("conv_impl, dtype, batching", [
+    ("flax", "float32", "per_class"), ("flax", "bfloat16", "stacked"),
+    ("fast", "float32", "stacked"), ("fast", "bfloat16", "per_class"),
+    ("phase", "float32", "per_class"), ("phase", "bfloat16", "stacked"),
+    ("gemm", "float32", "stacked"), ("gemm", "bfloat16", "per_class")])
+def test_the_update_reusing_the_passes_equals_the_recomputed_pass(conv_impl, dtype, batching):
+  out = _updates(conv_impl, dtype, batching)
+  rtol, grad_rtol, grad_atol = TOLERANCES[dtype]
+  for runs, reused, recomputed in zip((1, 2), out[True], out[False], strict=True):
+    (loss, rec, d, grads), (loss0, rec0, d0, grads0) = reused, recomputed
+    np.testing.assert_array_equal(d, d0, err_msg=f"{runs} runs")
+    np.testing.assert_allclose(loss, loss0, rtol=rtol, err_msg=f"{runs} runs")
+    np.testing.assert_allclose(rec, rec0, rtol=rtol, err_msg=f"{runs} runs")
+    for path, g in jax.tree_util.tree_leaves_with_path(grads):
+      g0 = np.asarray(dict(jax.tree_util.tree_leaves_with_path(grads0))[path])
+      np.testing.assert_allclose(g, g0, rtol=grad_rtol, atol=grad_atol * float(np.max(np.abs(g0))),
+                                 err_msg=f"{runs} runs: {jax.tree_util.keystr(path)}")
