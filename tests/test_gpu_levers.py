@@ -132,4 +132,5 @@ def test_sigterm_keeps_every_line_and_closes_with_the_choice(tmp_path):
   lines = [json.loads(line) for line in text.splitlines()]
   assert lines[0]["kind"] == "start" and lines[1]["kind"] == "timing"
   assert lines[-1]["kind"] == "choice" and lines[-1]["stopped_by"] == "SIGTERM"
+  assert lines[-1]["bound"] in ("stopped by SIGTERM", "the profile's top kernels")
   assert [line["kind"] for line in lines].count("choice") == 1
