@@ -96,6 +96,18 @@ class Stopped(BaseException):
   so that no stage's handler of a failure (a candidate's timing) takes it for one."""
 
 
+# The signal that arrived, if one did. The handler raises wherever the main thread is, and some
+# places swallow what it raises (a garbage-collector callback of JAX's reports it as unraisable; a
+# host callback of a compiled step turns it into JAX's runtime error): every check of the deadline
+# and every candidate's failure handler look at this record too.
+_STOPPED_BY: list[str] = []
+
+
+def _reraise_if_stopped(error: Exception) -> None:
+  if _STOPPED_BY:
+    raise Stopped(_STOPPED_BY[0]) from error
+
+
 def config_of(overrides: dict[str, Any], smoke: bool):
   """dSprites CascadeVAE ``m6`` (``m6,smoke`` with ``smoke``) with ``overrides``."""
   from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
@@ -231,7 +243,9 @@ def profile(overrides, count: int, smoke: bool, steps: int, device: str) -> list
 def _stop_on_signals():
   def stop(signum, frame):
     del frame
-    raise Stopped(signal.Signals(signum).name)
+    _STOPPED_BY.append(signal.Signals(signum).name)
+    raise Stopped(_STOPPED_BY[0])
+  _STOPPED_BY.clear()
   old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
   try:
     yield
@@ -246,7 +260,11 @@ def measure(*, emit: Callable[..., dict], smoke: bool, runs: Sequence[int], dead
   """The stages of the module docstring until ``deadline`` (a ``time.time()``), each figure
   ``emit``-ted as measured; returns the closing record (also emitted)."""
   from benchmarks import gpu_lowering  # pylint: disable=g-import-not-at-top
-  left = lambda: deadline - time.time()
+
+  def left() -> float:  # seconds to the deadline; a stop that a library swallowed ends it here
+    if _STOPPED_BY:
+      raise Stopped(_STOPPED_BY[0])
+    return deadline - time.time()
   timing = throughput.TIMING[smoke]
   wanted = names or (SMOKE_CANDIDATES if smoke else [n for n, _ in CANDIDATES])
   candidates = [(n, o) for n, o in CANDIDATES if n in wanted]
@@ -269,6 +287,7 @@ def measure(*, emit: Callable[..., dict], smoke: bool, runs: Sequence[int], dead
           inspect=(lambda compiled, p: census.__setitem__(p, kernel_census(compiled.as_text())))
           if on_gpu else None).get(phase)
     except Exception as e:  # pylint: disable=broad-except  # one candidate's failure is a figure
+      _reraise_if_stopped(e)
       emit("timing", candidate=name, runs=count, phase=phase, failed=str(e).splitlines()[0][:300])
       return None
     if record is None:
@@ -364,6 +383,13 @@ def measure(*, emit: Callable[..., dict], smoke: bool, runs: Sequence[int], dead
       choose()
   except subprocess.TimeoutExpired:
     pass
+  except Exception as e:  # pylint: disable=broad-except
+    try:
+      _reraise_if_stopped(e)
+    except Stopped as stop:
+      closing.update(stopped_by=str(stop), bound=f"stopped by {stop}")
+    else:
+      raise
   closing["spent_s"] = round(time.time() - started, 1)
   return emit("choice", **closing, environment=throughput.environment())
 
