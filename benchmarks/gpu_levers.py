@@ -374,22 +374,17 @@ def measure(*, emit: Callable[..., dict], smoke: bool, runs: Sequence[int], dead
             env=env, capture_output=True, text=True, timeout=max(left(), 1), check=False)
         for line in out.stdout.splitlines():
           if line.startswith('{"kind": "timing"'):
-            emit("xla_flags", xla_flags=variant, **json.loads(line))
-  except Stopped as e:
-    closing["stopped_by"] = str(e)
-    if not closing["top_kernels"]:
-      closing["bound"] = f"stopped by {e}"
-    if not closing["chosen"] and agree:
-      choose()
+            record = json.loads(line)
+            del record["kind"]
+            emit("xla_flags", xla_flags=variant, **record)
   except subprocess.TimeoutExpired:
     pass
-  except Exception as e:  # pylint: disable=broad-except
-    try:
-      _reraise_if_stopped(e)
-    except Stopped as stop:
-      closing.update(stopped_by=str(stop), bound=f"stopped by {stop}")
-    else:
+  except BaseException as e:  # pylint: disable=broad-except  # a stop, or an error a stop caused
+    if not (isinstance(e, Stopped) or _STOPPED_BY):
       raise
+    closing["stopped_by"] = _STOPPED_BY[0] if _STOPPED_BY else str(e)
+    if not closing["top_kernels"]:
+      closing["bound"] = f"stopped by {closing['stopped_by']}"
   closing["spent_s"] = round(time.time() - started, 1)
   return emit("choice", **closing, environment=throughput.environment())
 
