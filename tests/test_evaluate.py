@@ -115,6 +115,23 @@ def test_evaluate_run_matches_direct_computation(trained, tmp_path):
 
 
 @pytest.mark.slow
+def test_evaluate_run_computes_only_the_metrics_named(trained, tmp_path):
+  workdir = _copy(trained, tmp_path)
+  data = trained[2]
+  every = evaluate_run.evaluate_run(workdir, dataset=data, write=False)
+  assert {"accuracy", "information"} <= set(every["metrics"])
+  named = evaluate_run.evaluate_run(workdir, dataset=data, write=False, metrics=("accuracy",))
+  assert set(named["metrics"]) == {"accuracy"}
+  assert named["metrics"]["accuracy"]["value"] == every["metrics"]["accuracy"]["value"]
+  assert named["settings"]["metrics"] == ("accuracy",)
+
+
+def test_evaluate_run_refuses_an_unknown_metric_before_reading_the_run(tmp_path):
+  with pytest.raises(config_lib.ConfigError, match=r"^metrics: 'score' not registered; known: "):
+    evaluate_run.evaluate_run(tmp_path / "absent", metrics=("accuracy", "score"))
+
+
+@pytest.mark.slow
 def test_evaluate_earlier_step_is_flagged_not_final(trained, tmp_path):
   workdir = _copy(trained, tmp_path)
   _, config, data, _ = trained

@@ -356,6 +356,8 @@ def test_a_tiny_table_trains_evaluates_resumes_without_retraining_and_prints(tmp
     for s in line["per_seed"]:
       res = json.loads((tmp_path / s["run_dir"] / "results.json").read_text())
       assert res["checkpoint"]["step"] == 2 and res["checkpoint"]["final"]
+      # the table's metrics only (the run alone would also have 'information', 'mig', ...)
+      assert set(res["metrics"]) == {"accuracy"} and res["settings"]["metrics"] == ["accuracy"]
       values.append(100 * res["metrics"]["accuracy"]["value"])
     cell = line["metrics"]["accuracy"]["final"]
     assert cell["mean"] == pytest.approx(np.mean(values))

@@ -3,7 +3,8 @@
 Restores a checkpoint read-only (`checkpoint.Checkpointer(read_only=True)`: never saves, deletes
 or cleans, so a running run can be evaluated; the latest complete checkpoint, or ``step``; every
 seed of a multi-seed run) and runs every registered metric (`disentangle.metrics.registry`,
-stage ``"run"``) in the papers' protocols:
+stage ``"run"``; or the ``metrics`` named, as a paper table's evaluation does) in the papers'
+protocols:
 
 - ``factor_score``: CascadeVAE supplement C (800 votes x 100 examples, global variances over the
   whole dataset, KL pruning at 0.1, the discrete code included unless ``eval.use_discrete`` says
@@ -50,7 +51,7 @@ import datetime
 import json
 import pathlib
 import time
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import jax
 import ml_collections
@@ -261,6 +262,7 @@ class RunSettings:
   # or 0, has every metric encode the points it samples
   whole_dataset_max: int = encodings.WHOLE_DATASET_MAX
   variance_points: Optional[int] = None  # the score's global variances: None = its protocol's
+  metrics: Optional[tuple] = None  # the registered metrics computed: None = every one
 
   def overrides(self) -> dict:
     """Per-metric settings on top of `registry.settings_of` (``config.eval``)."""
@@ -357,8 +359,8 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
     rep_eval = metrics.encode_in_batches(host_fn, dataset.get_images(indices), batch)
   inputs.rep = rep_eval
   errors = {}
-  out, metric_t = registry.run(inputs, config.eval, overrides=settings.overrides(),
-                               errors=errors)
+  out, metric_t = registry.run(inputs, config.eval, names=settings.metrics,
+                               overrides=settings.overrides(), errors=errors)
   timings.update(metric_t)
   if errors:
     out["not_computed"] = errors  # {metric: 'metric: cause'}
@@ -391,7 +393,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                  whole_dataset_max: int = encodings.WHOLE_DATASET_MAX,
                  variance_points: Optional[int] = None,
                  conv_impl: Optional[str] = None, eval_overrides: Optional[dict] = None,
-                 write: bool = True, selected_too: bool = True,
+                 metrics: Optional[Sequence[str]] = None, write: bool = True,
+                 selected_too: bool = True,
                  deadline: Optional[float] = None, metric_s: float = 0.0) -> dict:
   """Evaluates the checkpoint of ``workdir`` at ``step`` (default latest), read-only.
 
@@ -417,6 +420,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
       float rounding); recorded.
     eval_overrides: ``config.eval`` / ``config.dataset`` fields to change before evaluating,
       e.g. ``{"eval.mig_estimator": "sampled", "dataset.eval_name": "dsprites"}``; recorded.
+    metrics: the registered metrics to compute (a paper table's cells, e.g.
+      ``("factor_score",)``); None: every one that applies. Recorded.
     write: write ``results.json`` and ``report.md`` (per seed, plus a summary for several seeds).
     selected_too: also evaluate the checkpoint kept by ``eval.select`` (``checkpoints_best``) and
       write the labelled ``final`` / ``selected`` blocks.
@@ -430,6 +435,12 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   Returns:
     The results of a single run, or ``{"workdir", "checkpoint", "seeds": [per-seed results]}``.
   """
+  if metrics is not None:
+    unknown = sorted(set(metrics) - set(registry.METRICS))
+    if unknown:
+      raise config_lib.ConfigError(f"metrics: {', '.join(map(repr, unknown))} not registered; "
+                                   f"known: {', '.join(registry.METRICS)}")
+    metrics = tuple(metrics)
   workdir = paths.as_path(workdir)
   config, run_dirs = locate_run(workdir)
   if conv_impl is not None:
@@ -450,7 +461,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   params, facts = restore_params(workdir, config, method, step)
   settings = RunSettings(factor_score_votes, vote_batch, mig_points,
                          encode_batch_size or encodings.default_batch_size(),
-                         whole_dataset_max=int(whole_dataset_max), variance_points=variance_points)
+                         whole_dataset_max=int(whole_dataset_max), variance_points=variance_points,
+                         metrics=metrics)
   jitted = _Jitted(encodings.jit_represent(method, config), host.jit(method.decode, config),
                    host.jit(method.reconstruct, config))
   if deadline is not None:

@@ -339,13 +339,16 @@ def shrink_evaluation(c, eval_points: int) -> None:
         c.eval[flag] = False
 
 
-def evaluate_kwargs(eval_points: int) -> dict:
-  """`evaluate_run`'s arguments for ``eval_points`` (the run stage's own metrics: MIG's points,
-  the disentanglement score's votes of 100 examples and its variance points; the data set is
-  not encoded whole, each metric encodes the points it samples); {} for 0."""
+def evaluate_kwargs(eval_points: int, metrics: Sequence[str] = ()) -> dict:
+  """`evaluate_run`'s arguments for a table's evaluation: only ``metrics`` (the table's cells;
+  the runs' other metrics are ``experiments.evaluate``'s), and for ``eval_points`` > 0 the run
+  stage's own numbers of points (MIG's points, the disentanglement score's votes of 100 examples
+  and its variance points; the data set is not encoded whole, each metric encodes the points it
+  samples)."""
+  out = {"metrics": tuple(metrics)} if metrics else {}
   if not eval_points:
-    return {}
-  return {"mig_points": int(eval_points), "variance_points": int(eval_points),
+    return out
+  return {**out, "mig_points": int(eval_points), "variance_points": int(eval_points),
           "factor_score_votes": max(1, int(eval_points) // MIN_EVAL_POINTS),
           "whole_dataset_max": 0}
 
