@@ -341,7 +341,8 @@ def test_eval_points_shrink_every_metric_and_are_recorded_and_checked(tmp_path):
   data = {"paper": "p", "title": "t", "protocol": "x", "fraction": "1/1000", "run_steps": 1,
           "seeds": 1, "titles": {}, "metrics": [], "selected": False, "std_ddof": 0,
           "lines": [], "evaluation": plan.evaluation_words(500)}
-  assert "- evaluation: shrunk (--eval_points=500)" in render.markdown(data)
+  assert ("- evaluation: the table's metrics only (a run's others: python -m "
+          "experiments.evaluate), shrunk (--eval_points=500)") in render.markdown(data)
 
 
 def test_a_run_stage_asked_for_fewer_points_samples_them_instead_of_the_whole_set():

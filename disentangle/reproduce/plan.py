@@ -441,10 +441,11 @@ def _seed_words(seeds: Sequence[int]) -> str:
 
 def evaluation_words(eval_points: int) -> str:
   """How the runs are evaluated, in words (``table.md``, the dry run)."""
+  only = "the table's metrics only (a run's others: python -m experiments.evaluate), "
   if not eval_points:
-    return "each metric's own number of points"
+    return only + "each on its own number of points"
   kw = evaluate_kwargs(eval_points)
-  return (f"shrunk (--eval_points={eval_points}): the suite on {eval_points} train / "
+  return (only + f"shrunk (--eval_points={eval_points}): the suite on {eval_points} train / "
           f"{max(1, eval_points // 2)} test points (downstream sizes up to {eval_points}), MIG "
           f"on {kw['mig_points']} points, the disentanglement score on "
           f"{kw['factor_score_votes']} vote(s) and {kw['variance_points']} variance points; the "
