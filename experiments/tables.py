@@ -85,7 +85,7 @@ def _locatello2019(dataset: str) -> Table:
                "classifiers and boosted trees; the downstream tasks on 10, 100, 1,000 and "
                f"10,000 points; {FINAL}; 50 seeds",
       seeds=50, estimators="study2019", representation="both",
-      eval_fields=(("downstream", True),),
+      eval_fields=(("downstream", True),), recorded=("unsupervised",),
       rows=tuple(rows))
 
 

@@ -176,7 +176,7 @@ def test_reproduce_and_evaluate_read_and_write_on_a_bucket(tmp_path, bucket):
 
   fs.rm_file(f"{bucket}/runs/{program}/results.json".removeprefix("gs://"))
   again = evaluate_run.evaluate_run(f"{bucket}/runs/{program}", dataset=kwargs["dataset"],
-                                    **kwargs["evaluate_kwargs"])
+                                    metrics=table.evaluated, **kwargs["evaluate_kwargs"])
   _fs()
   drop_folder = lambda facts: {k: v for k, v in facts.items() if k != "directory"}  # noqa: E731
   assert drop_folder(again["checkpoint"]) == drop_folder(local_results["checkpoint"])

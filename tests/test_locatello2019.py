@@ -323,7 +323,10 @@ def test_eval_points_shrink_every_metric_and_are_recorded_and_checked(tmp_path):
   assert plan.evaluate_kwargs(500) == {"mig_points": 500, "factor_score_votes": 5,
                                        "variance_points": 500, "whole_dataset_max": 0}
   assert plan.evaluate_kwargs(0, ("mig", "dci")) == {"metrics": ("mig", "dci")}
-  assert plan.evaluate_kwargs(500, table.metrics)["metrics"] == tuple(table.metrics)
+  # the evaluation: the cells' metrics and the study's unsupervised scores, nothing else
+  assert plan.evaluate_kwargs(500, table.evaluated)["metrics"] == (*tables.STUDY_METRICS,
+                                                                    "unsupervised")
+  assert tables.TABLES["cascadevae_table1"].evaluated == ("factor_score",)
   assert small[0].config.eval.factor_score_votes == 5
   words = plan.describe(table, small, seeds=1, fraction="1/1000", eval_points=500)
   assert "--eval_points=500" in words and "500 train / 250 test" in words

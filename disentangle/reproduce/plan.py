@@ -92,6 +92,9 @@ class Table:
       representation); its cells then name the one each number is (`columns`).
     eval_fields: ``((field, value), ...)`` of ``config.eval`` its runs set, e.g.
       ``(("downstream", True),)`` for a table whose metrics are switched on by a ``run_flag``.
+    recorded: registered metrics its evaluation computes beside its cells' and keeps in each
+      run's ``results.json`` (the study's ``unsupervised`` scores); the evaluation computes
+      these and ``metrics`` only (`evaluated`).
   """
   name: str
   title: str
@@ -104,6 +107,12 @@ class Table:
   estimators: str = "current"
   representation: str = "mean"
   eval_fields: tuple = ()
+  recorded: tuple = ()
+
+  @property
+  def evaluated(self) -> tuple:
+    """The registered metrics its evaluation computes: its cells' and ``recorded``."""
+    return tuple(self.metrics) + tuple(m for m in self.recorded if m not in self.metrics)
 
   @property
   def columns(self) -> tuple:

@@ -5,10 +5,11 @@ the wall time (written atomically); a workdir holding another table's runs, anot
 or another seed count's is refused in one line before anything starts (`check_workdir`). Each
 program trains in ``<workdir>/runs/<name>`` through `trainer.train` with the entry points'
 evaluator (`evaluator.factory`), unless its checkpoint is already at ``num_steps``; it is then
-evaluated by `evaluate_run` on the table's metrics (final checkpoint and, where ``eval.select``
-keeps one, the selected checkpoint), unless its ``results.json`` is current; a run's other
-metrics are ``python -m experiments.evaluate --workdir=RUN``'s. After each program ``table.json`` and
-``table.md`` are rewritten (`render`), so an interrupted run leaves the rows it finished.
+evaluated by `evaluate_run` on the table's metrics (``Table.evaluated``: its final checkpoint
+and, where ``eval.select`` keeps one, the selected checkpoint), unless its ``results.json`` is
+current; a run's other metrics are ``python -m experiments.evaluate --workdir=RUN``'s. After each
+program ``table.json`` and ``table.md`` are rewritten (`render`), so an interrupted run leaves
+the rows it finished.
 
 One command at a time per workdir: `run_table` holds an exclusive lock (``fcntl.flock``) on
 ``<workdir>/reproduce.lock`` while it works; a second one is refused in one line (`plan.BadInput`).
@@ -266,7 +267,7 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
   workdir, seeds, fraction, eval_points, _, programs = _planned(  # before anything is created
       table, workdir, modules, scale=scale, seeds=seeds, fraction=fraction,
       eval_points=eval_points, dataset_source=dataset_source)
-  evaluate_kwargs = {**plan_lib.evaluate_kwargs(eval_points, table.metrics),
+  evaluate_kwargs = {**plan_lib.evaluate_kwargs(eval_points, table.evaluated),
                      **(evaluate_kwargs or {})}
   with holding(workdir):
     return _run_programs(table, workdir, modules, programs, seeds=seeds, fraction=fraction,
@@ -479,7 +480,7 @@ def run_program(table: plan_lib.Table, workdir, modules: Mapping, number, *, sca
          f"{p.num_steps} steps)"
   _train_and_evaluate(table, workdir, p, head, f"program {k}/{len(programs)} ({p.name})",
                       dataset=dataset, evaluate_kwargs={
-                          **plan_lib.evaluate_kwargs(eval_points, table.metrics),
+                          **plan_lib.evaluate_kwargs(eval_points, table.evaluated),
                           **(evaluate_kwargs or {})},
                       log=log, deadline=deadline, last={}, stop=stop, save=save)
   save()
