@@ -45,12 +45,8 @@ GPU the callback also occupies the program's stream. The runs of one program can
 another's solves: ``assignment_overlap = True`` dispatches them as two groups of programs, one
 group's solve on the host while the device works on the other's (`disentangle.train.overlap`,
 the same codes and, on the CPU, the same numbers bit for bit). What the solve costs the step and
-what the overlap hides, for 10 and 40 runs: ``benchmarks/assignment_wait.py``. On an H100 (jax
-0.11.2, dSprites ``m6`` after t_d) the one-program step waited 2.8 ms of 37 ms for 10 runs
-(7.6 %) and 6.3 ms of 128 ms for 40 runs (4.9 %): the overlap can gain at most that, while the
-step's own device work bounds the throughput. ``'hungarian'`` measured 0.91-1.05x the host
-solver's run-steps/s there (10 to 40 runs, dSprites and MNIST), so ``'scipy'`` stays the default
-(``benchmarks/README.md``, "On a GPU").
+what the overlap hides: ``benchmarks/assignment_wait.py``; ``'hungarian'`` against the host
+solver: ``benchmarks/assignment_solvers.py`` (figures in ``benchmarks/HISTORY.md``).
 """
 from __future__ import annotations
 
@@ -253,8 +249,8 @@ def host_solver(fn: HostSolver) -> Iterator[HostSolver]:
 
 
 # Threads solving the problems of one host call: half the cores (the other half feed the device),
-# none below 4 cores. On the 2-core CPU, 8-32 problems of 64 x 64 S in 2 threads took 1.1-2.6x
-# the serial time (thread hand-off costs more than a ~0.1-0.3 ms solve).
+# one below 4 cores, where the hand-off costs more than a solve (benchmarks/HISTORY.md, "Runs and
+# runs and sweeps in one program", History).
 HOST_THREADS = (os.cpu_count() or 1) // 2 if (os.cpu_count() or 1) >= 4 else 1
 
 
