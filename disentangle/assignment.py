@@ -250,7 +250,7 @@ def host_solver(fn: HostSolver) -> Iterator[HostSolver]:
 
 # Threads solving the problems of one host call: half the cores (the other half feed the device),
 # one below 4 cores, where the hand-off costs more than a solve (benchmarks/HISTORY.md, "Runs and
-# runs and sweeps in one program", History).
+# sweeps in one program", History).
 HOST_THREADS = (os.cpu_count() or 1) // 2 if (os.cpu_count() or 1) >= 4 else 1
 
 
