@@ -9,6 +9,10 @@ power cut or a kernel crash, not only a killed process, leaves the old or the ne
 rename itself survives (about 9 ms more a write on our 2-core host under load, a few per
 evaluation; `benchmarks/README.md`).
 
+A file written here gets the mode `open()` would give it, 0o666 less the process's umask (under
+umask 022: ``-rw-r--r--``), not the 0o600 of `tempfile.mkstemp`, so the files of a run are as
+readable as the rest of its folder.
+
 A process killed during a write (SIGKILL) leaves its temporary, a hidden
 ``.<name>.<pid>@<host>.XXXXXXXX<ext>`` beside the target, never read; the next write of that
 target on the same host removes the temporaries of processes that no longer run.
@@ -27,7 +31,10 @@ upload is atomic: a reader sees the old object or the new one, never a part, and
 killed before the upload ends leaves the old object and no temporary in the bucket (its local
 temporary goes with the machine's temporary folder). There is no ``fsync`` to do: the store
 acknowledges an upload once it is durable. A failed upload raises the same one-line
-:class:`WriteError`, naming the URL.
+:class:`WriteError`, naming the URL. An object has no file mode: the local temporary lies in a
+private folder (0o700) deleted after the upload, and a file copied from a bucket onto the local
+disk (a data set cached by `disentangle.data.files`) is written by :func:`replacing` and takes
+the umask like any other.
 """
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ import re
 import shutil
 import socket
 import tempfile
+import threading
 from typing import Iterator
 
 from disentangle import errors
@@ -87,7 +95,10 @@ def replacing(path: str | os.PathLike, suffix: str | None = None, *,
     _remove_stale(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}@{_HOST}.",
                                suffix=path.suffix if suffix is None else suffix)
-    os.close(fd)
+    try:
+      os.fchmod(fd, new_file_mode())  # mkstemp's 0o600 -> open()'s mode
+    finally:
+      os.close(fd)
   except OSError as e:
     raise write_error(path, e) from e
   tmp = pathlib.Path(tmp)
@@ -106,6 +117,28 @@ def replacing(path: str | os.PathLike, suffix: str | None = None, *,
 
 
 _HOST = socket.gethostname()
+_UMASK_LOCK = threading.Lock()
+
+
+def umask() -> int:
+  """The process's umask, read without changing it (Linux: ``/proc/self/status``); elsewhere
+  set and put back under a lock."""
+  try:
+    with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+      for line in f:
+        if line.startswith("Umask:"):
+          return int(line.split()[1], 8)
+  except (OSError, ValueError, IndexError):
+    pass
+  with _UMASK_LOCK:
+    mask = os.umask(0o077)
+    os.umask(mask)
+  return mask
+
+
+def new_file_mode() -> int:
+  """The mode `open()` gives a file it creates: 0o666 less the umask."""
+  return 0o666 & ~umask()
 
 
 @contextlib.contextmanager

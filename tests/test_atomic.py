@@ -85,3 +85,44 @@ def test_the_temporary_is_flushed_before_the_rename_and_the_folder_after(tmp_pat
   with atomic.replacing(path, sync=False) as tmp:  # the benchmark's comparison
     tmp.write_text("newer")
   assert [e[0] for e in events] == ["replace"] and path.read_text() == "newer"
+
+
+@pytest.fixture
+def umask_of(request):
+  """Sets the process's umask for the test and puts the old one back."""
+  old = os.umask(request.param)
+  yield request.param
+  os.umask(old)
+
+
+@pytest.mark.parametrize("umask_of", [0o022, 0o027], indirect=True)
+def test_files_written_take_the_umask_as_open_would(tmp_path, umask_of):
+  with open(tmp_path / "opened", "w"):
+    pass
+  expected = 0o666 & ~umask_of
+  assert (tmp_path / "opened").stat().st_mode & 0o777 == expected
+  atomic.write_text(tmp_path / "a.json", "{}")
+  atomic.write_bytes(tmp_path / "b.bin", b"1")
+  with atomic.replacing(tmp_path / "c.png") as tmp:
+    tmp.write_bytes(b"png")
+  for name in ("a.json", "b.bin", "c.png"):
+    assert (tmp_path / name).stat().st_mode & 0o777 == expected, name
+  assert atomic.umask() == umask_of
+
+
+def test_umask_without_proc_is_read_and_put_back(monkeypatch):
+  real_open = open
+
+  def no_proc(path, *args, **kwargs):
+    if str(path).startswith("/proc/"):
+      raise FileNotFoundError(path)
+    return real_open(path, *args, **kwargs)
+
+  old = os.umask(0o027)
+  try:
+    monkeypatch.setattr("builtins.open", no_proc)
+    assert atomic.umask() == 0o027
+    assert atomic.new_file_mode() == 0o640
+    assert os.umask(0o027) == 0o027  # left as it was
+  finally:
+    os.umask(old)
