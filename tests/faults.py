@@ -198,6 +198,51 @@ def compare(run: pathlib.Path, reference: pathlib.Path, steps: int) -> list[str]
   return out
 
 
+# Damaged checkpoints: each kind of file of a step (orbax's OCDBT layout, and the checksums of
+# `disentangle.train.integrity`) and each way a file is damaged (`damage`).
+FILE_KINDS = {
+    "data": None,                              # the largest file: the arrays' bytes
+    "array_metadata": "default/_METADATA",     # the tree and each array's shape and dtype
+    "ocdbt_manifest": "default/manifest.ocdbt",  # the OCDBT database's root
+    "step_metadata": "_CHECKPOINT_METADATA",   # orbax's step metadata
+    "checksums": "checksums.json",             # the manifest of checksums
+}
+DAMAGES = ("flip", "truncate", "zero_length", "delete")
+FLIPPED = 4096  # bytes a "flip" inverts
+
+
+def damaged_file(step_dir: pathlib.Path, kind: str) -> pathlib.Path:
+  """The file of ``kind`` (:data:`FILE_KINDS`) in a step folder (a file under ``<item>/`` for the
+  item's files of a step saved with a record, e.g. ``state/_METADATA``)."""
+  if FILE_KINDS[kind] is None:
+    return max((p for p in step_dir.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+  rel = FILE_KINDS[kind]
+  if (step_dir / rel).exists() or not rel.startswith("default/"):
+    return step_dir / rel
+  return next(step_dir.glob("*/" + rel.split("/", 1)[1]))
+
+
+def damage(step_dir: pathlib.Path, kind: str, how: str) -> pathlib.Path:
+  """Damages the file of ``kind`` in ``step_dir``: ``flip`` inverts :data:`FLIPPED` bytes from
+  its middle (all of a smaller file), ``truncate`` keeps its first half, ``zero_length`` empties
+  it, ``delete`` removes it. Returns the file."""
+  path = damaged_file(step_dir, kind)
+  data = path.read_bytes()
+  if how == "flip":
+    start = max(0, len(data) // 2 - FLIPPED // 2)
+    chunk = bytes(b ^ 0xFF for b in data[start:start + FLIPPED])
+    path.write_bytes(data[:start] + chunk + data[start + FLIPPED:])
+  elif how == "truncate":
+    path.write_bytes(data[:len(data) // 2])
+  elif how == "zero_length":
+    path.write_bytes(b"")
+  elif how == "delete":
+    path.unlink()
+  else:
+    raise ValueError(f"unknown damage {how!r}; known: {DAMAGES}")
+  return path
+
+
 def environment(workdir: pathlib.Path) -> dict:
   """The children's environment: the repository importable, a shared compilation cache."""
   from tests import helpers  # pylint: disable=g-import-not-at-top  (not in the children)

@@ -1,18 +1,26 @@
-"""Corrupt checkpoints: the newest one that restores completely is used, the skipped ones are
-named in one line and kept aside; when none restores, one line and nothing changes."""
+"""Damaged checkpoints: every file's checksum is written before a step is complete and checked
+before it is restored, the restored state is checked finite; the newest checkpoint that passes
+is used, the skipped ones are named in one line and kept aside; when none passes, one line and
+nothing changes."""
 import asyncio
 import gc
 import hashlib
 import json
 import logging
 import os
+import pathlib
+import shutil
 import sys
 
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
+from disentangle import paths
 from disentangle.train import checkpoint
+from disentangle.train import integrity
+from tests import faults
 from tests import helpers
 
 TREE = {"a": np.arange(100_000, dtype=np.float32), "b": {"c": np.ones((3, 4), np.float32)}}
@@ -57,6 +65,17 @@ def other_tree(root):
   for p in sorted(target.rglob("*"), reverse=True):
     p.unlink() if p.is_file() else p.rmdir()
   (root / "other" / "checkpoints" / "300").rename(target)
+
+
+def legacy(step_dir):
+  """The step as a checkpoint saved before checksums existed: no ``checksums.json`` and no
+  mention of it in its orbax metadata."""
+  (step_dir / integrity.NAME).unlink()
+  meta = step_dir / "_CHECKPOINT_METADATA"
+  record = json.loads(meta.read_text())
+  record["custom_metadata"] = {}
+  meta.write_text(json.dumps(record))
+  return step_dir
 
 
 def _digest(folder):
@@ -111,8 +130,110 @@ def test_none_restorable_is_one_line_and_nothing_changes(tmp_path):
   ckpt.close()
   message = str(e.value)
   assert "\n" not in message and str(folder) in message and "300, 200" in message
-  assert "nothing was changed" in message
+  assert "nothing was changed: to start over, move" in message
   assert _digest(tmp_path) == before and not (tmp_path / "checkpoints_skipped").exists()
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+  """A run folder with checkpoints 200 and 300 (with checksums), saved once per module."""
+  root = tmp_path_factory.mktemp("pristine")
+  _saved(root)
+  return root
+
+
+@pytest.mark.parametrize("kind,how", [(k, h) for k in faults.FILE_KINDS for h in faults.DAMAGES])
+def test_a_damaged_file_of_the_latest_checkpoint_is_never_restored(tmp_path, capsys, pristine,
+                                                                   kind, how):
+  """Each kind of file of checkpoint 300 flipped, truncated, emptied or deleted: the restore
+  returns checkpoint 200's state exactly, with one warning naming checkpoint 300 and the file."""
+  shutil.copytree(pristine, tmp_path, dirs_exist_ok=True)
+  step_dir = tmp_path / "checkpoints" / "300"
+  rel = faults.damage(step_dir, kind, how).relative_to(step_dir).as_posix()
+  ckpt = checkpoint.Checkpointer(tmp_path)
+  state = ckpt.restore(TREE)
+  ckpt.close()
+  assert ckpt.restored_step == 200
+  jax.tree_util.tree_map(np.testing.assert_array_equal, state, _tree(200))
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and f"checkpoint 300 in {tmp_path / 'checkpoints'}" in err[0], err
+  assert f"({rel} " in err[0] and "using step 200" in err[0], err
+
+
+def test_checksums_are_written_after_the_files_and_before_the_step_is_complete(tmp_path,
+                                                                               monkeypatch):
+  """When orbax marks the step complete (renames its temporary folder), ``checksums.json`` is
+  there and lists every other file of the step with its size and SHA-256; the step's metadata
+  says it was written."""
+  seen = []
+  base = ocp.path.atomicity.AtomicRenameTemporaryPath.finalize
+
+  async def spying(self):
+    if self.get_final().name.isdigit():
+      seen.append(sorted(p.name for p in pathlib.Path(self.get()).iterdir()))
+    return await base(self)
+
+  monkeypatch.setattr(ocp.path.atomicity.AtomicRenameTemporaryPath, "finalize", spying)
+  step_dir = _saved(tmp_path, steps=(200,), asynchronous=True) / "200"
+  assert len(seen) == 1 and integrity.NAME in seen[0] and "commit_success.txt" not in seen[0]
+  listed = json.loads((step_dir / integrity.NAME).read_text())["files"]
+  files = {p.relative_to(step_dir).as_posix(): p for p in step_dir.rglob("*") if p.is_file()}
+  assert sorted(listed) == sorted(set(files) - {integrity.NAME, "commit_success.txt"})
+  for rel, entry in listed.items():
+    data = files[rel].read_bytes()
+    assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, rel
+  meta = json.loads((step_dir / "_CHECKPOINT_METADATA").read_text())
+  assert meta["custom_metadata"] == integrity.CLAIM
+  assert integrity.verify(step_dir) == integrity.CHECKED
+
+
+@pytest.mark.parametrize("with_checksums", [True, False])
+def test_a_non_finite_state_is_skipped_and_one_saved_before_checksums_still_restores(
+    tmp_path, capsys, with_checksums):
+  """A checkpoint holding NaN (with checksums, or saved before them) is skipped with one line
+  naming the leaf; a checkpoint saved before checksums that is finite restores unchanged."""
+  folder = _saved(tmp_path)
+  ckpt = checkpoint.Checkpointer(tmp_path)
+  ckpt.save(400, {"a": TREE["a"], "b": {"c": np.full((3, 4), np.nan, np.float32)}})
+  ckpt.close()
+  if not with_checksums:
+    for s in (300, 400):  # (keep=2 dropped 200)
+      legacy(folder / str(s))
+  ckpt = checkpoint.Checkpointer(tmp_path)
+  state = ckpt.restore(TREE)
+  ckpt.close()
+  assert ckpt.restored_step == 300
+  jax.tree_util.tree_map(np.testing.assert_array_equal, state, _tree(300))
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "checkpoint 400" in err[0], err
+  assert "the restored state holds NaN/Inf at ['b']['c']" in err[0], err
+  assert integrity.verify(folder / "300") == (
+      integrity.CHECKED if with_checksums else integrity.LEGACY)
+
+
+def test_a_checkpoint_on_a_bucket_is_verified_as_on_a_disk(bucket, capsys):
+  """On a bucket: the checksums object is written with each step; a step with flipped bytes is
+  skipped with one line naming it, and the one before it is restored."""
+  for s in (200, 300):
+    ckpt = checkpoint.Checkpointer(bucket)
+    ckpt.save(s, _tree(s))
+    ckpt.close()
+  fs, _ = paths.filesystem(bucket)
+  fs.invalidate_cache()
+  root = f"{bucket}/checkpoints/300"
+  listed = json.loads(fs.cat_file(f"{root}/{integrity.NAME}"))["files"]
+  assert "commit_success.txt" not in listed and "_CHECKPOINT_METADATA" in listed
+  largest = max(listed, key=lambda rel: listed[rel]["size"])
+  data = fs.cat_file(f"{root}/{largest}")
+  fs.pipe_file(f"{root}/{largest}", data[:100] + bytes(b ^ 0xFF for b in data[100:4196])
+               + data[4196:])
+  ckpt = checkpoint.Checkpointer(bucket, read_only=True)
+  state = ckpt.restore(TREE)
+  ckpt.close()
+  assert ckpt.restored_step == 200
+  jax.tree_util.tree_map(np.testing.assert_array_equal, state, _tree(200))
+  err = capsys.readouterr().err
+  assert "checkpoint 300" in err and f"({largest} differs from when saved" in err, err
 
 
 class _EndsLate:
@@ -160,7 +281,7 @@ def test_a_failed_restores_reads_in_flight_end_quietly_and_nothing_else_does(
   unraisable = []
   monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
   monkeypatch.setattr(logging.getLogger("asyncio"), "filters", [])
-  truncate(_saved(tmp_path) / "300")
+  truncate(legacy(_saved(tmp_path) / "300"))  # no checksums: the failure is orbax's read
   ckpt = checkpoint.Checkpointer(tmp_path)
   ckpt.restore(TREE)
   ckpt.close()
@@ -228,19 +349,20 @@ def test_kept_slot_record_and_state(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_training_resumes_from_the_newest_intact_checkpoint(tmp_path, capsys):
-  """A run with checkpoints at 3 and 6 whose step-6 checkpoint is truncated, continued to 9,
-  resumes from 3 and ends bitwise where a straight run to 9 ends."""
+  """A run with checkpoints at 3 and 6 whose step-6 checkpoint has 4,096 bytes of its data
+  flipped, continued to 9, resumes from 3 and ends bitwise where a straight run to 9 ends."""
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   data = helpers.TinyImages()
   config = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 9})
   straight = trainer.train(config, tmp_path / "a", dataset=data)
   short = helpers.tiny_config(**{"mesh.num_devices": 1, "num_steps": 6})
   trainer.train(short, tmp_path / "b", dataset=data)
-  truncate(tmp_path / "b" / "checkpoints" / "6")
+  faults.damage(tmp_path / "b" / "checkpoints" / "6", "data", "flip")
   capsys.readouterr()
   resumed = trainer.train(config, tmp_path / "b", dataset=data)
   captured = capsys.readouterr()
   assert "checkpoint 6" in captured.err and "using step 3" in captured.err
+  assert "differs from when saved" in captured.err
   assert "at step 3" in captured.out
   for a, b in zip(jax.tree_util.tree_leaves(straight.params),
                   jax.tree_util.tree_leaves(resumed.params)):
@@ -251,10 +373,11 @@ def test_training_resumes_from_the_newest_intact_checkpoint(tmp_path, capsys):
       for l in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
   assert lines("b") == lines("a")  # the lines after step 3 were dropped and logged again
 
-  # experiments.evaluate's restore (read-only): step 9 truncated, step 6 evaluated, nothing moved.
+  # experiments.evaluate's restore (read-only): step 9 emptied, step 6 evaluated, nothing moved;
+  # the table command (reproduce) does not count the run finished.
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
-  truncate(tmp_path / "b" / "checkpoints" / "9")
+  faults.damage(tmp_path / "b" / "checkpoints" / "9", "data", "zero_length")
   before = _digest(tmp_path / "b")
   saved, _ = evaluate_run.locate_run(tmp_path / "b")
   params, facts = evaluate_run.restore_params(
@@ -262,6 +385,8 @@ def test_training_resumes_from_the_newest_intact_checkpoint(tmp_path, capsys):
   assert facts["step"] == 6 and facts["latest_step"] == 9
   assert "checkpoint 9" in capsys.readouterr().err
   assert _digest(tmp_path / "b") == before
+  from disentangle.reproduce import run as reproduce_run  # pylint: disable=g-import-not-at-top
+  assert not reproduce_run.finished(tmp_path / "b", saved)  # (its num_steps: 9)
   with pytest.raises(checkpoint.CheckpointError, match="checkpoint 9 in"):
     evaluate_run.restore_params(tmp_path / "b", saved, methods.build(saved, data.image_shape), 9)
   assert len(jax.tree_util.tree_leaves(params[0])) == len(jax.tree_util.tree_leaves(
@@ -270,11 +395,11 @@ def test_training_resumes_from_the_newest_intact_checkpoint(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_launch_prints_one_line_when_no_checkpoint_restores(tmp_path):
-  """The command line (its entry point in this process): exit status 2, one line naming the
-  folder, nothing changed."""
+  """The command line (its entry point in this process): both checkpoints damaged (bytes flipped,
+  a file emptied), exit status 2, one line naming the folder and what to do, nothing changed."""
   folder = _saved(tmp_path / "run")
-  truncate(folder / "300")
-  truncate(folder / "200")
+  faults.damage(folder / "300", "data", "flip")
+  faults.damage(folder / "200", "array_metadata", "zero_length")
   before = _digest(tmp_path)
   proc = helpers.run_in_process(
       "experiments.dsprites_betavae", f"--workdir={tmp_path / 'run'}",
@@ -282,6 +407,6 @@ def test_launch_prints_one_line_when_no_checkpoint_restores(tmp_path):
   err = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert "Traceback" not in proc.stderr
-  assert len(err) == 1 and str(folder) in err[0] and "nothing was changed" in err[0], err
+  assert len(err) == 1 and str(folder) in err[0] and "nothing was changed: to start over" in err[0]
   after = _digest(tmp_path)
   assert {k: after.get(k) for k in before} == before  # no file changed or removed

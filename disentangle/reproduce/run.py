@@ -164,14 +164,15 @@ def device() -> dict:
 
 
 def finished(directory: pathlib.Path, program: plan_lib.Program) -> bool:
-  """The program's latest checkpoint is at ``num_steps`` (nothing left to train)."""
+  """The program's latest intact checkpoint is at ``num_steps`` (nothing left to train; a
+  damaged one is trained again from the one before)."""
   from disentangle.train import checkpoint  # pylint: disable=g-import-not-at-top
   try:
     ckpt = checkpoint.Checkpointer(directory, read_only=True)
   except FileNotFoundError:
     return False
   try:
-    return ckpt.latest_step() == program.num_steps
+    return ckpt.latest_intact_step() == program.num_steps
   finally:
     ckpt.close()
 

@@ -13,11 +13,19 @@ of model selection (`disentangle.train.selection`): each step is saved with a JS
 selection rule, the metric and its value) in the same orbax step folder, so the state and its
 record appear together, atomically, and survive a kill.
 
-A checkpoint that cannot be restored completely (a truncated or missing file, a missing item, a
-tree that does not match) is skipped: ``restore`` without a step falls back to the newest one
-that restores, warns in one line naming the skipped ones and, when writable, moves them aside to
-``<subdir>_skipped/<step>`` (never deleted; the resumed run then saves those steps afresh). When
-none restores, `CheckpointError` names the folder and nothing is moved.
+Every checkpoint is verifiable (`disentangle.train.integrity`): each save writes the checksums
+of the step's files (``checksums.json``) before the step counts as complete, and each restore
+first compares the files with them, then checks the restored state finite. A checkpoint saved
+before checksums existed restores with the finiteness check alone.
+
+A checkpoint that fails either check or cannot be restored completely (a file with other bytes,
+truncated or missing, a missing item, a tree that does not match, NaN/Inf in the state) is
+skipped: ``restore`` without a step falls back to the newest one that passes, warns in one line
+naming the skipped ones, the first one's file and what failed and, when writable, moves them
+aside to ``<subdir>_skipped/<step>`` (never deleted; the resumed run then saves those steps
+afresh). When none passes, `CheckpointError` names the folder and what to do, and nothing is
+moved. A run never trains from, and `experiments.evaluate` never evaluates, a checkpoint that
+failed a check.
 
 ``Checkpointer(workdir, asynchronous=True)`` (the trainer's) only starts each save: `save` copies
 the arrays to the host and returns while orbax writes them on its own threads; the next `save`,
@@ -72,6 +80,7 @@ import orbax.checkpoint as ocp
 from disentangle import atomic
 from disentangle import errors
 from disentangle import paths
+from disentangle.train import integrity
 
 
 class ReadOnlyError(RuntimeError):
@@ -82,9 +91,15 @@ class CheckpointError(errors.UserError, ValueError):
   """No checkpoint of a folder (or not the one asked for) can be restored completely."""
 
 
+class _NonFinite(errors.UserError):
+  """A restored state holding NaN/Inf: the message names the leaf."""
+
+
 def _cause(e: BaseException) -> str:
-  """The first line of an exception, cut to a readable length."""
+  """The first line of an exception, cut to a readable length (a failed check: its message)."""
   text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+  if isinstance(e, (integrity.Damaged, _NonFinite)):
+    return text[:300]
   return f"{type(e).__name__}: {text[:200]}"
 
 
@@ -119,7 +134,7 @@ class Checkpointer:
     self._in_flight: int | None = None  # the step of the save started and not waited for
     self._quiet = None  # the `_QuietFailure` of that save
     self._failed = False  # an asynchronous save failed
-    extra = {}
+    extra = {"temporary_path_class": integrity.temporary_path_class(self.directory)}
     if single_process and jax.process_count() > 1:
       extra["multiprocessing_options"] = ocp.options.MultiprocessingOptions(
           primary_host=jax.process_index(), active_processes={jax.process_index()})
@@ -141,6 +156,27 @@ class Checkpointer:
     """The newest complete checkpoint (not the one in flight), or None."""
     steps = self.all_steps()
     return steps[-1] if steps else None
+
+  def last_good_step(self) -> int | None:
+    """The newest complete checkpoint after the save in flight (if any) has ended, or None. For
+    a run stopping on an error of its own: a save in flight that fails is left out (its
+    `atomic.WriteError` dropped behind the error that stops the run)."""
+    try:
+      self.wait()
+    except atomic.WriteError:
+      pass
+    return self.latest_step()
+
+  def latest_intact_step(self) -> int | None:
+    """The newest complete checkpoint whose files match their checksums (`integrity.verify`,
+    nothing restored), or None."""
+    for s in reversed(self.all_steps()):
+      try:
+        integrity.verify(self.directory / str(s))
+      except integrity.Damaged:
+        continue
+      return s
+    return None
 
   def all_steps(self) -> list[int]:
     """Steps of every complete checkpoint, ascending (not the one in flight)."""
@@ -176,7 +212,7 @@ class Checkpointer:
     # orbax writes into a temporary folder: a failed save leaves the older steps intact
     self._quiet, self._in_flight = _QuietFailure(), step
     try:
-      self._manager.save(step, args=args)
+      self._manager.save(step, args=args, custom_metadata=integrity.CLAIM)
     except BaseException as e:
       self._end(e)
       if isinstance(e, ocp.checkpoint_manager.StepAlreadyExistsError):
@@ -221,9 +257,11 @@ class Checkpointer:
     """Restore ``step`` into arrays shaped and sharded like ``target`` (arrays or
     `jax.ShapeDtypeStruct` leaves); `restored_step` says which step came back.
 
-    Without ``step``: the newest checkpoint that restores completely; newer ones that do not
-    are skipped with a one-line warning (and moved aside unless read-only). `CheckpointError`
-    when ``step`` (or, without it, every checkpoint) cannot be restored."""
+    Each checkpoint tried is checked (module docstring): its files against their checksums
+    before the restore, the state finite after it. Without ``step``: the newest checkpoint
+    that passes and restores completely; newer ones that do not are skipped with a one-line
+    warning (and moved aside unless read-only). `CheckpointError` when ``step`` (or, without
+    it, every checkpoint) fails."""
     abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, target)
     if step is not None:
       try:
@@ -249,16 +287,23 @@ class Checkpointer:
     raise CheckpointError(
         f"no checkpoint in {self.directory} can be restored (steps "
         f"{', '.join(str(s) for s, _ in skipped)}; step {skipped[0][0]}: {skipped[0][1]}); "
-        "nothing was changed")
+        f"nothing was changed: to start over, move {self.directory} aside or use a new workdir")
 
   def _restore_step(self, abstract, step: int):
-    """``step`` restored; when it fails, its reads still in flight end quietly (`_QuietFailure`)
-    and its error is raised."""
+    """``step`` checked and restored: `integrity.Damaged` (its files), `_NonFinite` (its state)
+    or orbax's error; when the restore fails, its reads still in flight end quietly
+    (`_QuietFailure`)."""
+    integrity.verify(self.directory / str(step))
     with _QuietFailure():
       if self.with_record:
-        return self._manager.restore(
+        state = self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))).state
-      return self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+      else:
+        state = self._manager.restore(step, args=ocp.args.StandardRestore(abstract))
+    leaf = integrity.nonfinite_leaf(state)
+    if leaf is not None:
+      raise _NonFinite(f"the restored state holds NaN/Inf at {leaf}")
+    return state
 
   def _skip(self, skipped: list[tuple[int, str]], used: int) -> None:
     """Warn about the checkpoints that did not restore; move them aside unless read-only."""
@@ -286,8 +331,10 @@ class Checkpointer:
   def record(self, step: int | None = None) -> dict | None:
     """The JSON record saved with ``step`` (default: of the newest step whose record reads,
     skipping the others as `restore` does); None when there is no step."""
-    read = lambda s: dict(self._manager.restore(  # noqa: E731
-        s, args=ocp.args.Composite(record=ocp.args.JsonRestore())).record)
+    def read(s):
+      integrity.verify(self.directory / str(s))
+      return dict(self._manager.restore(
+          s, args=ocp.args.Composite(record=ocp.args.JsonRestore())).record)
     if step is not None:
       return read(step)
     skipped = []
