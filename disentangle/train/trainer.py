@@ -14,7 +14,10 @@ that step's parameters; the eval points of every run encoded in one call on the 
 factory offers ``runs_encoder``); checkpoints are started every ``checkpoint_every`` steps and
 at the end and written atomically on orbax's threads (`checkpoint.Checkpointer`
 ``asynchronous``), each waited for before the next, at a stop and at the end. A non-finite loss
-raises :class:`NonFiniteError` before anything bad is saved. A signal
+(or parameters, or a CascadeVAE step's assignment costs) ends the run with
+:class:`NonFiniteError`, one line naming the step and the last good checkpoint, before anything
+bad is saved or evaluated (`disentangle.train.nonfinite`: nothing read back between the steps
+that log, evaluate or save). A signal
 (`disentangle.train.preemption`) or
 ``deadline`` ends the loop at a step with a checkpoint, closed writers and `preemption.Preempted`
 (`preemption.DeadlineReached`); an evaluation that would end past the deadline (as long as the
@@ -58,7 +61,6 @@ from disentangle import atomic
 from disentangle import backend
 from disentangle import config as config_lib
 from disentangle import data as data_lib
-from disentangle import errors
 from disentangle import methods
 from disentangle import paths
 from disentangle.train import background as background_lib
@@ -67,6 +69,7 @@ from disentangle.train import device_data
 from disentangle.train import host
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
+from disentangle.train import nonfinite
 from disentangle.train import overlap
 from disentangle.train import preemption
 from disentangle.train import profiling
@@ -88,8 +91,7 @@ RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", 
                     "distributed.num_processes", "distributed.process_id")
 
 
-class NonFiniteError(errors.UserError, FloatingPointError):
-  """The loss or the parameters became NaN/Inf; the last good checkpoint is kept."""
+NonFiniteError = nonfinite.NonFiniteError  # what a NaN/Inf loss, state or cost raises
 
 
 def check_config_matches(path: pathlib.Path, config) -> None:
@@ -143,12 +145,6 @@ def load_training_data(config):
                                unfair=data_lib.unfair_settings(d),
                                variant_draw=d.variant_draw,
                                render_if_missing=bool(d.synthetic_if_missing))
-
-
-def _all_finite(tree) -> jax.Array:
-  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
-            if jnp.issubdtype(x.dtype, jnp.floating)]
-  return jnp.all(jnp.stack(leaves))
 
 
 @dataclasses.dataclass
@@ -329,7 +325,10 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
   `preemption.Signals`, whether the stopping step's evaluation was deferred)``."""
   config, ckpt, evals, multi = run.config, run.ckpt, run.evals, run.multi
   evaluators, selectors, metric_writers = run.evaluators, run.selectors, run.metric_writers
-  all_finite = jax.jit(_all_finite, out_shardings=run.program.repl)
+  # NaN/Inf: the losses read at the steps that read the device anyway, the state before it is
+  # saved or evaluated, the host solves' costs (`nonfinite`).
+  watch = nonfinite.Watch([d.name for d in run.dirs] if multi else None, ckpt.last_good_step,
+                          ckpt.directory, run.program.repl)
   pending = run.workdir / PENDING_EVAL
   bar = _progress(config, run.start, run.is_main)
   last_time, last_step = time.perf_counter(), run.start
@@ -365,7 +364,7 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
   # SIGTERM / SIGINT / the deadline: stop after a step. The bar is closed on any exit, so that an
   # error's message starts its own line; the writers, selectors and checkpointer too.
   with _closed_on_exit([evals, *metric_writers], selectors, ckpt), \
-      preemption.Signals(run.start, deadline) as stop, _closing(bar):
+      preemption.Signals(run.start, deadline) as stop, _closing(bar), watch.solves():
     if run.is_main and run.owed == run.start:  # deferred at the deadline or killed: first
       evaluate(run.start, state)
     for step, batch in input_pipeline.prefetch(run.source, run.start, config.num_steps,
@@ -376,18 +375,18 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
       train_step, rest = steps[phase]
       state, metrics = train_step(state, batch, *rest)
       done = step + 1
+      watch.add(done, metrics["loss"])
       if bar is not None:
         bar.update(1)
       is_last = done == config.num_steps
       log_now = done % config.log_every == 0 or is_last
       save_now = done % config.checkpoint_every == 0 or is_last
+      eval_now = evaluating and (done % config.eval_every == 0 or is_last)
+      if log_now or save_now or eval_now or watch.due:
+        watch.check_losses(done)
       if log_now or save_now:
         m = jax.device_get(metrics)
         losses = np.atleast_1d(m["loss"])
-        if not np.all(np.isfinite(losses)):
-          raise NonFiniteError(
-              f"loss became {losses.tolist()} at step {done}; stopping. The last good checkpoint "
-              f"(step {ckpt.latest_step()}) in {ckpt.directory} is intact")
         now = time.perf_counter()
         rate = (done - last_step) / max(now - last_time, 1e-9)
         last_time, last_step = now, done
@@ -397,7 +396,7 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
         if bar is not None:
           bar.set_postfix(loss=f"{float(losses.mean()):.2f}")
       evals.poll()  # an evaluation's error stops the loop here
-      if evaluating and (done % config.eval_every == 0 or is_last):
+      if eval_now:
         evals.wait()
         expected = evals.expected_seconds(lambda: _first_evaluation(evaluators, state, multi)) \
             if stop.deadline is not None and evaluators else evals.seconds
@@ -408,6 +407,7 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
                 "the resumed run evaluates it first", flush=True)
           atomic.write_text(pending, json.dumps({"step": done}))
         elif evaluators:
+          watch.check_state(done, state, "evaluated")
           evaluate(done, state)
       for hook in hooks:
         hook(state, done)
@@ -415,9 +415,8 @@ def loop(run: Run, *, hooks, deadline, evaluating: bool):
       stopping = deferred or (not is_last and stop.stop_at(done))
       if save_now or stopping:
         evals.wait_before_checkpoint(done)
-        if not bool(all_finite(state.params)):
-          raise NonFiniteError(f"parameters became non-finite by step {done}; not saved. The last "
-                               f"good checkpoint (step {ckpt.latest_step()}) is intact")
+        watch.check_losses(done)  # a stop between the steps that check
+        watch.check_state(done, state, "saved")
         for w in metric_writers:  # the lines of the steps it holds durable before it starts
           w.flush()
         ckpt.save(done, state)
