@@ -249,8 +249,8 @@ def host_solver(fn: HostSolver) -> Iterator[HostSolver]:
 
 
 # Threads solving the problems of one host call: half the cores (the other half feed the device),
-# one below 4 cores, where the hand-off costs more than a solve (benchmarks/HISTORY.md, "Runs and
-# sweeps in one program", History).
+# one below 4 cores, where the hand-off costs more than a solve (benchmarks/HISTORY.md,
+# "Runs and sweeps in one program").
 HOST_THREADS = (os.cpu_count() or 1) // 2 if (os.cpu_count() or 1) >= 4 else 1
 
 
