@@ -9,11 +9,11 @@ measured, so a command stopped at any instant keeps what it measured. One deadli
 profile and the XLA-flag variants. The order is that of the decision's value:
 
 1. ``timing``: the step after t_d at the largest run count, for the first :data:`PRIMARY`
-   candidates in the order of :data:`CANDIDATES` (today's GPU settings first, then ``phase``, each
-   in bfloat16); on a GPU each with its compiled program's kernels (:func:`kernel_census`).
+   candidates in the order of :data:`CANDIDATES` (today's GPU settings first, then in bfloat16,
+   then overlapped); on a GPU each with its compiled program's kernels (:func:`kernel_census`).
 2. ``fidelity``: true float32 (:data:`REFERENCE`) trained once for a short warm-up on rendered
-   dSprites, then for each timed candidate under its own settings (its precision, dtype, pass
-   reuse, overlap) at those trained weights: the share of discrete codes of ``--fidelity_images``
+   dSprites, then for each timed candidate under its own settings (its precision, dtype,
+   overlap) at those trained weights: the share of discrete codes of ``--fidelity_images``
    images that differ from true float32's at the same eps, beside the share that a second eps
    draw changes under true float32 (the sampling's own spread), and the relative difference of
    one update's loss. The host solve overlapped with the device's work (``assignment_overlap``)
@@ -62,15 +62,11 @@ _IMAGES = flags.DEFINE_integer("fidelity_images", 512, "Images whose codes are c
 _TIMING_ONLY = flags.DEFINE_bool("timing_only", False, "Only stage 1 (an XLA-flag variant's run).")
 
 # (name, config overrides) in the order of their expected value. 'gemm' is today's GPU setting
-# (config.BACKEND_DEFAULTS: batched matmuls, TF32 by JAX's default precision, the S decoder
-# passes reused); 'gpu_before' the GPU's setting before the stride-1 forms.
+# (config.BACKEND_DEFAULTS: batched matmuls, TF32 by JAX's default precision); 'flax' the
+# reference form, 'fast' the CPU's.
 CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("gemm", {"model.conv_impl": "gemm"}),
-    ("phase", {"model.conv_impl": "phase"}),
     ("gemm_bf16", {"model.conv_impl": "gemm", "model.dtype": "bfloat16"}),
-    ("phase_bf16", {"model.conv_impl": "phase", "model.dtype": "bfloat16"}),
-    ("gpu_before", {"model.conv_impl": "flax", "cascade.reuse_passes": False}),
-    ("gemm_no_reuse", {"model.conv_impl": "gemm", "cascade.reuse_passes": False}),
     ("gemm_bf16_overlap", {"model.conv_impl": "gemm", "model.dtype": "bfloat16",
                            "assignment_overlap": True}),
     ("gemm_f32", {"model.conv_impl": "gemm", "model.precision": "highest"}),
@@ -78,11 +74,10 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("flax", {"model.conv_impl": "flax"}),
 )
 # True float32: the fidelity's reference, trained and evaluated once.
-REFERENCE = {"model.conv_impl": "flax", "model.precision": "highest", "model.dtype": "float32",
-             "cascade.reuse_passes": False}
+REFERENCE = {"model.conv_impl": "flax", "model.precision": "highest", "model.dtype": "float32"}
 SMOKE_CANDIDATES = ("gemm", "gemm_bf16")
 # The first this many candidates are timed before the fidelity's reference is trained.
-PRIMARY = 5
+PRIMARY = 3
 # A candidate agrees with true float32 when at most this share of the codes and this relative loss
 # differ (a second eps draw changes far more codes: the fidelity lines' ``eps_codes_changed``).
 TOLERANCE = {"codes_changed": 0.05, "loss_rel_diff": 0.01}
@@ -175,7 +170,6 @@ def settings(config) -> dict[str, Any]:
   """The settings of ``config`` that a fidelity line names."""
   return {"conv_impl": config.model.conv_impl, "dtype": config.model.dtype,
           "precision": config.model.precision,
-          "reuse_passes": bool(config.cascade.reuse_passes),
           "assignment_overlap": bool(config.assignment_overlap)}
 
 

@@ -1,6 +1,6 @@
 """The train step's convolutions as XLA:GPU runs them, read from the lowered program on any host.
 
-  python -m benchmarks.gpu_lowering [--runs=1,2] [--conv_impls=flax,fast,phase,gemm,auto]
+  python -m benchmarks.gpu_lowering [--runs=1,2] [--conv_impls=flax,fast,gemm,auto]
       [--dtype=float32] [--config=dsprites_cascade:m6]
 
 A GPU gets the step as the HLO that JAX lowers on every backend. XLA:GPU hands each convolution to
@@ -280,7 +280,7 @@ def readings(config, image_shape, impls, runs_list, dtype="float32") -> dict[tup
 def main(argv: Sequence[str] | None = None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--runs", default="1,2", help="Runs per program (vmapped when > 1).")
-  parser.add_argument("--conv_impls", default="flax,fast,phase,gemm,auto",
+  parser.add_argument("--conv_impls", default="flax,fast,gemm,auto",
                       help="model.conv_impl values ('auto': the GPU's).")
   parser.add_argument("--dtype", default="float32", help="model.dtype.")
   parser.add_argument("--config", default="dsprites_cascade:m6",

@@ -39,19 +39,18 @@ VARIANT_DRAWS = ("per_image", "per_sample")
 # version's defaults or 0.20's as Locatello et al.'s study ran them (metrics/estimators.py).
 ESTIMATORS = ("current", "study2019")
 # ``model.conv_impl``: the conv VAEs' 4x4 stride-2 layers, all with the same parameters and
-# outputs (nn/layers.py): Flax's ('flax'), XLA:CPU's fast rewrite ('fast': FastConv,
-# FastConvTranspose) and the accelerators' forms with no dilated operand ('phase': stride-1
-# convolutions over the four phases, PolyphaseConv and PolyphaseConvTranspose; 'gemm': the same
-# products as batched matmuls, GemmConv and GemmConvTranspose). 'auto': BACKEND_DEFAULTS.
-CONV_IMPLS = ("flax", "fast", "phase", "gemm")
+# outputs (nn/layers.py): Flax's ('flax', the reference), XLA:CPU's fast rewrite ('fast':
+# FastConv, FastConvTranspose) and the accelerators' form with no dilated operand ('gemm': the
+# layers' products as batched matmuls, GemmConv and GemmConvTranspose). 'auto': BACKEND_DEFAULTS.
+CONV_IMPLS = ("flax", "fast", "gemm")
 # ``model.dtype``: the networks' compute dtype. Parameters, optimiser state, the likelihood, the
 # KL terms, discriminators and the assignment's costs stay float32 (nn/networks.py).
 COMPUTE_DTYPES = ("float32", "bfloat16")
 # ``model.precision``: ``jax.lax.Precision`` of the networks' matmuls and convolutions. 'default'
 # lets a GPU use TF32 for float32 operands (JAX's default); 'highest' is true float32.
-PRECISIONS = ("default", "high", "highest")
+PRECISIONS = ("default", "highest")
 # ``seed_layout``: N seeds in one program, vmapped or unrolled (the layouts 'auto' resolves to,
-# those `train.seeds.over_seeds` builds); 'auto' per backend (BACKEND_DEFAULTS; train/seeds.py).
+# those `train.runs.make_step` builds); 'auto' per backend (BACKEND_DEFAULTS; train/seeds.py).
 SEED_LAYOUTS_RESOLVED = ("vmap", "unroll")
 SEED_LAYOUTS = ("auto", *SEED_LAYOUTS_RESOLVED)
 # ``model.init``: the kernel initialisers; ``model.architecture``: CascadeVAE's tables or
@@ -547,10 +546,35 @@ def copy(config) -> ml_collections.ConfigDict:
   return out
 
 
+# Options retired after a measurement (benchmarks/HISTORY.md, "Retired options"): a saved config
+# that holds one reads as the run it was. A retired field is dropped (its retired values computed
+# what the code computes now); a retired value reads as the value that computes the same numbers
+# up to float rounding. A new config naming either is refused (RULES, unknown fields).
+RETIRED_FIELDS = ("cascade.reuse_passes",)
+RETIRED_VALUES = {"model.conv_impl": {"phase": "gemm"}, "model.precision": {"high": "highest"}}
+
+
+def drop_retired(config) -> ml_collections.ConfigDict:
+  """``config`` (a saved run's) without :data:`RETIRED_FIELDS`, its :data:`RETIRED_VALUES`
+  replaced."""
+  with config.unlocked() if hasattr(config, "unlocked") else _null():
+    for path in RETIRED_FIELDS:
+      section, _, leaf = path.rpartition(".")
+      node = get_field(config, section) if has_field(config, section) else None
+      if node is not None and leaf in node:
+        del node[leaf]
+    for path, values in RETIRED_VALUES.items():
+      if has_field(config, path) and get_field(config, path) in values:
+        set_field(config, path, values[get_field(config, path)])
+  return config
+
+
 def fill_missing(config, schema) -> ml_collections.ConfigDict:
   """``config`` with every field of ``schema`` it lacks added with the schema's default: a saved
   config written before those fields existed reads as the run it was (the defaults are what the
-  code did before a field was added). Fields the schema lacks are kept (validation names them)."""
+  code did before a field was added), and one that holds a retired option reads as the run it was
+  too (:func:`drop_retired`). Fields the schema lacks are kept (validation names them)."""
+  drop_retired(config)
   with config.unlocked() if hasattr(config, "unlocked") else _null():
     for key in schema.keys():
       value = schema[key]

@@ -1,5 +1,6 @@
 """Bad configs fail before compilation with an error naming the field."""
 import importlib
+import re
 import subprocess
 import sys
 
@@ -28,6 +29,9 @@ def cfg():
     ("eval.select", "best", "eval.select"),
     ("optimizer.learning_rate", 0.0, "optimizer.learning_rate"),
     ("optimizer.learning_rate", float("nan"), "optimizer.learning_rate"),
+    # retired after a measurement (config.RETIRED_VALUES): the allowed values named
+    ("model.conv_impl", "phase", "'model.conv_impl' must be one of ['auto', 'flax', 'fast', 'gemm']"),
+    ("model.precision", "high", "'model.precision' must be one of ['default', 'highest']"),
 ])
 def test_impossible_values_name_the_field(field, value, expect):
   c = cfg()
@@ -35,7 +39,7 @@ def test_impossible_values_name_the_field(field, value, expect):
   node = c[parent] if parent else c
   with c.unlocked():
     node[leaf] = value
-  with pytest.raises(config_lib.ConfigError, match=expect.replace(".", r"\.")):
+  with pytest.raises(config_lib.ConfigError, match=re.escape(expect)):
     methods.validate(c)
 
 
@@ -232,6 +236,22 @@ def test_a_saved_config_missing_fields_is_filled_from_the_schema():
   assert set(dict(config_lib.flatten(filled))) == set(dict(config_lib.flatten(schema))) | {"gone"}
   with pytest.raises(config_lib.ConfigError, match="'gone'"):  # still named by validation
     methods.validate(filled)
+
+
+def test_a_saved_config_with_a_retired_option_reads_as_the_run_it_was():
+  """A run directory written before an option was retired (config.RETIRED_FIELDS,
+  RETIRED_VALUES) loads and validates; a new config naming the retired field is refused."""
+  schema = methods.schema("cascadevae")
+  saved = ml_collections.ConfigDict({"method": "cascadevae", "cascade": {"reuse_passes": False},
+                                     "model": {"conv_impl": "phase", "precision": "high"}})
+  filled = config_lib.fill_missing(saved, schema)
+  assert "reuse_passes" not in filled.cascade
+  assert (filled.model.conv_impl, filled.model.precision) == ("gemm", "highest")
+  methods.validate(filled)
+  with schema.unlocked():
+    schema.cascade.reuse_passes = True
+  with pytest.raises(config_lib.ConfigError, match="unknown config field 'cascade.reuse_passes'"):
+    methods.validate(schema)
 
 
 def test_a_copy_is_the_dict_rebuilt_unlocked_and_independent():

@@ -17,8 +17,7 @@ from tests import helpers
 
 # The config fields of `gpu_levers.settings`, in its order.
 SETTINGS = {"conv_impl": "model.conv_impl", "dtype": "model.dtype",
-            "precision": "model.precision", "reuse_passes": "cascade.reuse_passes",
-            "assignment_overlap": "assignment_overlap"}
+            "precision": "model.precision", "assignment_overlap": "assignment_overlap"}
 
 
 def test_kernel_census_counts_cudnn_calls_gemms_and_interior_pads():
@@ -43,25 +42,23 @@ def test_kernel_census_counts_cudnn_calls_gemms_and_interior_pads():
 def test_each_candidate_is_judged_under_its_own_settings(smoke):
   """What `Fidelity.of` builds for a candidate (`gpu_levers.candidate`) is the candidate's
   overrides over the base config, not over true float32's, and a valid config; the method
-  computes with them. The reference is Flax's convolutions, 'highest', float32, no reuse."""
+  computes with them. The reference is Flax's convolutions, 'highest', float32."""
   names = [name for name, _ in gpu_levers.CANDIDATES]
   assert len(names) == len(set(names)) and set(gpu_levers.SMOKE_CANDIDATES) <= set(names)
   base = gpu_levers.settings(gpu_levers.config_of({}, smoke))
   reference, _ = gpu_levers.candidate(gpu_levers.REFERENCE, smoke)
   assert gpu_levers.settings(reference) == {"conv_impl": "flax", "dtype": "float32",
-                                            "precision": "highest", "reuse_passes": False,
-                                            "assignment_overlap": False}
+                                            "precision": "highest", "assignment_overlap": False}
   # The base differs from the reference: a candidate that leaves a field keeps the base's.
-  assert (base["precision"], base["reuse_passes"]) == ("default", True)
+  assert base["precision"] == "default"
   for name, overrides in gpu_levers.CANDIDATES:
     config, method = gpu_levers.candidate(overrides, smoke)
     methods.validate(config)
     want = {key: overrides.get(field, base[key]) for key, field in SETTINGS.items()}
     assert gpu_levers.settings(config) == want, name
     assert {key: config_lib.get_field(config, field) for key, field in SETTINGS.items()} == want
-    assert (method.decoder.conv_impl, method.decoder.dtype, method.decoder.precision,
-            method.reuses_passes) == (want["conv_impl"], want["dtype"], want["precision"],
-                                      want["reuse_passes"]), name
+    assert (method.decoder.conv_impl, method.decoder.dtype, method.decoder.precision) == (
+        want["conv_impl"], want["dtype"], want["precision"]), name
 
 
 def test_a_deadline_already_past_emits_only_the_closing_line():
@@ -93,7 +90,7 @@ def test_smoke_stages_emit_their_lines_in_order_and_choose_within_tolerance():
   assert timings == [("gemm_bf16", "after"), ("gemm_bf16", "before")]
   (fidelity,) = [l for l in lines if l["kind"] == "fidelity"]
   assert fidelity["settings"] == {"conv_impl": "gemm", "dtype": "bfloat16", "precision": "default",
-                                  "reuse_passes": True, "assignment_overlap": False}
+                                  "assignment_overlap": False}
   chosen = closing["chosen"]
   assert chosen["candidate"] == "gemm_bf16" and chosen["vs_float32"]["within_tolerance"]
   assert all(chosen["vs_float32"][k] <= v for k, v in gpu_levers.TOLERANCE.items())

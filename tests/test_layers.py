@@ -182,7 +182,6 @@ def test_init_params_identical_and_helpers():
   # each conv_impl's (strided, transposed) layers, named for it
   named = {"flax": (nn.Conv, nn.ConvTranspose),
            "fast": (layers.FastConv, layers.FastConvTranspose),
-           "phase": (layers.PolyphaseConv, layers.PolyphaseConvTranspose),
            "gemm": (layers.GemmConv, layers.GemmConvTranspose)}
   assert tuple(named) == layers.CONV_IMPLS
   for impl, (strided, transposed) in named.items():

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from disentangle import config as config_lib
 from disentangle import methods
 from disentangle.nn import networks
 from disentangle.train import trainer
@@ -42,7 +43,7 @@ def _operand_dtypes_by_layer(jaxpr, layers, prefix="") -> dict[str, set[str]]:
   return found
 
 
-@pytest.mark.parametrize("conv_impl", ["flax", "fast", "phase", "gemm"])
+@pytest.mark.parametrize("conv_impl", config_lib.CONV_IMPLS)
 def test_bfloat16_decoder_computes_its_logits_layer_in_float32(conv_impl):
   """The dSprites decoder under ``model.dtype='bfloat16'``, its forward and its gradient: the
   logits layer's convolutions or matmuls take float32 operands, every earlier layer's bfloat16."""

@@ -12,9 +12,8 @@ Loss of one minibatch at iteration t (Algorithm 1, Eq. 6):
   u[i, k] = log p(x_i | z_i, e_k); the discrete codes solve max_d sum_i u[i, d_i] - lambda' *
   #(same-class unordered pairs) exactly (:func:`disentangle.assignment.assign`), and the update
   uses the same eps with d as a constant; its decoder forward at (z, d) is the rows (d_i, i) of
-  the S passes, differentiated from their cached layer inputs (:meth:`CascadeVAE.solve_and_decode`,
-  ``cascade.reuse_passes``). ``discrete_start`` beyond the last step is the CascadeVAE-C ablation
-  (no discrete code).
+  the S passes, differentiated from their cached layer inputs (:meth:`CascadeVAE.solve_and_decode`).
+  ``discrete_start`` beyond the last step is the CascadeVAE-C ablation (no discrete code).
 - No KL term for d (its prior term is the pairwise penalty, Lemma 1).
 
 Before t_d nothing of the discrete branch runs in the trainer: it compiles one program per phase
@@ -62,7 +61,6 @@ def default_config() -> ml_collections.ConfigDict:
   c.eval_discrete = "argmax"  # or 'assignment'
   c.unary_batching = "auto"   # 'per_class': S decoder calls of B rows; 'stacked': one call of
                               # S*B rows; 'auto': per backend (config.BACKEND_DEFAULTS)
-  c.reuse_passes = True       # after t_d the update's decoder forward is the S passes' rows
   return c
 
 
@@ -79,7 +77,6 @@ RULES = {
     "cascade.assignment_scope": config_lib.one_of("global", "local"),
     "cascade.eval_discrete": config_lib.one_of("argmax", "assignment"),
     "cascade.unary_batching": config_lib.one_of("auto", "per_class", "stacked"),
-    "cascade.reuse_passes": config_lib.one_of(True, False),
 }
 STEP_FIELDS = ("cascade.relieve_every", "cascade.discrete_start")  # fields counting iterations
 NEVER = 2**31 - 1  # a t_d no run reaches: the CascadeVAE-C ablation (no discrete code)
@@ -184,10 +181,9 @@ class CascadeVAE(base.VAEMethod):
   @property
   def reuses_passes(self) -> bool:
     """Whether the step's update takes its decoder forward from the S passes of u
-    (:meth:`solve_and_decode`): the discrete phase fixed on, the codes solved in the step, and
-    ``cascade.reuse_passes``."""
-    return (self.discrete_phase is True and self.given_codes is None
-            and self.config.cascade.get("reuse_passes", True))
+    (:meth:`solve_and_decode`): the discrete phase fixed on and the codes solved in the step.
+    Given codes (:meth:`with_codes`) are decoded afresh."""
+    return self.discrete_phase is True and self.given_codes is None
 
   def host_assignment(self, state, batch):
     """(u [B, S], lambda') of the step's host assignment, or None where the step has none.

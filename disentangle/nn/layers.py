@@ -9,10 +9,10 @@ names its pair of layers (strided convolution, transposed convolution):
 - ``'flax'``: ``nn.Conv``, ``nn.ConvTranspose``.
 - ``'fast'``: `FastConv`, `FastConvTranspose` (`fast_conv`, `fast_conv_transpose`): the rewrites
   that XLA:CPU differentiates fast.
-- ``'phase'``: `PolyphaseConv`, `PolyphaseConvTranspose` (`space_to_depth_conv`,
-  `grouped_phase_conv_transpose`): stride-1 convolutions over the phases.
-- ``'gemm'``: `GemmConv`, `GemmConvTranspose` (`gemm_conv`, `gemm_conv_transpose`): the same
-  products as batched matmuls.
+- ``'gemm'``: `GemmConv`, `GemmConvTranspose` (`gemm_conv`, `gemm_conv_transpose`): the layers'
+  products as batched matmuls, for accelerators.
+
+``'flax'`` is the reference the other forms are tested against.
 
 The phases. ``lax.conv_transpose(x, W, (2, 2), 'SAME')`` (what ``nn.ConvTranspose`` calls) with a
 4x4 kernel dilates the input by 2, pads it by (2, 2) and correlates it with the kernel as stored.
@@ -44,19 +44,18 @@ space-to-depth rewrite is slower there. ``python -m benchmarks.conv_layers`` tim
 flax against fast; the timings are in ``benchmarks/README.md`` ("The train step: fast layers"),
 the formulations that were not kept in ``benchmarks/HISTORY.md`` ("Fast convolution layers").
 
-``'phase'`` and ``'gemm'`` (accelerators): every convolution of the forward *and* backward pass is
-a stride-1 convolution or a matmul, so no operand is ever dilated. XLA:GPU runs a convolution with
+``'gemm'`` (accelerators): every product of the forward *and* backward pass is a matmul, so no
+operand is ever dilated. XLA:GPU runs a convolution with
 an input (lhs) or kernel (rhs) dilation -- the forward of ``nn.ConvTranspose``, the input and
 kernel gradients of a stride-2 ``nn.Conv`` -- as a forward convolution over an explicitly
 zero-stuffed operand whenever it cannot match a cuDNN backward kernel, which it never can for
 grouped convolutions, i.e. for N runs under ``vmap`` (XLA's ``conv_rewriter`` and
 ``conv_padding_legalization``; `benchmarks.gpu_lowering` reads a lowered step by those rules).
 The encoder's convolution is `space_to_depth_conv` (a stride-1 2x2 convolution over 2x2 pixel
-blocks) and the decoder's transposed convolution its four phases: ``'phase'`` as ONE grouped 2x2
-convolution (`grouped_phase_conv_transpose`), ``'gemm'`` as patches times kernels (`gemm_conv`,
-`gemm_conv_transpose`: a GEMM per run under ``vmap``). Both compute exactly the multiply-adds of
-the layer and nothing over zeros; with at most 4 output channels both use
-`col2im_conv_transpose` (one matmul to all 16 taps).
+blocks) as patches times kernels (`gemm_conv`) and the decoder's transposed convolution its four
+phases, the same way (`gemm_conv_transpose`): a GEMM per run under ``vmap``, exactly the
+multiply-adds of the layer and nothing over zeros; with at most 4 output channels the transposed
+convolution is `col2im_conv_transpose` (one matmul to all 16 taps).
 """
 from __future__ import annotations
 
@@ -267,22 +266,6 @@ def _phase_crops(inputs: Array) -> list[Array]:
 _PHASES = tuple((a, b) for a in (0, 1) for b in (0, 1))
 
 
-def grouped_phase_conv_transpose(inputs: Array, kernel: Array,
-                                 precision: PrecisionLike = None) -> Array:
-  """The transposed convolution as ONE grouped stride-1 2x2 convolution: the four phases' crops side
-  by side as 4 feature groups (`_phase_crops`), each with its own 2x2 kernel ``kernel[a::2,
-  b::2]``, then interleaved. Exactly the layer's multiply-adds, no dilated operand in the forward
-  or either gradient; a grouped convolution under ``vmap`` too (4 N groups)."""
-  n, h, w, _ = inputs.shape
-  cout = kernel.shape[-1]
-  x = jnp.concatenate(_phase_crops(inputs), axis=-1)
-  k = jnp.concatenate([kernel[a::2, b::2] for a, b in _PHASES], axis=-1)
-  y = lax.conv_general_dilated(x, k, (1, 1), "VALID", dimension_numbers=_DIMENSION_NUMBERS,
-                               feature_group_count=4, precision=precision)
-  y = y.reshape(n, h, w, 4, cout)
-  return _interleave({ab: y[..., g, :] for g, ab in enumerate(_PHASES)})
-
-
 def gemm_conv_transpose(inputs: Array, kernel: Array, precision: PrecisionLike = None) -> Array:
   """The transposed convolution as a batched matmul over the four phases: each phase's 2x2 patches
   [N, H, W, 4 in] (`_phase_crops`, `_shifted_patches`) times its kernel [4 in, out], then
@@ -346,7 +329,8 @@ class _Conv4x4(nn.Module):
     raise NotImplementedError
 
   def _add_bias(self, y: Array, bias: Array) -> Array:
-    """XLA:CPU's fast bias gradient (`add_bias`); the accelerators' forms add it plainly."""
+    """XLA:CPU's fast bias gradient (`add_bias`); `GemmConv` and `GemmConvTranspose` add it
+    plainly."""
     return add_bias(y, bias)
 
   @nn.compact
@@ -371,8 +355,8 @@ class FastConvTranspose(_Conv4x4):
   Same parameters ('kernel' [4, 4, in, features] then 'bias' [features], created in that order
   with the same initialisers, so ``init`` with the same key gives identical trees) and the same
   output up to float rounding, computed by `fast_conv_transpose`: the four phases' stride-1 2x2
-  convolutions, interleaved, which XLA differentiates ~10x faster on CPU. Attributes as
-  `_Conv4x4`.
+  convolutions, interleaved, which XLA:CPU differentiates faster (`benchmarks.conv_layers`).
+  Attributes as `_Conv4x4`.
   """
 
   def _apply(self, flat: Array, kernel: Array) -> Array:
@@ -414,7 +398,7 @@ def space_to_depth_conv(inputs: Array, kernel: Array, precision: PrecisionLike =
   the convolution 4x the channels to contract over, which XLA:CPU runs faster (the encoder's
   first layer); with 32 input channels it is slower there, hence `_MAX_IN_CHANNELS_SPACE_TO_DEPTH`.
   Being stride 1, its input and kernel gradients are stride-1 convolutions too (no dilated
-  operand): the encoder's convolution of ``conv_impl='phase'``.
+  operand); `gemm_conv` computes it as one matmul.
   """
   return lax.conv_general_dilated(_blocks(inputs), _block_kernel(kernel), (1, 1), "VALID",
                                   dimension_numbers=_DIMENSION_NUMBERS, precision=precision)
@@ -484,55 +468,34 @@ class FastConv(_Conv4x4):
     return fast_conv(flat, kernel, self.precision)
 
 
-class _Accelerator4x4(_Conv4x4):
-  """A `_Conv4x4` of the accelerators' forms: the bias added plainly."""
+class GemmConvTranspose(_Conv4x4):
+  """``conv_impl='gemm'``'s transposed convolution: `gemm_conv_transpose`, or
+  `col2im_conv_transpose` for at most 4 output channels; the bias added plainly."""
 
   def _add_bias(self, y: Array, bias: Array) -> Array:
     return y + bias
 
-
-def _transpose_or_col2im(form):
-  """The transposed convolution ``form``, or `col2im_conv_transpose` for <= 4 output channels."""
-  def apply(self, flat: Array, kernel: Array) -> Array:
+  def _apply(self, flat: Array, kernel: Array) -> Array:
     if kernel.shape[-1] <= _MAX_FEATURES_COL2IM:
       return col2im_conv_transpose(flat, kernel, self.precision)
-    return form(flat, kernel, self.precision)
-  return apply
+    return gemm_conv_transpose(flat, kernel, self.precision)
 
 
-def _stride1_or_plain(form):
-  """The stride-1 rewrite ``form`` of the strided convolution (even H, W; odd sizes: the plain
-  convolution)."""
-  def apply(self, flat: Array, kernel: Array) -> Array:
+class GemmConv(_Conv4x4):
+  """``conv_impl='gemm'``'s strided convolution: `gemm_conv` (even H, W; odd sizes: the plain
+  convolution); the bias added plainly."""
+
+  def _add_bias(self, y: Array, bias: Array) -> Array:
+    return y + bias
+
+  def _apply(self, flat: Array, kernel: Array) -> Array:
     if flat.shape[1] % 2 or flat.shape[2] % 2:
       return _lax_conv(flat, kernel, self.precision)
-    return form(flat, kernel, self.precision)
-  return apply
-
-
-class PolyphaseConvTranspose(_Accelerator4x4):
-  """``conv_impl='phase'``'s transposed convolution (`grouped_phase_conv_transpose`)."""
-  _apply = _transpose_or_col2im(grouped_phase_conv_transpose)
-
-
-class GemmConvTranspose(_Accelerator4x4):
-  """``conv_impl='gemm'``'s transposed convolution (`gemm_conv_transpose`)."""
-  _apply = _transpose_or_col2im(gemm_conv_transpose)
-
-
-class PolyphaseConv(_Accelerator4x4):
-  """``conv_impl='phase'``'s strided convolution (`space_to_depth_conv`)."""
-  _apply = _stride1_or_plain(space_to_depth_conv)
-
-
-class GemmConv(_Accelerator4x4):
-  """``conv_impl='gemm'``'s strided convolution (`gemm_conv`)."""
-  _apply = _stride1_or_plain(gemm_conv)
+    return gemm_conv(flat, kernel, self.precision)
 
 
 # conv_impl -> (strided convolution, transposed convolution); 'flax' is nn.Conv / nn.ConvTranspose.
 _LAYERS = {"fast": (FastConv, FastConvTranspose),
-           "phase": (PolyphaseConv, PolyphaseConvTranspose),
            "gemm": (GemmConv, GemmConvTranspose)}
 
 

@@ -21,13 +21,15 @@ Options from the authors' code (``../shared/notes/reference-facts.md``), set by 
   thus starts with std sqrt(2 / 16) = 0.354, not sqrt(2 / 512) = 0.0625. slim truncates at 2
   sigma with sigma = sqrt(1.3 * 2 / fan_in), a final std 0.3% above Flax's exact sqrt(2 / fan_in).
   ``init='reference_flax_fan'``: the same with Flax's fan-in (h*w*in) for transposed convs, the
-  former default and the setting of the ``tests/golden`` record.
+  setting of the ``tests/golden`` record.
   ``init='flax'``: Flax defaults (LeCun normal).
 - ``posterior_head='logvar'``: the dense head outputs (mean, log sigma^2) (Dupont's code);
   ``'softplus_sigma'``: (mean, raw) with sigma = softplus(raw) (the CascadeVAE code).
-- ``conv_impl='flax'`` uses ``nn.Conv`` / ``nn.ConvTranspose``; ``'fast'`` uses the exact rewrites in
-  :mod:`disentangle.nn.layers` (same parameters, same outputs, much faster backward on XLA:CPU);
-  ``'auto'`` resolves per backend (:data:`disentangle.config.BACKEND_DEFAULTS`: 'fast' on CPU).
+- ``conv_impl`` (:data:`disentangle.config.CONV_IMPLS`, :mod:`disentangle.nn.layers`; same
+  parameters, same outputs up to float rounding): ``'flax'`` uses ``nn.Conv`` / ``nn.ConvTranspose``
+  (the reference), ``'fast'`` the rewrites XLA:CPU differentiates fast, ``'gemm'`` the layers'
+  products as batched matmuls (accelerators); ``'auto'`` resolves per backend
+  (:data:`disentangle.config.BACKEND_DEFAULTS`).
 
 Mixed precision (``model.dtype``, ``model.precision``; flax's ``dtype`` / ``param_dtype`` split):
 the convolutions and the dense layers of the trunk and the decoder compute in ``dtype``

@@ -86,7 +86,6 @@ RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", 
                     "progress_bar", "eval.background", "assignment_overlap", "dataset.data_dir",
                     "dataset.allow_download", "dataset.placement", "mesh.num_devices",
                     "mesh.runs", "mesh.data", "model.conv_impl", "cascade.unary_batching",
-                    "cascade.reuse_passes",
                     "distributed.initialize", "distributed.coordinator_address",
                     "distributed.num_processes", "distributed.process_id")
 
