@@ -6,8 +6,7 @@ goes to a temporary file in the target's folder, then ``os.replace`` renames it 
 (atomic on POSIX file systems), so a reader sees the old file or the new one, never a mix. The
 temporary is flushed to the disk (``fsync``) before the rename and the folder after it, so that a
 power cut or a kernel crash, not only a killed process, leaves the old or the new content and the
-rename itself survives (about 9 ms more a write on our 2-core host under load, a few per
-evaluation; `benchmarks/README.md`).
+rename itself survives (what the flushes cost: ``benchmarks.atomic_writes``).
 
 A file written here gets the mode `open()` would give it, 0o666 less the process's umask (under
 umask 022: ``-rw-r--r--``), not the 0o600 of `tempfile.mkstemp`, so the files of a run are as

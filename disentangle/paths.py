@@ -40,7 +40,7 @@ def is_remote(path) -> bool:
 
 def as_path(path) -> Path:
   """``path`` as the path object of its place: `pathlib.Path` for a local path (``~`` is not
-  expanded, as before), `epath.Path` for a URL (a path object of that kind is returned as is)."""
+  expanded), `epath.Path` for a URL (a path object of that kind is returned as is)."""
   if isinstance(path, pathlib.Path):
     return path
   text = os.fspath(path)

@@ -56,8 +56,8 @@ def eval_data_names(config, stage: str = "run") -> dict:
   ``dataset.eval_name`` ('': the training set's name) and ``dataset.eval_split`` (a config
   written before them is filled with '' and 'test', `config.fill_missing`); a dataset without
   that split (`data.SPLITS`: dSprites and Chairs have one,
-CelebA's default 'test' is none of its official partitions) is read whole ('train'), as before
-the field reached every dataset. The split used is recorded with the results.
+CelebA's default 'test' is none of its official partitions) is read whole ('train'). The split
+used is recorded with the results.
   """
   if stage == "training" and selection.training_eval_data(config) is not None:
     return selection.training_eval_data(config)

@@ -3,10 +3,10 @@
 DCI (`metrics.dlib.dci`) fits disentanglement_lib's estimator, scikit-learn's
 ``GradientBoostingClassifier()`` with its defaults, once per factor. Those defaults grow, at each
 of 100 stages, one regression tree of depth 3 per class (113 trees a stage on dSprites), and
-scikit-learn grows them one after the other, about 30 ms each on a 2-core CPU. `fit` computes the
-same model with every tree of a stage grown at once, level by level, in one compiled float64
-program per block of `BLOCK` trees: the same algorithm (Friedman 2001, Alg. 1, as scikit-learn
-implements it), not an approximation.
+scikit-learn grows them one after the other (``benchmarks.dci_trees`` times both). `fit`
+computes the same model with every tree of a stage grown at once, level by level, in one compiled
+float64 program per block of `BLOCK` trees: the same algorithm (Friedman 2001, Alg. 1, as
+scikit-learn implements it), not an approximation.
 
 What is the same as scikit-learn (``sklearn.ensemble._gb`` and ``sklearn.tree``, version 1.x):
 

@@ -9,7 +9,7 @@ postprocess_configs/mean.gin`` and ``sampled.gin``), with the transforms of
 each metric then scores each of the two (the study's Fig. 1 total correlation is the sampled
 one's). ``eval.representation``:
 
-- ``'mean'`` (the default): the encoder's mean, as before;
+- ``'mean'`` (the default): the encoder's mean;
 - ``'sampled'``: z = mu + sigma x eps (`sample`), with eps fresh on every call of the
   representation function and on each stored encoding read (the whole data set's, the eval
   points'), drawn from a stream fixed by the evaluation's seed, the metric and its repeat

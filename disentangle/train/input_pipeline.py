@@ -284,10 +284,9 @@ def prefetch(source, start_step: int, end_step: int, depth: int = 2,
 
   The batch is ``source.local_batch(step)``, or ``transfer(local_batch)`` when given: the
   trainer passes the device transfer (global arrays, waited for), so that the step is only
-  dispatched on inputs that are already on the device. On XLA:CPU, dispatching the step on a
-  batch whose host-to-device copy is still pending cost 30-40 ms more CPU time per dSprites
-  CascadeVAE step (~200 ms of CPU work) than on a ready one, measured interleaved under load
-  (``benchmarks/loop.py``; see benchmarks/HISTORY.md).
+  dispatched on inputs that are already on the device: on XLA:CPU a step dispatched on a batch
+  whose host-to-device copy is still pending costs more CPU time than on a ready one
+  (``benchmarks.loop``; figures in benchmarks/HISTORY.md).
   """
   q: queue.Queue = queue.Queue(maxsize=depth)
   stop = threading.Event()
