@@ -203,6 +203,10 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.repeats = 1                  # metrics that sample run R times from R streams: mean, std
   c.eval.suite_points = 0             # disentanglement_lib's suite: points per metric (0: its own,
                                       # 10,000 train / 5,000 test; N: N train, N / 2 test)
+  c.eval.max_points = 0               # experiments.evaluate: 0, the papers' protocols (dSprites'
+                                      # 737,280 images encoded); N >= 100, at most N images encoded
+                                      # (a thinned factor grid) and N points per metric
+                                      # (evaluation/evaluate_run.py)
   c.eval.dci_trees = "together"       # DCI's GradientBoostingClassifier(): 'together' (the trees of
                                       # a stage grown at once, metrics/boosted_trees.py) /
                                       # 'sklearn' (scikit-learn's own, one tree at a time)
@@ -473,6 +477,7 @@ RULES: dict[str, Rule] = {
     "eval.use_discrete": one_of(*USE_DISCRETE),
     "eval.repeats": POSITIVE,
     "eval.suite_points": NONNEG,
+    "eval.max_points": (lambda v: v == 0 or v >= 100, "0 (the papers' protocols) or >= 100"),
     "eval.dci_trees": one_of("together", "sklearn"),
     "eval.estimators": one_of(*ESTIMATORS),
     "eval.representation": one_of(*REPRESENTATIONS),

@@ -1,7 +1,15 @@
 """Full evaluation of a finished or running run: ``results.json``, ``report.md``, pictures.
 
-python -m experiments.evaluate --workdir=runs/dsprites_cascade_m6 [--step=N]
+python -m experiments.evaluate --workdir=runs/dsprites_cascade_m6 [--step=N] [--max_points=N]
     [--factor_score_votes=800] [--mig_points=10000] [--encode_batch_size=100] [--conv_impl=fast]
+
+It prints first its estimate (the images it encodes at the time of one batch timed here, plus the
+metrics' time of the run's last evaluation with the same settings, when there is one), then what
+each metric will read, then a line as the encoding and each metric end. ``--max_points=N``
+overrides the run's ``eval.max_points`` (the smoke variants: 1,000; the paper variants: 0, the
+papers' protocols): at most N images encoded (dSprites: a thinned factor grid, not the 737,280
+images) and at most N points per metric; recorded in results.json, numbers not comparable with
+published ones.
 
 Restores the latest checkpoint (or ``--step``; every seed of a multi-seed workdir) read-only and
 writes ``RUN/results.json``, ``RUN/report.md`` and ``RUN/images/evaluate_step_<n>_*.png``; see
@@ -58,6 +66,9 @@ _UNIFIED = flags.DEFINE_bool("unified_scores", None, "Override eval.unified_scor
 _SUITE_POINTS = flags.DEFINE_integer("suite_points", None,
                                      "Override eval.suite_points (0: disentanglement_lib's own "
                                      "10,000 / 5,000 points per metric).")
+_MAX_POINTS = flags.DEFINE_integer(
+    "max_points", None, "Override eval.max_points: at most N images encoded and N points per "
+    "metric (0: the papers' protocols; default: the run's, 1,000 for a smoke run).")
 _SELECTED = flags.DEFINE_bool("selected", True,
                               "Also evaluate the checkpoint kept by eval.select (if any).")
 _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
@@ -77,13 +88,14 @@ def main(_):
         ("eval.use_discrete", _USE_DISCRETE.value), ("eval.estimators", _ESTIMATORS.value),
         ("eval.suite_points", _SUITE_POINTS.value), ("eval.downstream", _DOWNSTREAM.value),
         ("eval.fairness_dlib", _FAIRNESS.value), ("eval.unified_scores", _UNIFIED.value),
-        ("dataset.eval_name", _EVAL_NAME.value), ("dataset.eval_split", _EVAL_SPLIT.value))
+        ("eval.max_points", _MAX_POINTS.value), ("dataset.eval_name", _EVAL_NAME.value),
+        ("dataset.eval_split", _EVAL_SPLIT.value))
                  if value is not None}
     results = evaluate_run.evaluate_run(
         _WORKDIR.value, _STEP.value, factor_score_votes=_VOTES.value,
         vote_batch=_VOTE_BATCH.value, mig_points=_MIG_POINTS.value,
         encode_batch_size=_BATCH.value, conv_impl=_CONV.value, eval_overrides=overrides,
-        selected_too=_SELECTED.value)
+        selected_too=_SELECTED.value, log=lambda line: print(line, flush=True))
   for line in report.summary_lines(results):
     print(line)
   print(f"wrote {_WORKDIR.value}/results.json and report.md")

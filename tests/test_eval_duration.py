@@ -22,7 +22,7 @@ def test_estimate_is_batches_times_the_batch_plus_the_metrics():
   e = duration.Estimate(images=1000, batch_size=192, batch_s=0.05, metric_s=2.0)
   assert e.batches == 6  # 5 full batches and a padded one
   assert e.seconds == pytest.approx(6 * 0.05 + 2.0)
-  assert e.words() == ("about 2 s (1000 images in 6 batches of 192 at 50.0 ms each + 2.0 s of "
+  assert e.words() == ("about 2 s (1,000 images in 6 batches of 192 at 50.0 ms each + 2.0 s of "
                        "metrics)")
   assert duration.Estimate(192, 192, 0.5).seconds == 0.5
 
@@ -134,8 +134,8 @@ def test_a_table_does_not_start_an_evaluation_that_would_cross_the_deadline(
 def test_metric_seconds_are_the_time_outside_encoding():
   one = {"timings_s": {"total_s": 10.0, "encode_total_s": 6.0, "encode_images_s": 2.0,
                        "encode_labelled_s": 1.5, "mig_s": 0.5}}
-  assert run.metric_seconds(one) == pytest.approx(2.5)
-  assert run.metric_seconds({"seeds": [one, one]}) == pytest.approx(5.0)
+  assert evaluate_run.metric_seconds(one) == pytest.approx(2.5)
+  assert evaluate_run.metric_seconds({"seeds": [one, one]}) == pytest.approx(5.0)
 
 
 def test_images_of_run_counts_the_labelled_set_or_the_eval_points():

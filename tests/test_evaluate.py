@@ -1,4 +1,5 @@
 """Evaluation of saved runs (`evaluate_run`) and tables over seeds (`aggregate`)."""
+import functools
 import importlib
 import json
 import os
@@ -64,11 +65,17 @@ class TinyGrid:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-  """A 6-step CascadeVAE run (checkpoints at steps 3 and 6) and its final state."""
+  """A 6-step CascadeVAE run (checkpoints at steps 3 and 6, its evaluation at step 6) and its
+  final state, written under umask 022."""
   workdir = tmp_path_factory.mktemp("run")
   data = helpers.TinyImages()
   config = helpers.tiny_config("cascadevae", seed=SEED, **{"mesh.num_devices": 1})
-  state = trainer.train(config, workdir, dataset=data)
+  umask = os.umask(0o022)
+  try:
+    state = trainer.train(config, workdir, dataset=data,
+                          evaluator_factory=evaluator_lib.factory(config, data))
+  finally:
+    os.umask(umask)
   return workdir, config, data, state
 
 
@@ -124,6 +131,98 @@ def test_evaluate_run_computes_only_the_metrics_named(trained, tmp_path):
   assert set(named["metrics"]) == {"accuracy"}
   assert named["metrics"]["accuracy"]["value"] == every["metrics"]["accuracy"]["value"]
   assert named["settings"]["metrics"] == ("accuracy",)
+
+
+@pytest.mark.slow
+def test_every_file_of_a_run_and_its_evaluation_takes_the_umask(trained, tmp_path):
+  # The run trained under umask 022 (the fixture), evaluated under 022 here: -rw-r--r-- and
+  # drwxr-xr-x, as open() and mkdir() give, for the atomic writes as for the appended lines.
+  workdir = _copy(trained, tmp_path)
+  umask = os.umask(0o022)
+  try:
+    evaluate_run.evaluate_run(workdir, dataset=trained[2], metrics=("accuracy",),
+                              selected_too=False)
+  finally:
+    os.umask(umask)
+  written = {p.relative_to(trained[0]).as_posix() for p in trained[0].rglob("*") if p.is_file()}
+  assert {"config.json", "environment.json", "metrics.jsonl", "eval/step_6.json",
+          "images/reconstructions.png"} <= written, sorted(written)
+  evaluated = [workdir / "results.json", workdir / "report.md",
+               *workdir.glob("images/evaluate_step_6_*.png")]
+  assert len(evaluated) > 2
+  for path in [*trained[0].rglob("*"), *evaluated]:
+    mode = path.stat().st_mode & 0o777
+    assert mode == (0o755 if path.is_dir() else 0o644), (path, oct(mode))
+
+
+class TinyGridWide(TinyGrid):
+  """A complete 4 x 10 x 10 grid of TinyImages' squares (400 images, every row unique)."""
+  factor_sizes = (4, 10, 10)
+
+  def __init__(self):
+    self.factors = np.indices(self.factor_sizes).reshape(3, -1).T.astype(np.int64)
+    self.images = np.stack([self._draw(f) for f in self.factors])
+    self.num_examples = len(self.factors)
+
+  @staticmethod
+  def _draw(f):
+    img = np.zeros((32, 32, 1), np.float32)
+    r, c = 1 + 11 * (f[0] // 2) + f[1], 1 + 11 * (f[0] % 2) + f[2]
+    img[r:r + 8, c:c + 8] = 1.0
+    return img
+
+  def sample_observations_from_factors(self, factors, rng):
+    del rng
+    return self.images[np.asarray(factors) @ np.array([100, 10, 1])]
+
+
+def test_thinned_grid_keeps_every_combination_of_evenly_spaced_values():
+  assert encodings.thinned_sizes((3, 6, 40, 32, 32), 1000) == (3, 3, 5, 4, 4)  # dSprites: 720
+  assert encodings.thinned_sizes((4, 10, 10), 300) == (4, 5, 10)
+  assert encodings.thinned_sizes((4, 10, 10), 400) == (4, 10, 10)
+  rows = TinyGridWide().factors
+  picked, renumbered, sizes = encodings.thinned_grid(rows, (4, 10, 10), 300)
+  assert sizes == (4, 5, 10) and len(picked) == 200
+  assert sorted(set(rows[picked, 1].tolist())) == [0, 2, 4, 7, 9]  # round(linspace(0, 9, 5))
+  np.testing.assert_array_equal(np.unique(renumbered, axis=0),
+                                np.indices(sizes).reshape(3, -1).T)
+  assert encodings.thinned_grid(rows[1:], (4, 10, 10), 300) is None  # a combination missing
+
+
+@pytest.mark.slow
+def test_the_command_line_prints_its_estimate_first_and_honours_max_points(
+    trained, tmp_path, monkeypatch):
+  # experiments.evaluate on the run, its data a 400-image grid: the estimate is the first line,
+  # then the points of each metric and a line per metric; --max_points=300 thins the grid to
+  # 4 x 5 x 10 = 200 images and caps every metric's points. The metrics are kept to three
+  # (evaluate_run's `metrics`) so that the command compiles no suite.
+  workdir = _copy(trained, tmp_path)
+  grid = TinyGridWide()
+  monkeypatch.setattr(evaluator_lib, "load_eval_data", lambda config: grid)
+  monkeypatch.setattr(evaluate_run, "evaluate_run", functools.partial(
+      evaluate_run.evaluate_run, metrics=("factor_score", "mig", "information")))
+  proc = helpers.run_in_process("experiments.evaluate", f"--workdir={workdir}",
+                                "--max_points=300", "--noselected")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  lines = proc.stdout.splitlines()
+  assert lines[0].startswith("estimate: about ") and "(500 images in " in lines[0], lines[0]
+  assert lines[1] == ("ground truth: a thinned grid encoded once, 200 images (4x5x10 of 4x10x10;"
+                      " eval.max_points = 300)")
+  assert "  factor_score: num_votes 3, batch_size 100" in lines
+  assert "  mig: num_points 300, num_bins 20" in lines
+  assert any(line.startswith("  encoded 200 images of the ground truth in ") for line in lines)
+  assert [line.split(":")[0] for line in lines if line.endswith(" s)")] == [
+      "  factor_score", "  mig", "  information"]
+  saved = json.loads((workdir / "results.json").read_text())
+  assert saved["settings"]["max_points"] == 300
+  assert saved["settings"]["eval_overrides"] == {"eval.max_points": 300}
+  assert saved["metrics"]["encodings"] == "thinned_grid_encoded_once"
+  assert saved["metrics"]["thinned_grid"] == {"factor_sizes": [4, 5, 10],
+                                              "of_factor_sizes": [4, 10, 10], "num_images": 200}
+  assert saved["metrics"]["factor_score"]["num_variance_points"] == 200
+  assert saved["metrics"]["mig"]["num_points"] == 300
+  assert saved["metrics"]["information"]["num_points"] == 300
+  assert saved["dataset"]["comparable_with_published"] is False
 
 
 def test_evaluate_run_refuses_an_unknown_metric_before_reading_the_run(tmp_path):

@@ -165,11 +165,14 @@ class EncodedGroundTruth:
     factor_sizes: number of values of each factor.
     sample_factors: the encoded dataset's ``sample_factors`` (same distribution and random stream
       as calling a metric on that dataset directly); None draws rows of ``rows`` uniformly.
+    thinned_from: the factor sizes of the set whose thinned grid these rows are
+      (`thinned_grid`); None: the rows are the set itself.
   """
 
   def __init__(self, rows: np.ndarray, rep: metrics.Representation, factor_sizes,
-               sample_factors: Optional[Callable] = None):
+               sample_factors: Optional[Callable] = None, thinned_from=None):
     self.factors = np.asarray(rows, np.int64)
+    self.thinned_from = None if thinned_from is None else tuple(int(n) for n in thinned_from)
     if rep.num_examples != len(self.factors):
       raise ValueError(f"{rep.num_examples} encodings for {len(self.factors)} rows")
     self.rep = rep
@@ -217,22 +220,70 @@ def host_fn(represent_jit, params):
   return fn
 
 
+def thinned_sizes(factor_sizes, max_rows: int) -> tuple[int, ...]:
+  """The values kept of each factor so that their grid holds at most ``max_rows`` rows: the
+  factor with the most values kept is halved (rounded up) until the product fits; a factor keeps
+  at least one value."""
+  kept = [int(n) for n in factor_sizes]
+  while int(np.prod(kept)) > max_rows and max(kept) > 1:
+    i = int(np.argmax(kept))
+    kept[i] = (kept[i] + 1) // 2
+  return tuple(kept)
+
+
+def thinned_grid(rows: np.ndarray, factor_sizes, max_rows: int):
+  """(positions in ``rows``, their factor rows renumbered 0..k-1, the kept sizes k) of a thinned
+  grid: `thinned_sizes` evenly spaced values of each factor, every combination of them; None
+  when ``rows`` does not hold every combination once (not a complete grid)."""
+  sizes = tuple(int(n) for n in factor_sizes)
+  kept = thinned_sizes(sizes, max_rows)
+  values = [np.unique(np.round(np.linspace(0, n - 1, k)).astype(np.int64))
+            for n, k in zip(sizes, kept)]
+  mask = np.ones(len(rows), bool)
+  for j, v in enumerate(values):
+    mask &= np.isin(rows[:, j], v)
+  picked = np.flatnonzero(mask)
+  renumbered = np.stack([np.searchsorted(v, rows[picked, j]) for j, v in enumerate(values)],
+                        axis=1) if len(picked) else np.zeros((0, len(sizes)), np.int64)
+  if len(picked) != int(np.prod(kept)) or len(np.unique(renumbered, axis=0)) != len(picked):
+    return None
+  return picked, renumbered.astype(np.int64), kept
+
+
 def encode_ground_truth(dataset, represent_jit, params, *, batch_size: Optional[int] = None,
-                        whole_dataset_max: int = WHOLE_DATASET_MAX):
-  """(EncodedGroundTruth, rows_are_indices, timings) of the whole dataset, or (None, False, {})."""
+                        whole_dataset_max: int = WHOLE_DATASET_MAX, max_rows: int = 0):
+  """(EncodedGroundTruth, rows_are_indices, timings) of the whole dataset, or (None, False, {}).
+
+  ``max_rows`` > 0 and a larger set: a thinned grid of it (`thinned_grid`, at most that many
+  images) is encoded instead, and the metrics read it as the set (its factor sizes the kept ones,
+  its factors drawn uniformly; ``thinned_from`` names the set's own sizes); a set that is not a
+  complete grid is then not encoded (the metrics sample).
+  """
   batch_size = batch_size or default_batch_size()
   rows, are_indices = enumerate_rows(dataset)
   if rows is None or len(rows) > whole_dataset_max:
     return None, False, {}
+  sizes, sample, picked = dataset.factor_sizes, dataset.sample_factors, None
+  if max_rows and len(rows) > max_rows:
+    grid = thinned_grid(rows, sizes, max_rows)
+    if grid is None:
+      return None, False, {}
+    picked, factor_rows, sizes = grid
+    sample = None  # uniform over the thinned grid, as the set's own draws are over its grid
   rng = np.random.default_rng(0)  # only used to pick among duplicate factor rows
-  if are_indices:
+  if picked is not None and are_indices:
+    get = lambda a, b: dataset.get_images(picked[a:b])
+  elif picked is not None:
+    get = lambda a, b: dataset.sample_observations_from_factors(rows[picked[a:b]], rng)
+  elif are_indices:
     get = lambda a, b: dataset.get_images(np.arange(a, b))
   else:
     get = lambda a, b: dataset.sample_observations_from_factors(rows[a:b], rng)
-  rep, timings = encode_streamed(get, len(rows), lambda x: represent_jit(params, x),
-                                 batch_size)
-  encoded = EncodedGroundTruth(rows, rep, dataset.factor_sizes, dataset.sample_factors)
-  return encoded, are_indices, timings
+  n = len(rows) if picked is None else len(picked)
+  rep, timings = encode_streamed(get, n, lambda x: represent_jit(params, x), batch_size)
+  encoded = EncodedGroundTruth(rows if picked is None else factor_rows, rep, sizes, sample,
+                               thinned_from=None if picked is None else dataset.factor_sizes)
+  return encoded, are_indices and picked is None, timings
 
 
 # -- metrics ----------------------------------------------------------------------------------

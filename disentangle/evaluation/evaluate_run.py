@@ -1,8 +1,8 @@
 """Evaluation of a saved run: `evaluate_run(workdir, step=None)` (``python -m experiments.evaluate``).
 
-Restores a checkpoint read-only (`checkpoint.Checkpointer(read_only=True)`: never saves, deletes
-or cleans, so a running run can be evaluated; the latest complete checkpoint, or ``step``; every
-seed of a multi-seed run) and runs every registered metric (`disentangle.metrics.registry`,
+Restores a checkpoint read-only (`reading`, a `checkpoint.Checkpointer(read_only=True)`: never
+saves, deletes or cleans, so a running run can be evaluated; the latest complete checkpoint, or
+``step``; every seed of a multi-seed run) and runs every registered metric (`disentangle.metrics.registry`,
 stage ``"run"``; or the ``metrics`` named, as a paper table's evaluation does) in the papers'
 protocols:
 
@@ -43,12 +43,28 @@ encoded once, streamed, and every ground-truth metric reads those encodings
 (`disentangle.evaluation.encodings`): the authors' protocol, no image encoded twice. Labelled data is
 encoded whole once for the accuracy; the information estimates and the pictures reuse those
 encodings.
+
+``eval.max_points`` = N > 0 (the ``smoke`` variants: `experiments.configs.common.SMOKE_MAX_POINTS`;
+``experiments.evaluate --max_points``) sizes the evaluation to a short run: a ground truth larger
+than N is replaced by a thinned grid of it (`encodings.thinned_grid`: evenly spaced values of
+its largest factors, every combination, at most N images; dSprites at 1,000: 720 images of
+3x3x5x4x4), encoded once, which every ground-truth metric reads as the data set; the score's
+votes, MIG's, the suite's (``eval.suite_points``) and the information estimates' points are at
+most N; a labelled split larger than N is read on the eval points. The results name the grid and
+are marked not comparable with published numbers. 0 keeps the papers' protocols.
+
+Before it starts, `evaluate_run` can say what it will cost (``log``: `estimate_seconds`, the
+images it encodes at the time of one batch timed on this machine, plus the metrics' time of the
+run's last evaluation with the same settings; then `planned_lines`, the points of each metric),
+and as it goes a line per encoding and per metric.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import json
+import logging
+import numbers
 import pathlib
 import time
 from typing import Callable, NamedTuple, Optional, Sequence
@@ -123,11 +139,29 @@ def locate_run(workdir) -> tuple[ml_collections.ConfigDict, list[pathlib.Path]]:
   return config, [p.parent for p in seeds]
 
 
+class _ReadOnlyNotice(logging.Filter):
+  """Drops orbax's notice, at warning level, that a manager opened read-only is read-only: the
+  evaluation asks for it, once for the check before the data and once for the restore."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Given directory is read only")
+
+
+def reading(workdir, **kwargs) -> checkpoint.Checkpointer:
+  """``checkpoint.Checkpointer(workdir, read_only=True, **kwargs)``, without orbax's notice."""
+  quiet, absl_logger = _ReadOnlyNotice(), logging.getLogger("absl")  # orbax logs through absl
+  absl_logger.addFilter(quiet)
+  try:
+    return checkpoint.Checkpointer(workdir, read_only=True, **kwargs)
+  finally:
+    absl_logger.removeFilter(quiet)
+
+
 def open_checkpoints(workdir, step: Optional[int] = None):
   """(read-only `Checkpointer`, its complete steps, the step asked for or the newest): `NotARun`
   without a complete checkpoint, `CheckpointError` for a step it does not hold."""
   try:
-    ckpt = checkpoint.Checkpointer(workdir, read_only=True)
+    ckpt = reading(workdir)
   except FileNotFoundError as e:
     raise NotARun(str(e)) from e
   available = ckpt.all_steps()
@@ -166,8 +200,7 @@ def restore_params(workdir, config, method, step: Optional[int] = None) -> tuple
 
 def restore_selected(run_dir, config, method, step: int):
   """Parameters of the kept (selected) checkpoint of one run directory (one seed), read-only."""
-  ckpt = checkpoint.Checkpointer(run_dir, subdir=selection.SUBDIR, with_record=True,
-                                 read_only=True)
+  ckpt = reading(run_dir, subdir=selection.SUBDIR, with_record=True)
   try:
     sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     abstract = jax.tree_util.tree_map(
@@ -181,8 +214,7 @@ def restore_selected(run_dir, config, method, step: int):
 def read_selection_record(run_dir) -> Optional[dict]:
   """The record of ``run_dir``'s kept checkpoint (read-only), or None when it has none."""
   try:
-    ckpt = checkpoint.Checkpointer(run_dir, subdir=selection.SUBDIR, with_record=True,
-                                   read_only=True)
+    ckpt = reading(run_dir, subdir=selection.SUBDIR, with_record=True)
   except FileNotFoundError:
     return None
   try:
@@ -223,11 +255,11 @@ def selection_blocks(config, result: dict, evaluate_selected: Callable) -> tuple
   return final, selected
 
 
-def describe_dataset(dataset, config, overridden: bool) -> dict:
+def describe_dataset(dataset, config, overridden: bool, capped: bool = False) -> dict:
   """What the numbers were computed on (trained-on and evaluated-on names), and whether they can
-  sit beside published ones."""
+  sit beside published ones (not when ``capped``: ``eval.max_points`` set)."""
   source = getattr(dataset, "source", None)
-  comparable = not overridden and source != "render"
+  comparable = not overridden and not capped and source != "render"
   if comparable and config.dataset.synthetic_if_missing:
     comparable = None  # the loader may have used generated stand-ins (see its log)
   names = evaluator_lib.eval_data_names(config)
@@ -263,13 +295,32 @@ class RunSettings:
   whole_dataset_max: int = encodings.WHOLE_DATASET_MAX
   variance_points: Optional[int] = None  # the score's global variances: None = its protocol's
   metrics: Optional[tuple] = None  # the registered metrics computed: None = every one
+  # ``eval.max_points``: 0, the papers' protocols; N, at most N images encoded per set (a thinned
+  # grid of a larger ground truth, `encodings.thinned_grid`) and at most N points per metric
+  max_points: int = 0
+
+  def capped(self) -> "RunSettings":
+    """These settings within ``max_points``: the votes, MIG's and the shape accuracy's points."""
+    n = self.max_points
+    if not n:
+      return self
+    return dataclasses.replace(self, num_votes=min(self.num_votes, max(1, n // self.vote_batch)),
+                               mig_points=min(self.mig_points, n))
+
+  def sampling(self) -> "RunSettings":
+    """The settings of metrics that sample a ground truth not encoded: the global variances
+    within ``max_points`` too."""
+    n = self.max_points
+    return dataclasses.replace(self, variance_points=min(self.variance_points or n, n)) if n \
+        else self
 
   def overrides(self) -> dict:
     """Per-metric settings on top of `registry.settings_of` (``config.eval``)."""
     score = {"num_votes": self.num_votes, "batch_size": self.vote_batch}
     out = {"factor_score": score, "factor_score_no_discrete": score,
            "mig": {"num_points": self.mig_points},
-           "shape_accuracy": {"num_points": self.mig_points}}
+           "shape_accuracy": {"num_points": self.mig_points},
+           "shape_accuracy_direct": {"num_points": self.mig_points}}
     if self.variance_points is not None:  # a sample instead of the whole data set
       score["num_variance_points"] = int(self.variance_points)
       out["factor_score_partedvae"] = {"num_points": int(self.variance_points)}
@@ -287,20 +338,99 @@ def images_of_run(config, method, dataset, ground_truth, settings: RunSettings) 
   (or the points its score and MIG sample), the labelled split whole, else the eval points."""
   images, rep_eval = 0, False
   if ground_truth is not None:
-    rows, are_indices = encodings.enumerate_rows(ground_truth)
-    if rows is not None and len(rows) <= settings.whole_dataset_max:
-      images += len(rows)
-      rep_eval = are_indices and ground_truth is dataset
+    grid = encoded_grid(ground_truth, settings)
+    if grid is not None:
+      images += grid[0]
+      rep_eval = grid[1] and ground_truth is dataset
     else:
-      images += settings.num_votes * settings.vote_batch + settings.mig_points
-  labelled = getattr(dataset, "labels", None) is not None or \
-      evaluator_lib.target_names_of(method, dataset)
-  if labelled and method.num_discrete:
+      sampled = settings.sampling()
+      images += (settings.num_votes * settings.vote_batch + settings.mig_points
+                 + (sampled.variance_points or 0))
+  if labelled_whole(method, dataset, settings):
     images += int(dataset.num_examples)
     rep_eval = True
   if not rep_eval:
     images += len(evaluator_lib.eval_indices(config, dataset.num_examples))
   return images
+
+
+def encoded_grid(ground_truth, settings: RunSettings) -> Optional[tuple]:
+  """What `evaluate_params` encodes of ``ground_truth`` once (`encodings.encode_ground_truth`):
+  (images, whether row i is example i, the thinned grid's sizes or None); None when its
+  metrics sample it instead."""
+  rows, are_indices = encodings.enumerate_rows(ground_truth)
+  if rows is None or len(rows) > settings.whole_dataset_max:
+    return None
+  if settings.max_points and len(rows) > settings.max_points:
+    grid = encodings.thinned_grid(rows, ground_truth.factor_sizes, settings.max_points)
+    return None if grid is None else (len(grid[0]), False, grid[2])
+  return len(rows), are_indices, None
+
+
+def labelled_whole(method, dataset, settings: RunSettings) -> bool:
+  """Whether the label accuracies read every example of the evaluation split, encoded once: a
+  discrete code, labels or target columns, and a split within ``max_points`` (beyond it they
+  read the eval points)."""
+  labelled = getattr(dataset, "labels", None) is not None or \
+      evaluator_lib.target_names_of(method, dataset)
+  fits = not settings.max_points or int(dataset.num_examples) <= settings.max_points
+  return bool(labelled and method.num_discrete and fits)
+
+
+def metric_seconds(result: dict) -> float:
+  """The seconds of an `evaluate_run` result (one run or ``seeds``) spent outside encoding."""
+  total = 0.0
+  for r in result.get("seeds", [result]):
+    timings = r.get("timings_s", {})
+    encoding = timings.get("encode_total_s", 0.0) + timings.get("encode_labelled_s", 0.0)
+    total += max(0.0, timings.get("total_s", 0.0) - encoding)
+  return total
+
+
+def previous_metric_seconds(path, settings: RunSettings, num_runs: int) -> float:
+  """The metrics' seconds (`metric_seconds`) of the evaluation recorded in ``path`` (a run's
+  ``results.json``) per run times ``num_runs``, when it had ``settings``' points; else 0."""
+  try:
+    previous = json.loads(paths.as_path(path).read_text())
+  except (OSError, ValueError):
+    return 0.0
+  same = previous.get("settings", {}).get("max_points", 0) == settings.max_points and \
+      previous.get("settings", {}).get("metrics") == (
+          None if settings.metrics is None else list(settings.metrics))
+  return metric_seconds(previous) * num_runs if same else 0.0
+
+
+def planned_lines(config, method, dataset, ground_truth, settings: RunSettings) -> list[str]:
+  """What an evaluation will read, in words, before it starts: the images encoded and the
+  points of each metric it runs (their settings' counts)."""
+  lines = []
+  if ground_truth is not None:
+    grid = encoded_grid(ground_truth, settings)
+    sizes = "x".join(str(int(n)) for n in ground_truth.factor_sizes)
+    if grid is None:
+      lines.append("ground truth: sampled by each metric (not encoded whole)")
+    elif grid[2] is None:
+      lines.append(f"ground truth: encoded whole once, {grid[0]:,} images ({sizes})")
+    else:
+      lines.append(f"ground truth: a thinned grid encoded once, {grid[0]:,} images "
+                   f"({'x'.join(map(str, grid[2]))} of {sizes}; eval.max_points = "
+                   f"{settings.max_points:,})")
+  if labelled_whole(method, dataset, settings):
+    lines.append(f"evaluation split: every example encoded once, {dataset.num_examples:,}")
+  lines.append(f"eval points: {len(evaluator_lib.eval_indices(config, dataset.num_examples)):,}"
+               " (information, pictures)")
+  sampled = ground_truth is not None and encoded_grid(ground_truth, settings) is None
+  used = settings.sampling() if sampled else settings
+  chosen = registry.settings_of(config.eval, "run", used.overrides())
+  for m in registry.ordered("run"):
+    if (settings.metrics is not None and m.name not in settings.metrics) or \
+        not m.enabled(config.eval, "run") or (m.ground_truth and ground_truth is None):
+      continue
+    counts = [f"{k} {v:,}" for k, v in chosen[m.name].items()
+              if (k.startswith("num_") or k == "batch_size") and isinstance(v, int)
+              and not isinstance(v, bool)]
+    lines.append(f"  {m.name}: {', '.join(counts) if counts else 'the encodings above'}")
+  return lines
 
 
 def estimate_seconds(config, method, params, dataset, ground_truth, settings: RunSettings,
@@ -315,8 +445,11 @@ def estimate_seconds(config, method, params, dataset, ground_truth, settings: Ru
 
 
 def evaluate_params(config, method, params, step: int, *, dataset, ground_truth, run_dir,
-                    settings: RunSettings, jitted: _Jitted) -> dict:
-  """Every registered metric of one seed's ``params`` (see the module doc) and its pictures."""
+                    settings: RunSettings, jitted: _Jitted,
+                    log: Optional[Callable[[str], None]] = None) -> dict:
+  """Every registered metric of one seed's ``params`` (see the module doc) and its pictures;
+  ``log``: a line as the encoding and each metric end."""
+  log = log or (lambda line: None)
   represent, batch = jitted.represent, settings.encode_batch_size
   host_fn = encodings.host_fn(represent, params)
   rng = np.random.default_rng([config.seed, step])
@@ -324,24 +457,26 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
   indices = evaluator_lib.eval_indices(config, dataset.num_examples)
   inputs = registry.Inputs("run", rng, encode_batch_size=batch,
                            code_named=evaluator_lib.code_named_by_labels(method))
-  rep_eval = None
+  rep_eval, encoded, sampled = None, None, False
   if ground_truth is not None:
     encoded, are_indices, enc_t = encodings.encode_ground_truth(
         ground_truth, represent, params, batch_size=batch,
-        whole_dataset_max=settings.whole_dataset_max)
+        whole_dataset_max=settings.whole_dataset_max, max_rows=settings.max_points)
     timings.update({f"encode_{k}": v for k, v in enc_t.items() if k.endswith("_s")})
     inputs.factor_names = tuple(getattr(ground_truth, "factor_names", ()))
     if encoded is not None:
       inputs.ground_truth, inputs.represent = encoded, encoded.represent
       inputs.factors, inputs.factor_rep = encoded.factors, encoded.rep
-      inputs.factor_points = "whole_dataset"
+      inputs.factor_points = "whole_dataset" if encoded.thinned_from is None else "thinned_grid"
+      log(f"  encoded {encoded.num_examples:,} images of the ground truth in "
+          f"{enc_t['total_s']:.1f} s")
     else:
-      inputs.ground_truth, inputs.represent = ground_truth, host_fn
+      inputs.ground_truth, inputs.represent, sampled = ground_truth, host_fn, True
     if encoded is not None and are_indices and ground_truth is dataset:
       rep_eval = encoded.rep.take(indices)  # row i is example i: no second encoding
   labels = getattr(dataset, "labels", None)
   target_names = evaluator_lib.target_names_of(method, dataset)
-  if (labels is not None or target_names) and method.num_discrete:
+  if labelled_whole(method, dataset, settings):
     t0 = time.perf_counter()
     rep_all, _ = encodings.encode_streamed(lambda a, b: dataset.get_images(np.arange(a, b)),
                                            dataset.num_examples,
@@ -355,18 +490,44 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
     inputs.labelled_points = "every example of the evaluation split"
     rep_eval = rep_all.take(indices)
     timings["encode_labelled_s"] = time.perf_counter() - t0
+    log(f"  encoded the {dataset.num_examples:,} examples of the evaluation split in "
+        f"{timings['encode_labelled_s']:.1f} s")
   if rep_eval is None:
     rep_eval = metrics.encode_in_batches(host_fn, dataset.get_images(indices), batch)
+  if inputs.labelled_rep is None and (labels is not None or target_names) and \
+      method.num_discrete:  # the split beyond max_points: the accuracies on the eval points
+    inputs.labels = None if labels is None else np.asarray(labels)[indices]
+    inputs.labelled_rep = rep_eval
+    if target_names:
+      inputs.targets = np.asarray(dataset.targets_of(indices, target_names))
+      inputs.target_names = target_names
+    inputs.labelled_points = f"the {len(indices):,} eval points (eval.max_points)"
   inputs.rep = rep_eval
   errors = {}
+
+  def progress(name, outcome, seconds):
+    if isinstance(outcome, str):
+      said = "not computed"
+    elif outcome is None:
+      said = "does not apply"
+    else:
+      value = outcome.get("value")
+      said = f"{value:.4f}" if isinstance(value, numbers.Real) else "done"
+    log(f"  {name}: {said} ({seconds:.1f} s)")
+
+  used = settings.sampling() if sampled else settings
   out, metric_t = registry.run(inputs, config.eval, names=settings.metrics,
-                               overrides=settings.overrides(), errors=errors)
+                               overrides=used.overrides(), errors=errors, progress=progress)
   timings.update(metric_t)
   if errors:
     out["not_computed"] = errors  # {metric: 'metric: cause'}
   if inputs.ground_truth is not None:
-    out["encodings"] = ("whole_dataset_encoded_once" if inputs.factor_rep is not None
-                        else "sampled")
+    out["encodings"] = ("sampled" if encoded is None else "whole_dataset_encoded_once"
+                        if encoded.thinned_from is None else "thinned_grid_encoded_once")
+    if encoded is not None and encoded.thinned_from is not None:
+      out["thinned_grid"] = {"factor_sizes": list(encoded.factor_sizes),
+                             "of_factor_sizes": list(encoded.thinned_from),
+                             "num_images": encoded.num_examples}
   prefix = f"evaluate_step_{step}_"
   images = dataset.get_images(indices[:config.eval.num_images])
   pictures = evaluator_lib.save_pictures(
@@ -395,7 +556,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
                  conv_impl: Optional[str] = None, eval_overrides: Optional[dict] = None,
                  metrics: Optional[Sequence[str]] = None, write: bool = True,
                  selected_too: bool = True,
-                 deadline: Optional[float] = None, metric_s: float = 0.0) -> dict:
+                 deadline: Optional[float] = None, metric_s: float = 0.0,
+                 log: Optional[Callable[[str], None]] = None) -> dict:
   """Evaluates the checkpoint of ``workdir`` at ``step`` (default latest), read-only.
 
   Args:
@@ -427,7 +589,11 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
       write the labelled ``final`` / ``selected`` blocks.
     deadline: a `time.time()`: the evaluation is not started when its estimate
       (`estimate_seconds`, made once the parameters are restored) would end past it.
-    metric_s: the metrics' seconds in that estimate (e.g. the previous evaluation's).
+    metric_s: the metrics' seconds in that estimate (e.g. the previous evaluation's; 0: those
+      of the run's ``results.json`` when it was evaluated with the same settings).
+    log: progress lines (``experiments.evaluate``: print): first the estimate
+      (`estimate_seconds`) and what each metric will read (`planned_lines`), then a line as the
+      encoding and each metric end. None: silent.
 
   Raises:
     preemption.DeadlineReached: the evaluation would end past ``deadline``; nothing written.
@@ -459,15 +625,30 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
     ground_truth = dataset
   method = methods.build(config, dataset.image_shape)
   params, facts = restore_params(workdir, config, method, step)
+  cap = int(config.eval.max_points)
   settings = RunSettings(factor_score_votes, vote_batch, mig_points,
                          encode_batch_size or encodings.default_batch_size(),
                          whole_dataset_max=int(whole_dataset_max), variance_points=variance_points,
-                         metrics=metrics)
+                         metrics=metrics, max_points=cap).capped()
+  if cap:  # the points of the information estimates and of disentanglement_lib's suite
+    config.eval.num_points = min(int(config.eval.num_points) or cap, cap)
+    config.eval.suite_points = min(int(config.eval.suite_points) or cap, cap)
   jitted = _Jitted(encodings.jit_represent(method, config), host.jit(method.decode, config),
                    host.jit(method.reconstruct, config))
-  if deadline is not None:
+  if deadline is not None or log is not None:
+    if not metric_s and (run_dirs[0] / "results.json").is_file():
+      metric_s = previous_metric_seconds(run_dirs[0] / "results.json", settings,
+                                         len(run_dirs))
     estimate = estimate_seconds(config, method, params[0], dataset, ground_truth, settings,
                                 jitted, len(run_dirs), metric_s)
+  if log is not None:
+    unknown = "" if metric_s else ("; the metrics' own time on top, known once a first "
+                                   "evaluation has run")
+    log(f"estimate: {estimate.words()} for {len(run_dirs)} run(s) at step {facts['step']}"
+        f"{unknown}")
+    for line in planned_lines(config, method, dataset, ground_truth, settings):
+      log(line)
+  if deadline is not None:
     left = deadline - time.time()
     if estimate.seconds > left:
       raise preemption.DeadlineReached(
@@ -495,19 +676,23 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
     result = {"run_dir": str(run_dir), "workdir": str(workdir), "seed": int(config_i.seed),
               "seed_index": i, "num_seeds": int(config.num_seeds), "method": config.method,
               "latent_dim": int(config.model.latent_dim), "checkpoint": facts,
-              "dataset": describe_dataset(dataset, config, overridden),
+              "dataset": describe_dataset(dataset, config, overridden, capped=bool(cap)),
               "ground_truth": None if ground_truth is None else type(ground_truth).__name__,
               "settings": recorded, "evaluated_at": datetime.datetime.now().isoformat(),
               "environment": backend.describe()}
+    if log is not None and len(run_dirs) > 1:
+      log(f"{run_dir}:")
     result.update(evaluate_params(config_i, method, params[i], facts["step"], dataset=dataset,
                                   ground_truth=ground_truth, run_dir=run_dir,
-                                  settings=settings, jitted=jitted))
+                                  settings=settings, jitted=jitted, log=log))
 
     def evaluate_selected(step, config_i=config_i, run_dir=run_dir):
       kept, directory = restore_selected(run_dir, config_i, method, step)
+      if log is not None:
+        log(f"the checkpoint kept by eval.select, step {step}:")
       return evaluate_params(config_i, method, kept, step, dataset=dataset,
                              ground_truth=ground_truth, run_dir=run_dir, settings=settings,
-                             jitted=jitted), directory
+                             jitted=jitted, log=log), directory
 
     if selected_too:
       result["final"], result["selected"] = selection_blocks(config_i, result, evaluate_selected)

@@ -220,13 +220,14 @@ def settings_of(eval_config, stage: str, overrides: Optional[dict] = None) -> di
 
 
 def run(inputs: Inputs, eval_config, *, names=None, overrides: Optional[dict] = None,
-        clock: Optional[Callable[[], float]] = None,
-        errors: Optional[dict] = None) -> tuple[dict, dict]:
+        clock: Optional[Callable[[], float]] = None, errors: Optional[dict] = None,
+        progress: Optional[Callable[[str, Any, float], None]] = None) -> tuple[dict, dict]:
   """Every enabled, applicable metric (or only ``names``); ({name: result}, {name_s: seconds}).
 
   Each metric computes from its own stream (`metric_rng`), ``eval.repeats`` times if it samples
   (module doc). A metric raising `MetricInputError` is logged in one line and left out; its
-  line goes into ``errors`` ({name: line}) when given.
+  line goes into ``errors`` ({name: line}) when given. ``progress(name, outcome, seconds)`` is
+  called as each metric ends: its result, None (it does not apply) or its error's line.
   """
   import time  # pylint: disable=g-import-not-at-top
   clock = clock or time.perf_counter
@@ -253,10 +254,14 @@ def run(inputs: Inputs, eval_config, *, names=None, overrides: Optional[dict] = 
       logging.warning("metric not computed: %s", line)
       if errors is not None:
         errors[m.name] = line
+      if progress is not None:
+        progress(m.name, line, clock() - t0)
       continue
     if result is not None:
       results[m.name] = result
       timings[f"{m.name}_s"] = clock() - t0
+    if progress is not None:
+      progress(m.name, result, clock() - t0)
   return results, timings
 
 

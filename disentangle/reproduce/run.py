@@ -276,16 +276,6 @@ def run_table(table: plan_lib.Table, workdir, modules: Mapping, *, scale: Callab
                          log=log, deadline=deadline, eval_points=eval_points, rows=rows)
 
 
-def metric_seconds(result: dict) -> float:
-  """The seconds of an `evaluate_run` result (one run or ``seeds``) spent outside encoding."""
-  total = 0.0
-  for r in result.get("seeds", [result]):
-    timings = r.get("timings_s", {})
-    encoding = timings.get("encode_total_s", 0.0) + timings.get("encode_labelled_s", 0.0)
-    total += max(0.0, timings.get("total_s", 0.0) - encoding)
-  return total
-
-
 def new_record(table: plan_lib.Table, *, seeds: int, fraction, eval_points: int) -> dict:
   """The workdir's record (``reproduce.json``) of a new workdir: the table, its settings, the
   commands and their wall time."""
@@ -371,7 +361,7 @@ def _train_and_evaluate(table, workdir: pathlib.Path, p, head: str, which: str, 
     except preemption.DeadlineReached as e:
       log(f"{head}: {e}")
       stop(f"before the evaluation of {which} ({e})")
-    last.update(eval_s=time.perf_counter() - began, metric_s=metric_seconds(result))
+    last.update(eval_s=time.perf_counter() - began, metric_s=evaluate_run.metric_seconds(result))
 
 
 def _run_programs(table, workdir: pathlib.Path, modules, programs, *, seeds: int, fraction,

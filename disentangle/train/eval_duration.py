@@ -42,7 +42,7 @@ class Estimate:
 
   def words(self) -> str:
     metric = f" + {self.metric_s:.1f} s of metrics" if self.metric_s else ""
-    return (f"about {self.seconds:.0f} s ({self.images} images in {self.batches} batches of "
+    return (f"about {self.seconds:,.0f} s ({self.images:,} images in {self.batches:,} batches of "
             f"{self.batch_size} at {self.batch_s * 1e3:.1f} ms each{metric})")
 
 

@@ -274,6 +274,11 @@ def cascade_config(dataset: str, *, num_discrete: int, penalty: float, relieve_e
   return c
 
 
+# ``eval.max_points`` of the smoke variants: `experiments.evaluate` encodes a thinned grid of at
+# most this many images (dSprites: 720 of 737,280) and gives each metric at most this many points.
+SMOKE_MAX_POINTS = 1000
+
+
 def smoke(c, *, steps: int = 300, synthetic: bool = False, **method_kwargs) -> None:
   """Shrink a config to minutes on a CPU: same code path, tiny schedule (not comparable).
 
@@ -286,6 +291,7 @@ def smoke(c, *, steps: int = 300, synthetic: bool = False, **method_kwargs) -> N
   c.checkpoint_every = 100
   c.eval.num_points = 2000
   c.eval.factor_score_votes = 100
+  c.eval.max_points = SMOKE_MAX_POINTS  # experiments.evaluate in about a minute on a 2-core CPU
   methods.smoke(c, **method_kwargs)
   if synthetic:
     c.dataset.synthetic_if_missing = True
