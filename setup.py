@@ -63,6 +63,8 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     packages=setuptools.find_packages(include=["disentangle", "disentangle.*", "experiments",
                                                "experiments.*", "benchmarks"]),
+    # The shipped models (disentangle.trained): parameters, config and model.json of each.
+    package_data={"disentangle": ["pretrained/*/*.json", "pretrained/*/*.msgpack"]},
     python_requires=">=3.11",
     install_requires=REQUIREMENTS,
     extras_require=EXTRAS,

@@ -2,7 +2,17 @@
 
 CascadeVAE (Jeong & Song 2019) and its baselines on one mesh-ready trainer; see README.md.
 Subpackages: ``data``, ``nn``, ``methods``, ``metrics``, ``train``; modules ``assignment``,
-``losses``, ``schedules``, ``config``, ``viz``.
+``losses``, ``schedules``, ``config``, ``viz``, ``trained``.
+
+``disentangle.load(name_or_run)`` is `disentangle.trained.load`: a shipped model by name or a
+run directory, ready to encode, decode and traverse (docs/using_a_trained_model.md). It is
+imported on first use, so ``import disentangle`` stays light.
 """
 
 __version__ = "0.1.0"
+
+
+def load(name_or_path, **kwargs):
+  """`disentangle.trained.load`: a shipped model by name, or a run directory (local or gs://)."""
+  from disentangle import trained  # pylint: disable=g-import-not-at-top
+  return trained.load(name_or_path, **kwargs)

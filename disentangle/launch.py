@@ -1,8 +1,8 @@
 """The command line shared by every entry point in ``experiments/``.
 
 ``python -m experiments.<name> --config=experiments/configs/<name>.py[:variant[,field=value]]
-[--config.field=value ...] [--workdir=DIR] [--deadline=25m]``. Without ``--workdir`` the run goes
-to ``runs/<config name>[_<variant>]``; the run resumes automatically if that folder has a
+[--config.field=value ...] [--workdir=DIR] [--deadline=25m] [--dry_run]``. Without ``--workdir``
+the run goes to ``runs/<config name>[_<variant>]``; the run resumes automatically if that folder has a
 checkpoint. ``--workdir`` may be a bucket URL (``gs://bucket/run``; `disentangle.paths`); on a
 pod every host runs the same command with the same URL.
 
@@ -11,6 +11,10 @@ argument or as ``--config.field=value``) is one line here, while flags are parse
 value is reported by the config's validation before the run is announced. The exit statuses and
 ``--deadline`` are `disentangle.command_line`'s (`exits`); the behaviour they give a run is
 described once in docs/reliability.md.
+
+``--dry_run`` checks the command as a run would (the config file, its variant, every override and
+the config's validation) and prints what it would train (:func:`describe`), then stops: nothing
+is read, compiled or written. :func:`plan` does the same for an argument list, in this process.
 """
 from __future__ import annotations
 
@@ -41,7 +45,9 @@ def define_flags() -> dict[str, flags.FlagHolder]:
                                                     lock_config=True),
           "workdir": flags.DEFINE_string("workdir", None,
                                          "Run directory (created; resumed if it exists)."),
-          "deadline": command_line.define_deadline()}
+          "deadline": command_line.define_deadline(),
+          "dry_run": flags.DEFINE_bool("dry_run", False, "Check the command and print what it "
+                                       "would train; train nothing, write nothing.")}
 
 
 def default_workdir(config_arg: str) -> pathlib.Path:
@@ -86,6 +92,38 @@ def config_problem(argv: list[str]) -> str | None:
   return None
 
 
+def describe(config, workdir) -> str:
+  """One line: what a run of ``config`` in ``workdir`` trains."""
+  runs = int(config.get("num_seeds", 1) or 1)
+  return (f"dry run: {config.method} on {config.dataset.name}, {int(config.num_steps):,} steps, "
+          f"seed {config.seed}" + (f", {runs} runs in one program" if runs > 1 else "") +
+          f"; run directory {workdir}; nothing trained or written")
+
+
+def plan(argv: list[str]) -> str:
+  """`describe` of the run an entry point's arguments ask for (``--config=...``, overrides,
+  ``--workdir``), checked as ``--dry_run`` checks it; `ConfigError` naming what is wrong."""
+  from disentangle import methods  # pylint: disable=g-import-not-at-top
+  argv = _joined(_joined(list(argv), "config"), "workdir")
+  config_arg = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+  if config_arg is None:
+    raise config_lib.ConfigError("--config=<file>.py[:variant] is required")
+  problem = config_problem(argv)
+  if problem is not None:
+    raise config_lib.ConfigError(problem)
+  config = load_config(config_arg)
+  for a in argv:
+    if a.startswith("--config."):
+      field, eq, text = a[len("--config."):].partition("=")
+      config_lib.apply_overrides(config, {field: text if eq else "true"})
+    elif a.startswith("--noconfig."):
+      config_lib.apply_overrides(config, {a[len("--noconfig."):]: "false"})
+  methods.validate(config)
+  workdir = next((a.split("=", 1)[1] for a in argv if a.startswith("--workdir=")),
+                 default_workdir(config_arg))
+  return describe(config, workdir)
+
+
 def _last_line(text: str) -> str:
   return [line for line in text.splitlines() if line.strip()][-1].strip()
 
@@ -123,6 +161,10 @@ def _run(defined: dict[str, flags.FlagHolder], _):
   config = defined["config"].value
   workdir = paths.as_path(defined["workdir"].value)  # a folder or a bucket URL (gs://bucket/run)
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
+    if defined["dry_run"].value:  # the config alone: no bucket or data folder is reached
+      methods.validate(config)
+      print(describe(config, workdir), flush=True)
+      return
     storage.check(workdir, "--workdir")  # a bucket that cannot be used: one line, in seconds
     storage.check_data_dir(config.dataset.get("data_dir"))
     storage.check(config.dataset.get("tfds_data_dir") or None, "dataset.tfds_data_dir")

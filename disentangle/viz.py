@@ -106,20 +106,19 @@ def decoded(decode_fn, *args) -> np.ndarray:
   return as_nhwc(np.asarray(decode_fn(*args)))
 
 
-def traversal_grid(decode_fn: Callable[[np.ndarray], np.ndarray], base_z: np.ndarray,
-                   dims_order: Sequence[int], values: Sequence[float],
-                   padding: int = 2) -> np.ndarray:
+def traversal_images(decode_fn: Callable[[np.ndarray], np.ndarray], base_z: np.ndarray,
+                     dims_order: Sequence[int], values: Sequence[float]) -> np.ndarray:
   """Latent traversal: row r sets z[dims_order[r]] to each of `values`, others at `base_z`.
 
   Args:
     decode_fn: latents [k, m] -> images [k, H, W(, C)] in [0, 1] (called once, k = rows x cols).
     base_z: [m], the code every row starts from (e.g. the posterior mean of one image, or 0).
     dims_order: dimensions to traverse, one row each, in display order (sorted by the caller,
-      by I(x; z_j) as CascadeVAE Figs. 5 and 9).
+      by I(x; z_j) as CascadeVAE Figs. 6 and 9).
     values: the traversed values, one column each (range as in the papers, module doc).
 
   Returns:
-    The grid image [H', W', C] (`make_grid` with len(values) images per row).
+    The decoded images [rows, cols, H, W, C].
   """
   base_z = np.asarray(base_z, dtype=np.float32).ravel()
   values = np.asarray(values, dtype=np.float32)
@@ -128,7 +127,31 @@ def traversal_grid(decode_fn: Callable[[np.ndarray], np.ndarray], base_z: np.nda
   for r, d in enumerate(dims):
     z[r, :, d] = values
   images = decoded(decode_fn, z.reshape(-1, base_z.size))
-  return make_grid(images, len(values), padding)
+  return images.reshape((len(dims), len(values)) + images.shape[1:])
+
+
+def traversal_grid(decode_fn: Callable[[np.ndarray], np.ndarray], base_z: np.ndarray,
+                   dims_order: Sequence[int], values: Sequence[float],
+                   padding: int = 2) -> np.ndarray:
+  """`traversal_images` as one grid image [H', W', C], a row per dimension."""
+  images = traversal_images(decode_fn, base_z, dims_order, values)
+  return make_grid(images.reshape((-1,) + images.shape[2:]), len(values), padding)
+
+
+def save_traversal_gif(path, images: np.ndarray, *, frame_ms: int = 120,
+                       padding: int = 2) -> None:
+  """An animated traversal: frame t shows column t of `images` [rows, cols, H, W, C] (every
+  traversed dimension at the t-th value, side by side), forth and back; written atomically."""
+  images = np.asarray(images, dtype=np.float32)
+  rows, cols = images.shape[:2]
+  frames = []
+  for t in list(range(cols)) + list(range(cols - 2, 0, -1)):
+    grid = make_grid(images[:, t], rows, padding)
+    grid = grid[..., 0] if grid.shape[-1] == 1 else grid
+    frames.append(Image.fromarray(np.round(np.clip(grid, 0, 1) * 255).astype(np.uint8)))
+  with atomic.replacing(path, suffix=".gif") as tmp:
+    frames[0].save(tmp, format="GIF", save_all=True, append_images=frames[1:],
+                   duration=frame_ms, loop=0)
 
 
 def discrete_traversal_grid(decode_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],

@@ -90,9 +90,11 @@ def eval_indices(config, num_examples: int) -> np.ndarray:
 
 def save_pictures(method, params, images: np.ndarray, rep: metrics.Representation,
                   img_dir: pathlib.Path, *, dataset_name: str, prefix: str = "",
-                  decode=None, reconstruct=None) -> dict:
-  """Reconstructions, traversals sorted by KL, the discrete traversal and the method's own
-  pictures (``method.evaluation_pictures``, e.g. PartedVAE's); {kind: path}."""
+                  decode=None, reconstruct=None, order=None) -> dict:
+  """Reconstructions, traversals (``order``: the dimensions by I(x; z_j), largest first, as
+  CascadeVAE Figs. 6 and 9; None: by KL), the same traversals animated (GIF), the discrete
+  traversal (Fig. 7) and the method's own pictures (``method.evaluation_pictures``, e.g.
+  PartedVAE's); {kind: path}."""
   img_dir.mkdir(parents=True, exist_ok=True)
   decode = decode or host.jit(method.decode)
   reconstruct = reconstruct or host.jit(method.reconstruct)
@@ -110,10 +112,13 @@ def save_pictures(method, params, images: np.ndarray, rep: metrics.Representatio
     d = None if d0 is None else jnp.full((len(z),), d0, jnp.int32)
     return np.asarray(decode(params, jnp.asarray(z, jnp.float32), d))
 
+  order = np.argsort(-kl, kind="stable") if order is None else np.asarray(order)
+  traversed = viz.traversal_images(decode_z, rep.mean[0], order, values)
   paths["traversals"] = img_dir / f"{prefix}traversals.png"
-  viz.save_image_grid(paths["traversals"],
-                      viz.traversal_grid(decode_z, rep.mean[0], np.argsort(-kl), values),
+  viz.save_image_grid(paths["traversals"], traversed.reshape((-1,) + traversed.shape[2:]),
                       nrow=len(values))
+  paths["traversals_gif"] = img_dir / f"{prefix}traversals.gif"
+  viz.save_traversal_gif(paths["traversals_gif"], traversed)
   if rep.discrete is not None:
     def decode_d(z, d):
       return np.asarray(decode(params, jnp.asarray(z, jnp.float32), jnp.asarray(d)))
@@ -127,6 +132,34 @@ def save_pictures(method, params, images: np.ndarray, rep: metrics.Representatio
     paths[kind] = img_dir / f"{prefix}{kind}.png"
     viz.save_image(paths[kind], picture)
   return paths
+
+
+def information_row(info: dict) -> np.ndarray:
+  """One evaluation's I(x; z_1) ... I(x; z_m), then I(x; d) where the method has a discrete code
+  (the curves of CascadeVAE Fig. 9, left), from the ``information`` metric's result."""
+  row = list(np.asarray(info["mi_per_dim"], np.float64))
+  if info.get("discrete_mi") is not None:
+    row.append(float(info["discrete_mi"]))
+  return np.asarray(row)
+
+
+def information_order(history, latent_dim: int):
+  """The continuous dimensions by their latest I(x; z_j), largest first (None without one)."""
+  if not history:
+    return None
+  return np.argsort(-np.asarray(history[-1][1][:latent_dim]), kind="stable")
+
+
+def plot_information(path, history, latent_dim: int) -> bool:
+  """I(x; z_j) (and I(x; d)) against steps from ``history`` [(step, `information_row`)], when
+  it holds two evaluations of one width; whether it wrote ``path``."""
+  if len(history) < 2 or len({len(v) for _, v in history}) != 1:
+    return False
+  values = np.stack([v for _, v in history])
+  labels = [f"z{j}" for j in range(latent_dim)] + ["d"] * (values.shape[1] - latent_dim)
+  viz.plot_information_curves(path, [s for s, _ in history], values, labels,
+                              ylabel="I(x; z_j), I(x; d) (nats)")
+  return True
 
 
 def code_named_by_labels(method) -> bool:
@@ -231,7 +264,7 @@ class Evaluator:
     if "information" in results:
       if not self.history:  # a resumed run: the evaluations before it, from their files
         self.history = self._earlier_information(step)
-      self.history.append((step, np.asarray(results["information"]["mi_per_dim"])))
+      self.history.append((step, information_row(results["information"])))
     self.pictures(params, rep, step)
     self._write_details(step, details)
     return out
@@ -242,12 +275,9 @@ class Evaluator:
     img_dir = self.run_dir / "images"
     save_pictures(self.method, params, images, rep.take(slice(0, len(images))), img_dir,
                   dataset_name=eval_data_names(self.config, "training")["evaluated_on"],
-                  decode=self._decode, reconstruct=self._reconstruct)
-    if len(self.history) >= 2:
-      steps = [s for s, _ in self.history]
-      values_t = np.stack([v for _, v in self.history])
-      viz.plot_information_curves(img_dir / "information.png", steps, values_t,
-                                  [f"z{j}" for j in range(values_t.shape[1])])
+                  decode=self._decode, reconstruct=self._reconstruct,
+                  order=information_order(self.history, rep.mean.shape[1]))
+    plot_information(img_dir / "information.png", self.history, rep.mean.shape[1])
 
   def _earlier_information(self, step: int) -> list[tuple[int, np.ndarray]]:
     """(step, I(x; z_j)) of the evaluations written before ``step`` (``eval/step_<n>.json``)."""
@@ -257,7 +287,7 @@ class Evaluator:
       if tail.isdigit() and int(tail) < step:
         info = json.loads(path.read_text()).get("information") or {}
         if "mi_per_dim" in info:
-          out.append((int(tail), np.asarray(info["mi_per_dim"])))
+          out.append((int(tail), information_row(info)))
     return sorted(out, key=lambda e: e[0])
 
   def _write_details(self, step: int, details: dict) -> None:

@@ -1,0 +1,132 @@
+"""The trained-model API (`disentangle.trained`): encode, decode, reconstruct and traverse against
+the method's own functions; export and load round trips; damaged or mismatched inputs refused in
+one line; the shipped model against the MNIST test labels."""
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from disentangle import methods
+from disentangle import trained
+from experiments.configs import mnist_cascade
+
+SHAPE = (32, 32, 1)
+
+
+@pytest.fixture(scope="module")
+def model():
+  config = mnist_cascade.get_config("smoke")
+  method = methods.build(config, SHAPE)
+  params = jax.device_get(method.init(jax.random.key(3)).params)
+  return trained.TrainedModel(config, params, 7, SHAPE, "hand-made")
+
+
+@pytest.fixture(scope="module")
+def images():
+  rng = np.random.default_rng(0)
+  return (rng.random((6,) + SHAPE) < 0.3).astype(np.float32)
+
+
+def test_encode_is_the_methods_representation(model, images):
+  codes = model.encode(images, batch_size=4)  # two batches, one of them short
+  rep = model.method.represent(model.params, images)
+  np.testing.assert_allclose(codes.mean, rep["mean"], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(codes.logvar, rep["logvar"], rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(codes.discrete, rep["discrete"])
+  assert codes.mean.shape == (6, model.latent_dim) and codes.discrete.dtype == np.int32
+
+
+def test_uint8_and_channel_less_images_are_the_same_images(model, images):
+  as_uint8 = (images * 255).astype(np.uint8)[..., 0]
+  np.testing.assert_allclose(model.encode(as_uint8).mean, model.encode(images).mean, atol=1e-5)
+
+
+def test_traversals_decode_the_changed_code(model, images):
+  values = np.array([-2.0, 0.5, 2.0], np.float32)
+  out = model.traverse(images[2], dims=[4, 1], values=values)
+  assert out.shape == (2, 3) + SHAPE
+  codes = model.encode(images[2:3])
+  z = np.repeat(codes.mean, 3, axis=0)
+  z[:, 1] = values
+  expected = model.decode(z, np.repeat(codes.discrete, 3))
+  np.testing.assert_allclose(out[1], expected, atol=1e-5)
+  grid = model.traverse_discrete(images[:3])
+  assert grid.shape == (model.num_discrete, 3) + SHAPE
+  np.testing.assert_allclose(grid[5], model.decode(model.encode(images[:3]).mean, [5, 5, 5]),
+                             atol=1e-5)
+  # Different codes decode to different images: the traversal moves something.
+  assert np.abs(grid[0] - grid[1]).max() > 1e-4
+
+
+def test_reconstruct_decodes_the_encoding(model, images):
+  codes = model.encode(images)
+  np.testing.assert_allclose(model.reconstruct(images), model.decode(codes.mean, codes.discrete),
+                             atol=1e-6)
+
+
+def test_latent_order_is_by_information(model, images):
+  order = model.latent_order(images)
+  assert sorted(order.tolist()) == list(range(model.latent_dim))
+
+
+@pytest.mark.parametrize("bad, field", [
+    (np.zeros((2, 28, 28, 1), np.float32), "images: expected shape [n, 32, 32, 1]"),
+])
+def test_bad_images_are_refused_in_one_line(model, bad, field):
+  with pytest.raises(trained.ModelError) as e:
+    model.encode(bad)
+  assert str(e.value).startswith(field) and "\n" not in str(e.value)
+
+
+def test_bad_codes_are_refused_in_one_line(model):
+  z = np.zeros((2, model.latent_dim), np.float32)
+  with pytest.raises(trained.ModelError, match=r"^d: expected 2 integers in \[0, 10\)"):
+    model.decode(z, [0, 10])
+  with pytest.raises(trained.ModelError, match=r"^z: expected shape \[n, 10\]"):
+    model.decode(z[:, :3])
+
+
+def test_export_and_load_round_trip(model, images, tmp_path):
+  info = trained.export(model, tmp_path / "mine", command="hand-made", seed=0)
+  assert info["step"] == 7 and info["image_shape"] == list(SHAPE)
+  loaded = trained.load(tmp_path / "mine")
+  assert loaded.step == 7 and loaded.image_shape == SHAPE and loaded.info["seed"] == 0
+  for a, b in zip(jax.tree_util.tree_leaves(model.params),
+                  jax.tree_util.tree_leaves(loaded.params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  np.testing.assert_array_equal(loaded.encode(images).discrete, model.encode(images).discrete)
+
+
+def test_a_damaged_parameter_file_is_refused(model, tmp_path):
+  trained.export(model, tmp_path / "mine")
+  path = tmp_path / "mine" / trained.PARAMS
+  data = bytearray(path.read_bytes())
+  data[len(data) // 2] ^= 0xFF
+  path.write_bytes(bytes(data))
+  with pytest.raises(trained.ModelError, match="params.msgpack: sha256 .* does not match"):
+    trained.load(tmp_path / "mine")
+
+
+def test_an_unknown_name_is_refused_in_one_line(tmp_path):
+  with pytest.raises(trained.ModelError, match="neither a shipped model .* nor a run directory"):
+    trained.load(str(tmp_path / "nothing"))
+
+
+def test_shipped_models_say_what_they_are():
+  for name in trained.shipped():
+    info = json.loads((trained.PRETRAINED / name / trained.MODEL).read_text())
+    for field in ("command", "seed", "step", "image_shape", "params_sha256", "results"):
+      assert field in info, (name, field)
+
+
+def test_the_shipped_mnist_model_matches_the_test_labels(shared_data_dir):
+  """Its discrete code against the 10,000 MNIST test labels: the one-to-one accuracy its run
+  recorded at its last step (the same parameters and the same inference)."""
+  from disentangle.data.datasets import mnist
+  from disentangle.metrics import clustering
+  model = trained.load("cascadevae_mnist_m10")
+  test = mnist.load_mnist(shared_data_dir, "test", allow_download=False)
+  codes = model.encode(test.get_images(np.arange(test.num_examples)))
+  accuracy = clustering.cluster_accuracy(test.labels, codes.discrete)["one_to_one"]
+  assert accuracy == pytest.approx(model.info["results"]["accuracy"], abs=0.002)
