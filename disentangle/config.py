@@ -240,7 +240,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.mesh.runs = 0                 # devices along the runs axis (0 = as many as divide the runs)
   c.mesh.data = 0                 # devices splitting each batch (0 = the devices left)
   c.xla = ml_collections.ConfigDict()
-  c.xla.cpu_ynn_dot = True        # XLA:CPU: YNNPACK for dots only, not convs (train/host.py; ~1.5x)
+  c.xla.cpu_ynn_dot = True        # XLA:CPU: YNNPACK for dots only, not convs (train/host.py;
+                                  # benchmarks.train_step)
   c.distributed = ml_collections.ConfigDict()
   c.distributed.initialize = False
   c.distributed.coordinator_address = ""
@@ -359,8 +360,8 @@ def variant_error(config_name: str, unknown: list[str], known: list[str]) -> Con
 BACKEND_DEFAULTS = {
     "model.conv_impl": {"cpu": "fast", "gpu": "gemm", "other": "flax"},
     "cascade.unary_batching": {"cpu": "per_class", "other": "stacked"},
-    # XLA:CPU runs the grouped convolutions of vmapped seeds 3-4x slower than N plain ones; on an
-    # H100 they cost nothing and compile 3x faster than unrolled copies (train/seeds.py).
+    # XLA:CPU runs the grouped convolutions of vmapped seeds slower than N plain ones; a GPU runs
+    # them as fast and compiles them faster than unrolled copies (train/seeds.py).
     "seed_layout": {"cpu": "unroll", "other": "vmap"},
 }
 # ``dataset.placement='auto'``: the training set goes to the device when its compact form takes
