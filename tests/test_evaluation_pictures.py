@@ -48,7 +48,8 @@ def test_the_evaluator_writes_a_new_methods_picture(tmp_path):
   assert call["span"] == 2.0
   np.testing.assert_allclose(call["values"], np.linspace(-2.0, 2.0, 10))
   written = sorted(p.name for p in (tmp_path / "images").iterdir())
-  assert written == ["first_decoded.png", "reconstructions.png", "traversals.png"]
+  assert written == ["first_decoded.png", "reconstructions.png", "traversals.gif",
+                     "traversals.png"]
   # The file holds the hook's picture: the image and its decoded posterior mean, by hand.
   mean = method.represent(params, jnp.asarray(images[:1]))["mean"]
   decoded = np.asarray(method.decode(params, mean))[0]
@@ -67,4 +68,19 @@ def test_the_base_method_adds_no_picture(tmp_path):
                                     span=2.0, values=np.zeros(10)) == {}
   _evaluate(betavae.BetaVAE, tmp_path)
   written = sorted(p.name for p in (tmp_path / "images").iterdir())
-  assert written == ["reconstructions.png", "traversals.png"]
+  assert written == ["reconstructions.png", "traversals.gif", "traversals.png"]
+
+
+def test_information_rows_order_and_curves(tmp_path):
+  """Fig. 9's curves: I(x; z_j), then I(x; d) where there is a code; the traversal order by the
+  latest I(x; z_j) alone; a picture only from two evaluations of one width."""
+  row = evaluator_lib.information_row({"mi_per_dim": [0.1, 0.9, 0.3], "discrete_mi": 2.0})
+  np.testing.assert_array_equal(row, [0.1, 0.9, 0.3, 2.0])
+  np.testing.assert_array_equal(evaluator_lib.information_row({"mi_per_dim": [0.4]}), [0.4])
+  history = [(10, np.array([0.5, 0.0, 0.0, 1.0])), (20, row)]
+  np.testing.assert_array_equal(evaluator_lib.information_order(history, 3), [1, 2, 0])
+  assert evaluator_lib.information_order([], 3) is None
+  path = tmp_path / "information.png"
+  assert not evaluator_lib.plot_information(path, history[:1], 3) and not path.exists()
+  assert not evaluator_lib.plot_information(path, [(1, np.ones(3)), (2, row)], 3)
+  assert evaluator_lib.plot_information(path, history, 3) and path.stat().st_size > 0

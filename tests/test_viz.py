@@ -88,3 +88,25 @@ def test_plot_information_curves(tmp_path):
                               figsize=(6, 4), dpi=50)
   assert read_png(path)[0] == (300, 200)
   assert [p.name for p in tmp_path.iterdir()] == ["info.png"]
+
+
+def test_the_traversal_gif_shows_each_value_forth_and_back(tmp_path):
+  rng = np.random.default_rng(0)
+  images = np.round(rng.random((2, 3, 4, 4, 1)) * 255) / 255  # rows, values, H, W, C
+  viz.save_traversal_gif(tmp_path / "t.gif", images, padding=1)
+  with Image.open(tmp_path / "t.gif") as gif:
+    frames = []
+    for i in range(gif.n_frames):
+      gif.seek(i)
+      frames.append(np.asarray(gif.convert("L"), np.float64) / 255)
+  assert len(frames) == 4  # values 0, 1, 2, then 1 on the way back
+  for frame, t in zip(frames, (0, 1, 2, 1)):
+    np.testing.assert_allclose(frame, viz.make_grid(images[:, t], 2, 1)[..., 0], atol=1e-6)
+
+
+def test_traversal_images_set_one_latent_per_row():
+  decode = lambda z: np.repeat(z[:, :, None], 2, axis=2)  # [k, m] -> "images" [k, m, 2]
+  out = viz.traversal_images(decode, np.array([0.5, -1.0, 3.0]), [2, 0], [-2.0, 2.0])
+  assert out.shape == (2, 2, 3, 2, 1)
+  np.testing.assert_array_equal(out[0, :, :, 0, 0], [[0.5, -1.0, -2.0], [0.5, -1.0, 2.0]])
+  np.testing.assert_array_equal(out[1, :, :, 0, 0], [[-2.0, -1.0, 3.0], [2.0, -1.0, 3.0]])

@@ -79,7 +79,6 @@ from disentangle import errors
 from disentangle import methods
 from disentangle import metrics
 from disentangle import paths
-from disentangle import viz
 from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.evaluation import report
@@ -271,6 +270,7 @@ def describe_dataset(dataset, config, overridden: bool, capped: bool = False) ->
 
 
 def _information_history(run_dir: pathlib.Path) -> list[tuple[int, np.ndarray]]:
+  """(step, I(x; z_j) then I(x; d)) of the run's evaluations (`evaluator.information_row`)."""
   history = []
   path = run_dir / "metrics.jsonl"
   for line in path.read_text().splitlines() if path.is_file() else ():
@@ -279,7 +279,9 @@ def _information_history(run_dir: pathlib.Path) -> list[tuple[int, np.ndarray]]:
     except json.JSONDecodeError:
       continue
     if "eval/mi_per_dim" in record:
-      history.append((int(record["step"]), np.asarray(record["eval/mi_per_dim"], np.float64)))
+      history.append((int(record["step"]), evaluator_lib.information_row(
+          {"mi_per_dim": record["eval/mi_per_dim"],
+           "discrete_mi": record.get("eval/discrete_mi")})))
   return history
 
 
@@ -530,18 +532,19 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
                              "num_images": encoded.num_examples}
   prefix = f"evaluate_step_{step}_"
   images = dataset.get_images(indices[:config.eval.num_images])
+  history = [(s, v) for s, v in _information_history(run_dir) if s < step]
+  if "information" in out:
+    history.append((step, evaluator_lib.information_row(out["information"])))
+  latent_dim = rep_eval.mean.shape[1]
   pictures = evaluator_lib.save_pictures(
       method, params, images, rep_eval.take(slice(0, len(images))), run_dir / "images",
       dataset_name=evaluator_lib.eval_data_names(config)["evaluated_on"], prefix=prefix,
-      decode=jitted.decode, reconstruct=jitted.reconstruct)
-  history = [(s, v) for s, v in _information_history(run_dir) if s < step]
-  if "information" in out:
-    history.append((step, np.asarray(out["information"]["mi_per_dim"])))
-  if len(history) >= 2 and len({len(v) for _, v in history}) == 1:
+      decode=jitted.decode, reconstruct=jitted.reconstruct,
+      order=evaluator_lib.information_order(history[-1:] if "information" in out else [],
+                                            latent_dim))
+  if evaluator_lib.plot_information(run_dir / "images" / f"{prefix}information.png", history,
+                                    latent_dim):
     pictures["information"] = run_dir / "images" / f"{prefix}information.png"
-    viz.plot_information_curves(pictures["information"], [s for s, _ in history],
-                                np.stack([v for _, v in history]),
-                                [f"z{j}" for j in range(len(history[0][1]))])
   return {"metrics": out, "timings_s": timings,
           "images": {k: str(p.relative_to(run_dir)) for k, p in pictures.items()}}
 
