@@ -4,7 +4,8 @@ The training entry points (`disentangle.launch`), ``experiments.reproduce`` and
 ``experiments.evaluate`` run their work inside `exits`: an `errors.UserError` is one line
 ``error: ...`` on stderr and exit status 2 (`BAD_INPUT_STATUS`); `preemption.Preempted` (SIGTERM,
 SIGINT, the deadline) prints its line with the command that resumes and exits with its status
-(143, 130; 124 for the deadline). ``--deadline`` (seconds or a number with s / m / h, from the
+(143, 130; 124 for the deadline); a Python warning is one line, ``warning: <category>:
+<message>``. ``--deadline`` (seconds or a number with s / m / h, from the
 command's start) is defined by the commands that take it (`define_deadline`) and parsed here
 once (`parse_deadline`). The behaviour, for users: docs/reliability.md.
 """
@@ -15,6 +16,7 @@ import re
 import sys
 import time
 from typing import Iterator
+import warnings
 
 from absl import flags
 
@@ -70,6 +72,7 @@ def exits(command: str) -> Iterator[None]:
   """The exit mapping of the command lines (module docstring) around their work; ``command``
   is the command line that resumes a stopped run."""
   from disentangle.train import preemption  # pylint: disable=g-import-not-at-top
+  shown, warnings.formatwarning = warnings.formatwarning, one_line_warning
   try:
     yield
   except preemption.Preempted as e:
@@ -77,3 +80,12 @@ def exits(command: str) -> Iterator[None]:
     sys.exit(e.exit_status)
   except errors.UserError as e:
     fail(str(e))
+  finally:
+    warnings.formatwarning = shown
+
+
+def one_line_warning(message, category, filename, lineno, line=None) -> str:
+  """A Python warning as the command lines show it (`exits`): ``warning: <category>: <message>``
+  on one line, without the source line Python prints under it."""
+  del filename, lineno, line
+  return f"warning: {category.__name__}: {message}\n"

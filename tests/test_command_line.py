@@ -4,11 +4,13 @@ import importlib
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 
 from disentangle import command_line
 from disentangle import errors
+from disentangle import launch
 from tests import helpers
 
 
@@ -120,3 +122,22 @@ def test_every_one_line_error_is_a_user_error_and_exits_with_its_line(error, cap
 def test_any_other_exception_keeps_its_traceback():
   with pytest.raises(KeyError), command_line.exits("resume"):
     raise KeyError("a bug")
+
+
+def test_a_command_line_shows_a_warning_on_one_line_without_its_source_line():
+  with command_line.exits("resume"):
+    shown = warnings.formatwarning("rendered, not read", UserWarning, __file__, 1, "line()")
+  assert shown == "warning: UserWarning: rendered, not read\n"
+  assert "line()" in warnings.formatwarning("m", UserWarning, __file__, 1, "line()")  # put back
+
+
+@pytest.mark.parametrize("variant,expected", [
+    ("m6", "the progress bar's time left counts the steps left at the current rate, not the 30 "
+           "evaluations (one every 10,000 steps) nor the slower steps after t_d = 100,000 (S "
+           "decoder passes and the exact assignment each)"),
+    ("cascade_c", "the progress bar's time left counts the steps left at the current rate, not "
+                  "the 30 evaluations (one every 10,000 steps)"),
+    ("m6,progress_bar=False", None)])
+def test_the_time_left_of_the_progress_bar_says_what_it_leaves_out(variant, expected):
+  config = importlib.import_module("experiments.configs.dsprites_cascade").get_config(variant)
+  assert launch.time_left_note(config) == expected

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from disentangle import config as config_lib
+from disentangle import data as data_lib
 from disentangle.data import files
 from disentangle.data import ground_truth
 from disentangle.data.datasets import dsprites
@@ -270,3 +271,13 @@ def test_rendered_set_without_a_writable_folder_stays_in_memory(monkeypatch, tmp
   # No data folder at all (``data_dir=None``): rendered each time, nothing written.
   np.testing.assert_array_equal(_load_rendered(None), first)
   assert calls == [300, 300, 300]
+
+
+def test_rendered_dsprites_warning_names_the_callers_line_not_the_librarys(tmp_path):
+  # Through the loader (two frames of the package above the set's constructor): the warning
+  # names this file's line that asked for the data.
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    data_lib.load_dataset("dsprites", data_dir=tmp_path, source="render")
+  (warning,) = [w for w in caught if issubclass(w.category, dsprites.ProceduralDataWarning)]
+  assert warning.filename == __file__

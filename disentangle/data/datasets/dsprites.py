@@ -38,6 +38,7 @@ import hashlib
 import logging
 import os
 import pathlib
+import sys
 import warnings
 import zipfile
 
@@ -62,6 +63,20 @@ _BASES = np.array([int(np.prod(FACTOR_SIZES[k + 1:])) for k in range(5)], np.int
 
 class ProceduralDataWarning(UserWarning):
   """Images are procedurally rendered, not read from the official dataset file."""
+
+
+_PACKAGE = str(pathlib.Path(__file__).resolve().parents[2])  # the disentangle package's folder
+
+
+def _caller_outside_package() -> int:
+  """The ``stacklevel`` of a warning raised by this module's caller that names the first frame
+  outside the package (the user's line that asked for the data), as Python 3.12's
+  ``skip_file_prefixes``."""
+  frame, level = sys._getframe(1), 1  # pylint: disable=protected-access
+  while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+      _PACKAGE + os.sep):
+    frame, level = frame.f_back, level + 1
+  return level
 
 
 def factors_to_index(factors) -> np.ndarray:
@@ -338,9 +353,10 @@ class DSprites(FactorTargets, IndexedRows):
       msg = ("dSprites images are procedurally rendered (disentangle.data.datasets.dsprites_render), not "
              "read from the official dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz: metric scores "
              "are NOT comparable with published numbers.")
-      # Said once: a Python warning, shown once per process for its place (the training and the
-      # evaluated set are both loaded through `data.loading`), not logged again.
-      warnings.warn(msg, ProceduralDataWarning, stacklevel=2)
+      # Said once: a Python warning, shown once per process for its place, which is the caller's
+      # first line outside the package (the training and the evaluated set of a command share
+      # it); the command lines show it as one line (`command_line.exits`).
+      warnings.warn(msg, ProceduralDataWarning, stacklevel=_caller_outside_package())
     else:
       self._load_classes()
 
