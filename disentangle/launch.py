@@ -100,6 +100,22 @@ def describe(config, workdir) -> str:
           f"; run directory {workdir}; nothing trained or written")
 
 
+def time_left_note(config) -> str | None:
+  """The line printed under the run's announcement when the progress bar is on: what the bar's
+  time left counts (the steps left at the current rate) and what it leaves out."""
+  if not config.progress_bar:
+    return None
+  steps, every = int(config.num_steps), int(config.eval_every)
+  evaluations = steps // every + (steps % every != 0)
+  left_out = ["the evaluation at the end" if evaluations == 1 else
+              f"the {evaluations:,} evaluations (one every {every:,} steps)"]
+  if config.method == "cascadevae" and 0 < int(config.cascade.discrete_start) < steps:
+    left_out.append(f"the slower steps after t_d = {int(config.cascade.discrete_start):,} "
+                    "(S decoder passes and the exact assignment each)")
+  return ("the progress bar's time left counts the steps left at the current rate, not "
+          + " nor ".join(left_out))
+
+
 def plan(argv: list[str]) -> str:
   """`describe` of the run an entry point's arguments ask for (``--config=...``, overrides,
   ``--workdir``), checked as ``--dry_run`` checks it; `ConfigError` naming what is wrong."""
@@ -170,6 +186,9 @@ def _run(defined: dict[str, flags.FlagHolder], _):
     storage.check(config.dataset.get("tfds_data_dir") or None, "dataset.tfds_data_dir")
     methods.validate(config)  # once; a bad field: its one line alone, before the announcement
     print(f"run directory: {workdir}  (seed {config.seed}, method {config.method})", flush=True)
+    note = time_left_note(config)
+    if note:
+      print(note, flush=True)
     trainer.train(config, workdir, evaluator_factory=evaluator.factory(config),
                   deadline=deadline, validated=True)
   print(f"done: {workdir}", flush=True)
