@@ -1,11 +1,9 @@
 """Shared pieces of the speed benchmarks: the trainer's jitted step on synthetic batches.
 
 Every benchmark times the step exactly as :func:`disentangle.train.trainer.train` compiles it
-(``jax.jit(step, donate_argnums=0, in_shardings=(replicated, batch sharding),
-out_shardings=(replicated, replicated))``, with ``jax.vmap(method.train_step)`` over stacked states
-and per-seed batches when ``num_seeds > 1``), fed with synthetic batches of the configured shape
-(uniform random images in [0, 1], placed on the devices before timing) so that data loading and
-host-to-device copies are excluded.
+(:func:`disentangle.train.trainer.phase_step` of the runs' program, for one run or N), fed with
+synthetic batches of the configured shape (uniform random images in [0, 1], placed on the devices
+before timing) so that data loading and host-to-device copies are excluded.
 
 Timing: every step is followed by ``block_until_ready`` on the new state and metrics, so one
 sample is the latency of one step; figures are medians (and 10th / 90th percentiles) after a
@@ -192,7 +190,7 @@ class StepBench:
   """A compiled train step with its (donated) state and a few synthetic batches on device."""
 
   method: Any
-  compiled: Any          # jax.stages.Compiled of the trainer's jitted step
+  compiled: Any          # the trainer's compiled step, called (state, batch)
   state: Any
   batches: list[dict]
   num_seeds: int
@@ -236,17 +234,21 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
                seed: int = 0, seed_batching: str = "vmap", phase=None) -> StepBench:
   """Builds, initialises and compiles the trainer's step for ``config`` on synthetic batches.
 
+  The step is :func:`disentangle.train.trainer.phase_step`'s, for every run count: the runs'
+  program (`disentangle.train.runs.Program`) of ``num_seeds`` seeds in the layout
+  ``seed_batching``, jitted with the trainer's shardings and donation.
+
   Args:
-    config: a validated experiment config (``config.num_seeds`` is ignored: ``num_seeds`` rules).
+    config: a validated experiment config (``config.num_seeds`` and ``config.seed_layout`` are
+      ignored: ``num_seeds`` and ``seed_batching`` rule).
     image: image shape (H, W, C).
-    num_seeds: 1 = the plain step; N > 1 = the step over N stacked states and per-seed batches
-      (`disentangle.train.seeds.over_seeds`), as the trainer does with ``config.num_seeds = N``.
+    num_seeds: 1 = one run's step; N > 1 = the step over N stacked states and per-seed batches,
+      as the trainer builds it with ``config.num_seeds = N``.
     num_batches: distinct synthetic batches cycled through.
     seed: seed of the parameters and the synthetic images.
-    seed_batching: how N > 1 seeds are batched in one program: ``'vmap'`` or ``'unroll'`` (N
-      copies of the step; the trainer's layouts, ``seeds.layout``: unroll on CPU), or ``'map'``
-      (``jax.lax.map``: a loop over the seeds, an alternative measured by
-      ``benchmarks.multi_seed``).
+    seed_batching: how N > 1 seeds are batched in one program: ``'vmap'`` or ``'unroll'`` (the
+      trainer's layouts, ``seeds.layout``: unroll on CPU), or ``'map'`` (``jax.lax.map`` over the
+      seeds: not a layout of the trainer, the alternative ``benchmarks.multi_seed`` measures).
     phase: the method's phase fixed as the trainer fixes it (``method.for_phase``; CascadeVAE:
       ``True`` after t_d, ``False`` before), or None: decided in the step.
 
@@ -255,43 +257,49 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
   """
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.train import host  # pylint: disable=g-import-not-at-top
-  from disentangle.train import mesh as mesh_lib  # pylint: disable=g-import-not-at-top
-  from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
+  from disentangle.train import runs as runs_lib  # pylint: disable=g-import-not-at-top
+  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
 
-  mesh = mesh_lib.make_mesh(config.mesh.num_devices)
-  if config.batch_size % mesh.devices.size:
-    raise ValueError(f"batch_size {config.batch_size} is not divisible by the "
-                     f"{mesh.devices.size} devices")
-  method = methods.build(config, image, mesh=mesh).for_phase(phase)
-  multi = num_seeds > 1
-  repl = mesh_lib.replicated(mesh)
-  data_sharding = mesh_lib.batch_sharding(mesh, 1 if multi else 0)
-
-  state = methods.init_states(method, seed, num_seeds, out_shardings=repl)
-
-  if not multi:
-    step_impl = method.train_step
-  elif seed_batching in config_lib.SEED_LAYOUTS_RESOLVED:
-    step_impl = seeds.over_seeds(method.train_step, num_seeds, seed_batching)
-  elif seed_batching == "map":
-    step_impl = lambda s, b: jax.lax.map(lambda sb: method.train_step(*sb), (s, b))
-  else:
+  if seed_batching not in SEED_BATCHINGS:
     raise ValueError(f"seed_batching must be one of {SEED_BATCHINGS}, got {seed_batching!r}")
-  jitted = host.jit(step_impl, config, donate_argnums=0, in_shardings=(repl, data_sharding),
-                    out_shardings=(repl, repl))
-  spec = type(method).batch_spec(config)
-  factors = min(config.model.latent_dim, 5)  # a pair's label: as many factors as dSprites
-  synthetic = throughput.synthetic_batches(image, config.batch_size, num_seeds, num_batches, seed)
+  multi = num_seeds > 1
+  c = config_lib.copy(config)
+  c.num_seeds, c.seed, c.sweep = num_seeds, seed, ""
+  if seed_batching in config_lib.SEED_LAYOUTS_RESOLVED:
+    c.seed_layout = seed_batching
+  cfgs = runs_lib.run_configs(c)
+  program = runs_lib.Program(c, cfgs)
+  if c.batch_size % program.mesh.devices.size:
+    raise ValueError(f"batch_size {c.batch_size} is not divisible by the "
+                     f"{program.mesh.devices.size} devices")
+  method = methods.build(c, image, mesh=program.mesh)
+  state = methods.init_states_of(method, [x.seed for x in cfgs], out_shardings=program.states)
+  if multi and seed_batching == "map":
+    fixed = method.for_phase(phase)
+    step = host.jit(lambda s, b: jax.lax.map(lambda sb: fixed.train_step(*sb), (s, b)), c,
+                    donate_argnums=0, in_shardings=(program.states, program.batches),
+                    out_shardings=(program.states, program.repl))
+    rest = ()
+  else:
+    step, rest = trainer.phase_step(program, method, phase)
+  spec = type(method).batch_spec(c)
+  factors = min(c.model.latent_dim, 5)  # a pair's label: as many factors as dSprites
+  synthetic = throughput.synthetic_batches(image, c.batch_size, num_seeds, num_batches, seed)
   batches = [jax.device_put(
-      throughput.with_side_information(b, spec, num_seeds, seed + i, factors), data_sharding)
+      throughput.with_side_information(b, spec, num_seeds, seed + i, factors), program.batches)
              for i, b in enumerate(synthetic)]
   jax.block_until_ready((state, batches))
 
   t0 = time.perf_counter()
-  compiled = jitted.lower(state, batches[0]).compile()
+  if hasattr(step, "lower"):
+    compiled = step.lower(state, batches[0], *rest).compile()
+    flops = _flops(compiled)
+  else:  # the overlapped groups (`overlap.OverlappedStep`): their programs compile at first use
+    compiled, flops = step, None
   compile_s = time.perf_counter() - t0
-  return StepBench(method=method, compiled=compiled, state=state, batches=batches,
-                   num_seeds=num_seeds, compile_s=compile_s, flops=_flops(compiled))
+  call = (lambda s, b: compiled(s, b, *rest)) if rest else compiled
+  return StepBench(method=method, compiled=call, state=state, batches=batches,
+                   num_seeds=num_seeds, compile_s=compile_s, flops=flops)
 
 
 def _flops(compiled) -> float | None:
