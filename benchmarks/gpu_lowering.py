@@ -224,16 +224,10 @@ def _classify(name, out, operands, attrs, shapes, opcodes) -> Convolution:
 
 def as_on(config, backend: str):
   """A copy of ``config`` with every ``'auto'`` implementation choice of
-  ``config.BACKEND_DEFAULTS`` resolved for ``backend``, as that backend's trainer runs it."""
+  ``config.BACKEND_DEFAULTS`` resolved for ``backend``, as that backend's trainer resolves it
+  (`config.resolve_run`)."""
   from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
-  c = config.copy_and_resolve_references()
-  with c.unlocked():
-    for field in config_lib.BACKEND_DEFAULTS:
-      parent, _, key = field.rpartition(".")
-      section = c[parent] if parent else c
-      if key in section:
-        section[key] = config_lib.resolve(field, section[key], backend=backend)
-  return c
+  return config_lib.copy(config_lib.resolve_run(config, backend))
 
 
 def lower_step(config, image_shape: Sequence[int], runs: int, phase, *,

@@ -389,6 +389,41 @@ def resolve(field: str, value: str, backend: str | None = None, *, size: int = 0
 
 
 # ---------------------------------------------------------------------------------------------
+# 'auto' resolved once, when a run is set up.
+
+# The fields a run's ``config.json`` holds resolved (:func:`resolve_run`): the backend's choices
+# (BACKEND_DEFAULTS) and where the training set lives (``dataset.placement``, decided from the set
+# and the device's memory, train/device_data.py). Under REQUESTED the file keeps what was asked.
+RESOLVED_FIELDS = (*BACKEND_DEFAULTS, "dataset.placement")
+REQUESTED = "requested"
+
+
+def _resolved_values(config, backend: str | None) -> dict:
+  """{field: value} of every BACKEND_DEFAULTS field of ``config`` that holds ``'auto'``."""
+  return {field: resolve(field, "auto", backend) for field in BACKEND_DEFAULTS
+          if has_field(config, field) and get_field(config, field) == "auto"}
+
+
+def resolve_run(config, backend: str | None = None, *, placement: str | None = None):
+  """``config`` with every backend-dependent ``'auto'`` (:data:`BACKEND_DEFAULTS`: the
+  convolutions' form, the unary passes' batching, the seeds' layout) resolved for ``backend``
+  (default: JAX's) and, when given, ``dataset.placement`` set to ``placement`` (``'device'`` or
+  ``'host'``, as `train.device_data.prepare` decided). The one place where a run's ``'auto'``
+  is decided: the trainer resolves its config when it sets a run up, and `methods.build` the
+  config of a method built outside a run; the modules read the resolved values. ``config``
+  itself when nothing changes, else an unlocked copy."""
+  changes = _resolved_values(config, backend)
+  if placement is not None and config.dataset.placement != placement:
+    changes["dataset.placement"] = placement
+  if not changes:
+    return config
+  out = copy(config)
+  for field, value in changes.items():
+    set_field(out, field, value)
+  return out
+
+
+# ---------------------------------------------------------------------------------------------
 # Validation.
 
 Rule = tuple[Callable[[Any], bool], str]
@@ -567,7 +602,7 @@ def drop_retired(config) -> ml_collections.ConfigDict:
     for path in RETIRED_FIELDS:
       section, _, leaf = path.rpartition(".")
       node = get_field(config, section) if has_field(config, section) else None
-      if node is not None and leaf in node:
+      if isinstance(node, ml_collections.ConfigDict) and leaf in node:
         del node[leaf]
     for path, values in RETIRED_VALUES.items():
       if has_field(config, path) and get_field(config, path) in values:
@@ -575,22 +610,46 @@ def drop_retired(config) -> ml_collections.ConfigDict:
   return config
 
 
-def fill_missing(config, schema) -> ml_collections.ConfigDict:
-  """``config`` with every field of ``schema`` it lacks added with the schema's default: a saved
-  config written before those fields existed reads as the run it was (the defaults are what the
-  code did before a field was added), and one that holds a retired option reads as the run it was
-  too (:func:`drop_retired`). Fields the schema lacks are kept (validation names them)."""
+def fill_missing(config, schema, backend: str | None = None) -> ml_collections.ConfigDict:
+  """``config`` (a saved run's ``config.json``) as a run of today's code on ``backend`` (default:
+  JAX's), in place. Every field of ``schema`` it lacks is added with the schema's default (a
+  config written before those fields existed reads as the run it was: the defaults are what the
+  code did before a field was added); a retired option reads as the run it was
+  (:func:`drop_retired`); the :data:`REQUESTED` record is dropped, and an ``'auto'`` that a run
+  written before runs recorded their resolved values still holds is resolved as
+  :func:`resolve_run` resolves it. Fields the schema lacks are kept (validation names them)."""
   drop_retired(config)
   with config.unlocked() if hasattr(config, "unlocked") else _null():
-    for key in schema.keys():
-      value = schema[key]
-      if key not in config:
-        config[key] = copy(value) if isinstance(value, ml_collections.ConfigDict) else value
-      elif isinstance(value, ml_collections.ConfigDict) and isinstance(
-          config[key], ml_collections.ConfigDict):
-        fill_missing(config[key], value)
+    if REQUESTED in config and REQUESTED not in schema:
+      del config[REQUESTED]
+    _fill(config, schema)
+    for field, value in _resolved_values(config, backend).items():
+      set_field(config, field, value)
   return config
 
 
-def to_json(config) -> str:
-  return json.dumps(config.to_dict(), indent=2, sort_keys=True, default=str)
+def _fill(config, schema) -> None:
+  for key in schema.keys():
+    value = schema[key]
+    if key not in config:
+      config[key] = copy(value) if isinstance(value, ml_collections.ConfigDict) else value
+    elif isinstance(value, ml_collections.ConfigDict) and isinstance(
+        config[key], ml_collections.ConfigDict):
+      _fill(config[key], value)
+
+
+def to_json(config, *, requested=None) -> str:
+  """``config`` as JSON; with ``requested`` (the config as asked, before :func:`resolve_run`),
+  beside it under :data:`REQUESTED` the values asked of the :data:`RESOLVED_FIELDS` (a run's
+  ``config.json``: the values that computed it, and the ``'auto'`` that chose them)."""
+  out = config.to_dict()
+  if requested is not None:
+    out[REQUESTED] = {}
+    for field in RESOLVED_FIELDS:
+      if has_field(requested, field):
+        *sections, leaf = field.split(".")
+        node = out[REQUESTED]
+        for section in sections:
+          node = node.setdefault(section, {})
+        node[leaf] = get_field(requested, field)
+  return json.dumps(out, indent=2, sort_keys=True, default=str)

@@ -254,6 +254,30 @@ def test_a_saved_config_with_a_retired_option_reads_as_the_run_it_was():
     methods.validate(schema)
 
 
+def test_a_run_config_holds_its_resolved_values_and_what_was_asked():
+  """`config.resolve_run` decides every backend 'auto' once; ``config.json`` (`to_json` with the
+  config as asked) holds the resolved values and, under ``requested``, the 'auto'; read back
+  (`fill_missing`) it is the resolved config, and one written before holds 'auto' resolves alike."""
+  import json  # pylint: disable=g-import-not-at-top
+  asked = methods.schema("cascadevae")
+  resolved = config_lib.resolve_run(asked, "cpu", placement="device")
+  assert config_lib.resolve_run(resolved, "cpu", placement="device") is resolved  # once
+  want = {"model.conv_impl": "fast", "cascade.unary_batching": "per_class",
+          "seed_layout": "unroll", "dataset.placement": "device"}
+  assert set(want) == set(config_lib.RESOLVED_FIELDS)
+  assert {f: config_lib.get_field(resolved, f) for f in want} == want
+  saved = json.loads(config_lib.to_json(resolved, requested=asked))
+  assert saved["requested"] == {"model": {"conv_impl": "auto"}, "seed_layout": "auto",
+                                "cascade": {"unary_batching": "auto"},
+                                "dataset": {"placement": "auto"}}
+  read = config_lib.fill_missing(ml_collections.ConfigDict(saved), asked, "cpu")
+  methods.validate(read)
+  assert dict(config_lib.flatten(read)) == dict(config_lib.flatten(resolved))
+  old = config_lib.fill_missing(ml_collections.ConfigDict(asked.to_dict()), asked, "cpu")
+  assert {f: config_lib.get_field(old, f) for f in want} == dict(want, **{
+      "dataset.placement": "auto"})  # placement: decided from the data when a run is set up
+
+
 def test_a_copy_is_the_dict_rebuilt_unlocked_and_independent():
   config = methods.schema("betavae")
   config.eval.num_points = ml_collections.FieldReference(123)

@@ -49,6 +49,17 @@ def test_no_assignment_callback_before_discrete_start(tmp_path):
     trainer.train(config, tmp_path / "runs", dataset=helpers.TinyImages(), hooks=[counter.hook])
   assert counter.per_step == {1: 0, 2: 0, 3: 1}
   assert counter.calls[-1] == (2, config.batch_size, config.cascade.num_discrete)
+  # Each run's config.json holds the values that computed it, resolved once when the runs were
+  # set up (`config.resolve_run`), and what was asked beside them.
+  run_dirs = sorted((tmp_path / "runs").glob("seed_*"))
+  assert len(run_dirs) == 2
+  for run_dir in run_dirs:
+    saved = json.loads((run_dir / "config.json").read_text())
+    read = lambda tree, field: [tree := tree[k] for k in field.split(".")][-1]
+    resolved = {f: read(saved, f) for f in config_lib.RESOLVED_FIELDS}
+    assert "auto" not in resolved.values(), resolved
+    assert resolved["seed_layout"] == "vmap" and read(saved["requested"], "seed_layout") == "vmap"
+    assert read(saved["requested"], "cascade.unary_batching") == "auto"
 
 
 def test_run_configs_cross_the_grid_with_the_seeds_and_name_the_runs():

@@ -66,8 +66,10 @@ STD_DDOF = 0
 IGNORED_FIELDS = ("seed", "num_seeds", "seed_layout", "log_every", "eval_every", "checkpoint_every",
                   "keep_checkpoints", "progress_bar", "dataset.data_dir", "dataset.allow_download",
                   "dataset.synthetic_if_missing", "dataset.source", "model.conv_impl",
-                  "cascade.solver", "cascade.unary_batching", "cascade.reuse_passes", "sweep")
-IGNORED_PREFIXES = ("eval.", "mesh.", "distributed.", "profile.")
+                  "cascade.solver", "cascade.unary_batching", "cascade.reuse_passes", "sweep",
+                  "dataset.placement")
+# ``requested.``: what a run asked of the fields resolved when it was set up (config.REQUESTED).
+IGNORED_PREFIXES = ("eval.", "mesh.", "distributed.", "profile.", "requested.")
 
 
 def significant_fields(config) -> dict:

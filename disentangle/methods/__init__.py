@@ -136,9 +136,10 @@ def build(config, image_shape, *, mesh=None):
 
   ``config`` must be valid: :func:`validate` runs once, where a config enters (the entry point,
   ``trainer.train`` for a library caller, ``evaluate_run``; before data or directories; tests and
-  benchmarks build from shipped configs).
+  benchmarks build from shipped configs). Its backend-dependent ``'auto'`` values are resolved
+  (`config.resolve_run`; a run's config is resolved already): the method reads resolved values.
   """
-  return REGISTRY[config.method].cls(config, image_shape, mesh=mesh)
+  return REGISTRY[config.method].cls(config_lib.resolve_run(config), image_shape, mesh=mesh)
 
 
 # -- seeds -------------------------------------------------------------------------------------

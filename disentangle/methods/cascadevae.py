@@ -136,9 +136,8 @@ class CascadeVAE(base.VAEMethod):
     """u[i, k] = log p(x_i | z_i, e_k) for every k; [B, S].
 
     One decoder call of B rows per k (``cascade.unary_batching='per_class'``, the CPU's
-    ``'auto'``) or one call of S*B rows (``'stacked'``, other backends' ``'auto'``); the same
-    numbers. Per class was faster on CPU, where the stacked activations outgrow the caches
-    (dSprites S=3, batch 64 train step, quiet 2-core CPU).
+    ``'auto'``: there the stacked activations outgrow the caches, `benchmarks.train_step`) or one
+    call of S*B rows (``'stacked'``, other backends' ``'auto'``); the same numbers.
     """
     decode = lambda latent: (self.decode_logits(vae_params, latent), ())
     return self._passes(z, x, decode)[0]
@@ -147,8 +146,7 @@ class CascadeVAE(base.VAEMethod):
     """(u [B, S], ``decode``'s outputs of the S passes, each stacked [S, B, ...]), batched as
     ``cascade.unary_batching`` says (:meth:`unary`); ``decode(latent) -> (logits, extra)``."""
     S, B = self.num_discrete, z.shape[0]
-    if config_lib.resolve("cascade.unary_batching",
-                          self.config.cascade.unary_batching) == "per_class":
+    if self.config.cascade.unary_batching == "per_class":
       outs = [decode(self.decoder_input(z, jnp.full((B,), k))) for k in range(S)]
       u = jnp.stack([self.log_likelihood(logits, x) for logits, _ in outs], axis=-1)
       return u, jax.tree_util.tree_map(lambda *a: jnp.stack(a), *outs)

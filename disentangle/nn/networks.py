@@ -28,8 +28,9 @@ Options from the authors' code (``../shared/notes/reference-facts.md``), set by 
 - ``conv_impl`` (:data:`disentangle.config.CONV_IMPLS`, :mod:`disentangle.nn.layers`; same
   parameters, same outputs up to float rounding): ``'flax'`` uses ``nn.Conv`` / ``nn.ConvTranspose``
   (the reference), ``'fast'`` the rewrites XLA:CPU differentiates fast, ``'gemm'`` the layers'
-  products as batched matmuls (accelerators); ``'auto'`` resolves per backend
-  (:data:`disentangle.config.BACKEND_DEFAULTS`).
+  products as batched matmuls (accelerators). The modules take a resolved form: a config's
+  ``'auto'`` is resolved per backend (:data:`disentangle.config.BACKEND_DEFAULTS`) by
+  `disentangle.config.resolve_run` before a method builds them.
 
 Mixed precision (``model.dtype``, ``model.precision``; flax's ``dtype`` / ``param_dtype`` split):
 the convolutions and the dense layers of the trunk and the decoder compute in ``dtype``
@@ -114,18 +115,16 @@ def precision(name: str | None):
 
 def _conv(module, features: int, name: str, kernel_init):
   from disentangle.nn import layers  # pylint: disable=g-import-not-at-top
-  impl = config_lib.resolve("model.conv_impl", module.conv_impl)
-  return layers.conv(impl, features, name=name, kernel_init=kernel_init, **_numerics(module))
+  return layers.conv(module.conv_impl, features, name=name, kernel_init=kernel_init, **_numerics(module))
 
 
 def _conv_transpose(module, features: int, name: str, kernel_init, float32: bool = False):
   """``float32``: the layer computes in float32 whatever ``module.dtype`` (the logits)."""
   from disentangle.nn import layers  # pylint: disable=g-import-not-at-top
-  impl = config_lib.resolve("model.conv_impl", module.conv_impl)
   numerics = _numerics(module)
   if float32:
     numerics["dtype"] = jnp.float32
-  return layers.conv_transpose(impl, features, name=name, kernel_init=kernel_init, **numerics)
+  return layers.conv_transpose(module.conv_impl, features, name=name, kernel_init=kernel_init, **numerics)
 
 
 def _numerics(module) -> dict:

@@ -221,6 +221,7 @@ def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = T
       devices that hold different runs). ``vmap`` always reads ``values``.
   """
   built_for = lambda c: build(c).for_phase(phase)  # the method of one run, in this phase
+  cfgs = [config_lib.resolve_run(c) for c in cfgs]  # a traced config holds resolved values
   base = cfgs[0]
   if how == "vmap":
     def one(state, batch, values):

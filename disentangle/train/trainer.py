@@ -87,7 +87,7 @@ RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", 
                     "dataset.allow_download", "dataset.placement", "mesh.num_devices",
                     "mesh.runs", "mesh.data", "model.conv_impl", "cascade.unary_batching",
                     "distributed.initialize", "distributed.coordinator_address",
-                    "distributed.num_processes", "distributed.process_id")
+                    "distributed.num_processes", "distributed.process_id", "seed_layout")
 
 
 NonFiniteError = nonfinite.NonFiniteError  # what a NaN/Inf loss, state or cost raises
@@ -200,6 +200,7 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=Fa
   if not validated:
     methods.validate(config)
   selection.check(config)
+  requested, config = config, config_lib.resolve_run(config)  # every backend 'auto', once
   if selection.rule(config) != "final" and evaluator_factory is None:
     raise config_lib.ConfigError(f"config field 'eval.select' ({selection.rule(config)!r}) "
                                  f"selects at eval steps: train with an evaluator_factory")
@@ -236,7 +237,8 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=Fa
   for d, cfg_i in zip(dirs, cfgs):
     d.mkdir(parents=True, exist_ok=True)
     if is_main:
-      atomic.write_text(d / "config.json", config_lib.to_json(cfg_i))
+      atomic.write_text(d / "config.json", config_lib.to_json(config_lib.resolve_run(
+          cfg_i, placement="device" if on_device is not None else "host"), requested=requested))
   if is_main and config.sweep:  # the runs in the checkpoint's order (evaluation)
     atomic.write_text(workdir / "runs.json", json.dumps(
         {"runs": [d.name for d in dirs], "sweep": config.sweep}, indent=1))
