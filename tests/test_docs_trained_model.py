@@ -31,6 +31,7 @@ def test_the_page_has_its_examples():
   assert sum("trainer.train(" in b for b in found) == 1
 
 
+@pytest.mark.slow
 def test_the_shipped_model_examples_run(shared_data_dir, tmp_path, monkeypatch):
   monkeypatch.setenv("DISENTANGLE_DATA_DIR", str(shared_data_dir))
   scope = namespace(tmp_path)

@@ -120,6 +120,7 @@ def test_shipped_models_say_what_they_are():
       assert field in info, (name, field)
 
 
+@pytest.mark.slow
 def test_the_shipped_mnist_model_matches_the_test_labels(shared_data_dir):
   """Its discrete code against the 10,000 MNIST test labels: the one-to-one accuracy its run
   recorded at its last step (the same parameters and the same inference)."""
