@@ -71,7 +71,7 @@ def holding(workdir, name: str = LOCK, what: Optional[str] = None):
       yield
     return
   workdir.mkdir(parents=True, exist_ok=True)
-  fd = os.open(workdir / name, os.O_RDWR | os.O_CREAT, 0o644)
+  fd = os.open(workdir / name, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies, as open()
   try:
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
