@@ -2,6 +2,7 @@
 import functools
 import importlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -174,6 +175,15 @@ class TinyGridWide(TinyGrid):
   def sample_observations_from_factors(self, factors, rng):
     del rng
     return self.images[np.asarray(factors) @ np.array([100, 10, 1])]
+
+
+@pytest.mark.slow
+def test_reading_a_checkpoint_leaves_out_orbaxs_read_only_notice(trained, caplog):
+  with caplog.at_level(logging.WARNING):
+    evaluate_run.reading(trained[0]).close()
+    checkpoint.Checkpointer(trained[0], read_only=True).close()
+  notices = [r for r in caplog.records if "read only" in r.getMessage()]
+  assert len(notices) == 1  # the plain Checkpointer's, not `reading`'s
 
 
 def test_thinned_grid_keeps_every_combination_of_evenly_spaced_values():
