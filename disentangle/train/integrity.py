@@ -18,9 +18,10 @@ restored state is still checked finite, `disentangle.train.checkpoint`).
 Both run on disks and buckets (``gs://``, through fsspec: one listing of the step, each object
 read once).
 
-**Values.** `nonfinite_leaf` names the first floating leaf of a state that holds NaN/Inf (one
-program over the state on its devices, one small read back). The trainer saves finite states
-only, so a restored state that is not comes from a damaged or foreign checkpoint.
+**Values.** `nonfinite_leaf` names the first floating leaf of a state that holds NaN/Inf: numpy
+over arrays in the host's memory (the CPU backend), else one program over the state on its
+devices and one small read back. The trainer saves finite states only, so a restored state that
+is not comes from a damaged or foreign checkpoint.
 
 What writing and checking cost beside a save: ``benchmarks/checkpoint_checks.py``.
 """
@@ -179,12 +180,22 @@ def nonfinite_leaf(state) -> str | None:
   if not leaves:
     return None
   arrays = [x for _, x in leaves]
-  sharding = getattr(arrays[0], "sharding", None)
-  out = (jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
-         if isinstance(sharding, jax.sharding.NamedSharding) else None)
-  finite = np.asarray(jax.device_get(jax.jit(_finite_leaves, out_shardings=out)(arrays)))
+  if all(_on_host(x) for x in arrays):  # numpy reads them in place: nothing to compile
+    finite = np.array([np.isfinite(np.asarray(x)).all() for x in arrays])
+  else:
+    sharding = getattr(arrays[0], "sharding", None)
+    out = (jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
+           if isinstance(sharding, jax.sharding.NamedSharding) else None)
+    finite = np.asarray(jax.device_get(jax.jit(_finite_leaves, out_shardings=out)(arrays)))
   bad = np.flatnonzero(~finite)
   return jax.tree_util.keystr(leaves[bad[0]][0]) if bad.size else None
+
+
+def _on_host(x) -> bool:
+  """A numpy array, or a jax array wholly in this process's CPU memory."""
+  if not isinstance(x, jax.Array):
+    return True
+  return x.is_fully_addressable and all(d.platform == "cpu" for d in x.sharding.device_set)
 
 
 def _finite_leaves(arrays):
