@@ -24,7 +24,9 @@ the final checkpoint (parameters, optimiser state, step) bitwise, ``metrics.json
 
 Prints one JSON line: ``kills``, ``resumes``, ``differences`` (files or checkpoints unequal to
 the reference), ``problems`` (half-written files seen after kills), wall time and load average.
-`tests.test_faults` and `tests.test_background_eval` use its pieces with fewer kills.
+`tests.test_faults` and `tests.test_background_eval` use its pieces with fewer kills;
+`tests.test_checkpoint_faults` damages each kind of file of a checkpoint (:func:`damage`,
+:data:`FILE_KINDS`, :data:`DAMAGES`).
 The children share a persistent compilation cache (``JAX_COMPILATION_CACHE_DIR``, under the
 work directory unless set), so a resume compiles in seconds.
 """
