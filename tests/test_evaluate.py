@@ -197,6 +197,12 @@ def test_thinned_grid_keeps_every_combination_of_evenly_spaced_values():
   np.testing.assert_array_equal(np.unique(renumbered, axis=0),
                                 np.indices(sizes).reshape(3, -1).T)
   assert encodings.thinned_grid(rows[1:], (4, 10, 10), 300) is None  # a combination missing
+  # A set that is no complete grid: a sample of its rows, read as the set is read.
+  part = encodings.part_of(rows[1:], (4, 10, 10), 300)
+  assert part.record == {"kind": "sampled_rows", "num_images": 300, "of_rows": 399}
+  assert len(set(part.picked.tolist())) == 300 and part.factor_sizes == (4, 10, 10)
+  np.testing.assert_array_equal(part.factors, rows[1:][part.picked])
+  assert encodings.part_of(rows, (4, 10, 10), 400) is None  # the set fits
 
 
 @pytest.mark.slow
@@ -227,7 +233,7 @@ def test_the_command_line_prints_its_estimate_first_and_honours_max_points(
   assert saved["settings"]["max_points"] == 300
   assert saved["settings"]["eval_overrides"] == {"eval.max_points": 300}
   assert saved["metrics"]["encodings"] == "thinned_grid_encoded_once"
-  assert saved["metrics"]["thinned_grid"] == {"factor_sizes": [4, 5, 10],
+  assert saved["metrics"]["encoded_part"] == {"kind": "thinned_grid", "factor_sizes": [4, 5, 10],
                                               "of_factor_sizes": [4, 10, 10], "num_images": 200}
   assert saved["metrics"]["factor_score"]["num_variance_points"] == 200
   assert saved["metrics"]["mig"]["num_points"] == 300

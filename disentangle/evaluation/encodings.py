@@ -14,7 +14,7 @@ with ``eval.mig_estimator`` and ``eval.use_discrete``; the shape accuracy) with 
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -165,14 +165,14 @@ class EncodedGroundTruth:
     factor_sizes: number of values of each factor.
     sample_factors: the encoded dataset's ``sample_factors`` (same distribution and random stream
       as calling a metric on that dataset directly); None draws rows of ``rows`` uniformly.
-    thinned_from: the factor sizes of the set whose thinned grid these rows are
-      (`thinned_grid`); None: the rows are the set itself.
+    part: what these rows are of the set when they are not all of it (`Part.record`); None:
+      the set itself.
   """
 
   def __init__(self, rows: np.ndarray, rep: metrics.Representation, factor_sizes,
-               sample_factors: Optional[Callable] = None, thinned_from=None):
+               sample_factors: Optional[Callable] = None, part: Optional[dict] = None):
     self.factors = np.asarray(rows, np.int64)
-    self.thinned_from = None if thinned_from is None else tuple(int(n) for n in thinned_from)
+    self.part = part
     if rep.num_examples != len(self.factors):
       raise ValueError(f"{rep.num_examples} encodings for {len(self.factors)} rows")
     self.rep = rep
@@ -250,26 +250,50 @@ def thinned_grid(rows: np.ndarray, factor_sizes, max_rows: int):
   return picked, renumbered.astype(np.int64), kept
 
 
+class Part(NamedTuple):
+  """The rows of a set that its metrics read in its place (`part_of`)."""
+  picked: np.ndarray  # their positions in the set's rows
+  factors: np.ndarray  # their factor rows as the metrics read them
+  factor_sizes: tuple  # the factor sizes the metrics read
+  record: dict  # what the results say of them
+
+
+def part_of(rows: np.ndarray, factor_sizes, max_rows: int) -> Optional[Part]:
+  """At most ``max_rows`` of a set's factor ``rows`` to encode in its place; None when the set
+  fits (or ``max_rows`` is 0). A complete grid: its thinned grid (`thinned_grid`, renumbered,
+  so that every combination the metrics draw is there); another set: a sample of its rows
+  (seeded, in their order), read as the set itself is read."""
+  if not max_rows or len(rows) <= max_rows:
+    return None
+  sizes = tuple(int(n) for n in factor_sizes)
+  grid = thinned_grid(rows, sizes, max_rows)
+  if grid is not None:
+    picked, renumbered, kept = grid
+    return Part(picked, renumbered, kept, {"kind": "thinned_grid", "factor_sizes": list(kept),
+                                           "of_factor_sizes": list(sizes),
+                                           "num_images": len(picked)})
+  picked = np.sort(np.random.default_rng(0).choice(len(rows), max_rows, replace=False))
+  return Part(picked, rows[picked], sizes, {"kind": "sampled_rows", "num_images": int(max_rows),
+                                            "of_rows": len(rows)})
+
+
 def encode_ground_truth(dataset, represent_jit, params, *, batch_size: Optional[int] = None,
                         whole_dataset_max: int = WHOLE_DATASET_MAX, max_rows: int = 0):
   """(EncodedGroundTruth, rows_are_indices, timings) of the whole dataset, or (None, False, {}).
 
-  ``max_rows`` > 0 and a larger set: a thinned grid of it (`thinned_grid`, at most that many
-  images) is encoded instead, and the metrics read it as the set (its factor sizes the kept ones,
-  its factors drawn uniformly; ``thinned_from`` names the set's own sizes); a set that is not a
-  complete grid is then not encoded (the metrics sample).
+  ``max_rows`` > 0 and a larger set: `part_of` it is encoded instead (at most that many images)
+  and the metrics read it as the set, its factors drawn uniformly over its rows (``part``
+  says what it is).
   """
   batch_size = batch_size or default_batch_size()
   rows, are_indices = enumerate_rows(dataset)
   if rows is None or len(rows) > whole_dataset_max:
     return None, False, {}
   sizes, sample, picked = dataset.factor_sizes, dataset.sample_factors, None
-  if max_rows and len(rows) > max_rows:
-    grid = thinned_grid(rows, sizes, max_rows)
-    if grid is None:
-      return None, False, {}
-    picked, factor_rows, sizes = grid
-    sample = None  # uniform over the thinned grid, as the set's own draws are over its grid
+  part = part_of(rows, sizes, max_rows)
+  if part is not None:
+    picked, factor_rows, sizes = part.picked, part.factors, part.factor_sizes
+    sample = None  # uniform over the rows encoded, as the set's own draws are over its rows
   rng = np.random.default_rng(0)  # only used to pick among duplicate factor rows
   if picked is not None and are_indices:
     get = lambda a, b: dataset.get_images(picked[a:b])
@@ -282,7 +306,7 @@ def encode_ground_truth(dataset, represent_jit, params, *, batch_size: Optional[
   n = len(rows) if picked is None else len(picked)
   rep, timings = encode_streamed(get, n, lambda x: represent_jit(params, x), batch_size)
   encoded = EncodedGroundTruth(rows if picked is None else factor_rows, rep, sizes, sample,
-                               thinned_from=None if picked is None else dataset.factor_sizes)
+                               part=None if part is None else part.record)
   return encoded, are_indices and picked is None, timings
 
 

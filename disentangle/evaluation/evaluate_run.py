@@ -46,11 +46,12 @@ encodings.
 
 ``eval.max_points`` = N > 0 (the ``smoke`` variants: `experiments.configs.common.SMOKE_MAX_POINTS`;
 ``experiments.evaluate --max_points``) sizes the evaluation to a short run: a ground truth larger
-than N is replaced by a thinned grid of it (`encodings.thinned_grid`: evenly spaced values of
-its largest factors, every combination, at most N images; dSprites at 1,000: 720 images of
-3x3x5x4x4), encoded once, which every ground-truth metric reads as the data set; the score's
-votes, MIG's, the suite's (``eval.suite_points``) and the information estimates' points are at
-most N; a labelled split larger than N is read on the eval points. The results name the grid and
+than N is replaced by at most N of its images (`encodings.part_of`: a complete grid by its
+thinned grid, evenly spaced values of its largest factors in every combination, dSprites at
+1,000: 720 images of 3x3x5x4x4; another set by a sample of its rows), encoded once, which every
+ground-truth metric reads as the data set; the score's votes, MIG's, the suite's
+(``eval.suite_points``) and the information estimates' points are at most N; a labelled split
+larger than N is read on the eval points. The results say what was read (``encoded_part``) and
 are marked not comparable with published numbers. 0 keeps the papers' protocols.
 
 Before it starts, `evaluate_run` can say what it will cost (``log``: `estimate_seconds`, the
@@ -297,8 +298,8 @@ class RunSettings:
   whole_dataset_max: int = encodings.WHOLE_DATASET_MAX
   variance_points: Optional[int] = None  # the score's global variances: None = its protocol's
   metrics: Optional[tuple] = None  # the registered metrics computed: None = every one
-  # ``eval.max_points``: 0, the papers' protocols; N, at most N images encoded per set (a thinned
-  # grid of a larger ground truth, `encodings.thinned_grid`) and at most N points per metric
+  # ``eval.max_points``: 0, the papers' protocols; N, at most N images encoded per set (of a
+  # larger ground truth, `encodings.part_of`) and at most N points per metric
   max_points: int = 0
 
   def capped(self) -> "RunSettings":
@@ -358,15 +359,13 @@ def images_of_run(config, method, dataset, ground_truth, settings: RunSettings) 
 
 def encoded_grid(ground_truth, settings: RunSettings) -> Optional[tuple]:
   """What `evaluate_params` encodes of ``ground_truth`` once (`encodings.encode_ground_truth`):
-  (images, whether row i is example i, the thinned grid's sizes or None); None when its
-  metrics sample it instead."""
+  (images, whether row i is example i, the `encodings.Part` encoded in its place or None);
+  None when its metrics sample it instead."""
   rows, are_indices = encodings.enumerate_rows(ground_truth)
   if rows is None or len(rows) > settings.whole_dataset_max:
     return None
-  if settings.max_points and len(rows) > settings.max_points:
-    grid = encodings.thinned_grid(rows, ground_truth.factor_sizes, settings.max_points)
-    return None if grid is None else (len(grid[0]), False, grid[2])
-  return len(rows), are_indices, None
+  part = encodings.part_of(rows, ground_truth.factor_sizes, settings.max_points)
+  return (len(rows), are_indices, None) if part is None else (len(part.picked), False, part)
 
 
 def labelled_whole(method, dataset, settings: RunSettings) -> bool:
@@ -413,9 +412,13 @@ def planned_lines(config, method, dataset, ground_truth, settings: RunSettings) 
       lines.append("ground truth: sampled by each metric (not encoded whole)")
     elif grid[2] is None:
       lines.append(f"ground truth: encoded whole once, {grid[0]:,} images ({sizes})")
-    else:
+    elif grid[2].record["kind"] == "thinned_grid":
       lines.append(f"ground truth: a thinned grid encoded once, {grid[0]:,} images "
-                   f"({'x'.join(map(str, grid[2]))} of {sizes}; eval.max_points = "
+                   f"({'x'.join(map(str, grid[2].factor_sizes))} of {sizes}; eval.max_points = "
+                   f"{settings.max_points:,})")
+    else:
+      lines.append(f"ground truth: {grid[0]:,} of its {grid[2].record['of_rows']:,} images "
+                   f"encoded once (not a complete grid; eval.max_points = "
                    f"{settings.max_points:,})")
   if labelled_whole(method, dataset, settings):
     lines.append(f"evaluation split: every example encoded once, {dataset.num_examples:,}")
@@ -469,7 +472,7 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
     if encoded is not None:
       inputs.ground_truth, inputs.represent = encoded, encoded.represent
       inputs.factors, inputs.factor_rep = encoded.factors, encoded.rep
-      inputs.factor_points = "whole_dataset" if encoded.thinned_from is None else "thinned_grid"
+      inputs.factor_points = "whole_dataset" if encoded.part is None else encoded.part["kind"]
       log(f"  encoded {encoded.num_examples:,} images of the ground truth in "
           f"{enc_t['total_s']:.1f} s")
     else:
@@ -525,11 +528,9 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
     out["not_computed"] = errors  # {metric: 'metric: cause'}
   if inputs.ground_truth is not None:
     out["encodings"] = ("sampled" if encoded is None else "whole_dataset_encoded_once"
-                        if encoded.thinned_from is None else "thinned_grid_encoded_once")
-    if encoded is not None and encoded.thinned_from is not None:
-      out["thinned_grid"] = {"factor_sizes": list(encoded.factor_sizes),
-                             "of_factor_sizes": list(encoded.thinned_from),
-                             "num_images": encoded.num_examples}
+                        if encoded.part is None else f"{encoded.part['kind']}_encoded_once")
+    if encoded is not None and encoded.part is not None:
+      out["encoded_part"] = encoded.part  # what of the set the metrics read (eval.max_points)
   prefix = f"evaluate_step_{step}_"
   images = dataset.get_images(indices[:config.eval.num_images])
   history = [(s, v) for s, v in _information_history(run_dir) if s < step]
