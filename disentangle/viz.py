@@ -198,7 +198,8 @@ def plot_information_curves(path: str, steps: Sequence[float], values: np.ndarra
     path: PNG to write (atomically).
     steps: [T] training steps.
     values: [T, m] one curve per column (add I(x; d) as a column to show the discrete code).
-    labels: m legend entries (default z_1 ... z_m).
+    labels: m legend entries (default z_1 ... z_m); a column labelled ``d`` (I(x; d)) is drawn
+      black and dashed.
   """
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
@@ -217,7 +218,9 @@ def plot_information_curves(path: str, steps: Sequence[float], values: np.ndarra
   FigureCanvasAgg(fig)
   ax = fig.add_subplot(1, 1, 1)
   for j, label in enumerate(labels):
-    ax.plot(steps, values[:, j], label=label)
+    # The discrete code's I(x; d) in black, dashed: the colour cycle repeats after 10 curves.
+    style = dict(color="black", linestyle="--") if label == "d" else {}
+    ax.plot(steps, values[:, j], label=label, **style)
   ax.set_xlabel("iteration")
   ax.set_ylabel(ylabel)
   if title:
