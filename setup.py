@@ -59,6 +59,7 @@ setuptools.setup(
     name="disentangle-jax",
     version="0.1.0",
     description="CascadeVAE, PartedVAE, FFVAE and baselines in JAX/Flax, exact to the papers.",
+    license="Apache-2.0",
     long_description=(HERE / "README.md").read_text(),
     long_description_content_type="text/markdown",
     packages=setuptools.find_packages(include=["disentangle", "disentangle.*", "experiments",

@@ -67,6 +67,19 @@ def load_config(config_arg: str):
   return module.get_config(variant) if colon else module.get_config()
 
 
+def configured(config_arg: str, argv: list[str]):
+  """The config of ``config_arg`` with the ``--config.<field>=value`` / ``--noconfig.<field>``
+  overrides of ``argv`` applied, as ``config_flags`` applies them."""
+  config = load_config(config_arg)
+  for a in argv:
+    if a.startswith("--config."):
+      field, eq, text = a[len("--config."):].partition("=")
+      config_lib.apply_overrides(config, {field: text if eq else "true"})
+    elif a.startswith("--noconfig."):
+      config_lib.apply_overrides(config, {a[len("--noconfig."):]: "false"})
+  return config
+
+
 def config_problem(argv: list[str]) -> str | None:
   """One line saying what is wrong with ``--config`` and its ``--config.<field>`` overrides.
 
@@ -80,13 +93,7 @@ def config_problem(argv: list[str]) -> str | None:
   if not pathlib.Path(path).is_file():
     return f"config file {path!r} not found"
   try:
-    config = load_config(arg)
-    for a in argv:
-      if a.startswith("--config."):
-        field, eq, text = a[len("--config."):].partition("=")
-        config_lib.apply_overrides(config, {field: text if eq else "true"})
-      elif a.startswith("--noconfig."):
-        config_lib.apply_overrides(config, {a[len("--noconfig."):]: "false"})
+    configured(arg, argv)
   except config_lib.ConfigError as e:
     return str(e)
   return None
@@ -127,13 +134,7 @@ def plan(argv: list[str]) -> str:
   problem = config_problem(argv)
   if problem is not None:
     raise config_lib.ConfigError(problem)
-  config = load_config(config_arg)
-  for a in argv:
-    if a.startswith("--config."):
-      field, eq, text = a[len("--config."):].partition("=")
-      config_lib.apply_overrides(config, {field: text if eq else "true"})
-    elif a.startswith("--noconfig."):
-      config_lib.apply_overrides(config, {a[len("--noconfig."):]: "false"})
+  config = configured(config_arg, argv)
   methods.validate(config)
   workdir = next((a.split("=", 1)[1] for a in argv if a.startswith("--workdir=")),
                  default_workdir(config_arg))

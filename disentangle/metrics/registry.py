@@ -251,7 +251,7 @@ def run(inputs: Inputs, eval_config, *, names=None, overrides: Optional[dict] = 
         result = _repeated(m, inputs, settings[m.name], n)
     except MetricInputError as e:
       line = f"{m.name}: {e}"
-      logging.warning("metric not computed: %s", line)
+      logging.info("metric not computed: %s", line)  # recorded below; the caller reports it
       if errors is not None:
         errors[m.name] = line
       if progress is not None:

@@ -87,7 +87,8 @@ RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", 
                     "dataset.allow_download", "dataset.placement", "mesh.num_devices",
                     "mesh.runs", "mesh.data", "model.conv_impl", "cascade.unary_batching",
                     "distributed.initialize", "distributed.coordinator_address",
-                    "distributed.num_processes", "distributed.process_id", "seed_layout")
+                    "distributed.num_processes", "distributed.process_id", "seed_layout",
+                    "eval.max_points")
 
 
 NonFiniteError = nonfinite.NonFiniteError  # what a NaN/Inf loss, state or cost raises
