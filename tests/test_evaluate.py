@@ -160,11 +160,6 @@ class TinyGridWide(TinyGrid):
   """A complete 4 x 10 x 10 grid of TinyImages' squares (400 images, every row unique)."""
   factor_sizes = (4, 10, 10)
 
-  def __init__(self):
-    self.factors = np.indices(self.factor_sizes).reshape(3, -1).T.astype(np.int64)
-    self.images = np.stack([self._draw(f) for f in self.factors])
-    self.num_examples = len(self.factors)
-
   @staticmethod
   def _draw(f):
     img = np.zeros((32, 32, 1), np.float32)
