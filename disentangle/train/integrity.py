@@ -173,9 +173,10 @@ def temporary_path_class(directory) -> type:
 
 
 def nonfinite_leaf(state) -> str | None:
-  """The path (``jax.tree_util.keystr``) of the first floating leaf of ``state`` holding NaN or
-  Inf, or None when every one is finite."""
-  leaves = [(p, x) for p, x in jax.tree_util.tree_leaves_with_path(state)
+  """The path (``jax.tree_util.keystr``) of the first floating leaf of ``state``'s parameters
+  holding NaN or Inf, or None when every one is finite (the optimiser state may hold an infinity
+  by design: ``optax.contrib.reduce_on_plateau``'s best value)."""
+  leaves = [(p, x) for p, x in jax.tree_util.tree_leaves_with_path(getattr(state, "params", state))
             if jnp.issubdtype(x.dtype, jnp.floating)]
   if not leaves:
     return None

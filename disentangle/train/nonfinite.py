@@ -39,9 +39,11 @@ class NonFiniteError(errors.UserError, FloatingPointError):
 
 
 def finite_runs(state, multi: bool) -> jax.Array:
-  """Whether every floating leaf of ``state`` is finite: bool ``[runs]`` over the leading axis of
-  a program's stacked runs (``multi``), else a scalar."""
-  leaves = [x for x in jax.tree_util.tree_leaves(state) if jnp.issubdtype(x.dtype, jnp.floating)]
+  """Whether every floating leaf of ``state``'s parameters is finite: bool ``[runs]`` over the
+  leading axis of a program's stacked runs (``multi``), else a scalar. The optimiser state is not
+  read: it may hold an infinity by design (``optax.contrib.reduce_on_plateau``'s best value)."""
+  leaves = [x for x in jax.tree_util.tree_leaves(getattr(state, "params", state))
+            if jnp.issubdtype(x.dtype, jnp.floating)]
   if multi:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x).reshape(x.shape[0], -1), axis=1)
                               for x in leaves]), axis=0)

@@ -201,11 +201,11 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=Fa
   if not validated:
     methods.validate(config)
   selection.check(config)
-  requested, config = config, config_lib.resolve_run(config)  # every backend 'auto', once
   if selection.rule(config) != "final" and evaluator_factory is None:
     raise config_lib.ConfigError(f"config field 'eval.select' ({selection.rule(config)!r}) "
                                  f"selects at eval steps: train with an evaluator_factory")
-  mesh_lib.initialize_distributed(config.distributed)
+  mesh_lib.initialize_distributed(config.distributed)  # before anything asks JAX its backend
+  requested, config = config, config_lib.resolve_run(config)  # every backend 'auto', once
   host.configure_malloc()
   workdir = paths.as_path(workdir)  # a local folder or a bucket URL
   is_main = jax.process_index() == 0
