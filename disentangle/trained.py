@@ -34,6 +34,7 @@ import numpy as np
 from disentangle import atomic
 from disentangle import methods
 from disentangle import paths
+from disentangle import viz
 from disentangle.train import host
 
 PRETRAINED = pathlib.Path(__file__).parent / "pretrained"
@@ -137,14 +138,11 @@ class TrainedModel:
     """
     codes = self.encode(self._images(image)[:1] if np.ndim(image) == 4 else
                         self._images(np.asarray(image)[None]))
-    dims = list(range(self.latent_dim)) if dims is None else [int(j) for j in dims]
-    values = np.asarray(values, np.float32)
-    z = np.tile(codes.mean[0], (len(dims), len(values), 1))
-    for r, j in enumerate(dims):
-      z[r, :, j] = values
-    d = None if codes.discrete is None else np.full(z.shape[0] * z.shape[1], codes.discrete[0])
-    out = self.decode(z.reshape(-1, self.latent_dim), d)
-    return out.reshape((len(dims), len(values)) + out.shape[1:])
+    dims = range(self.latent_dim) if dims is None else dims
+    d = None if codes.discrete is None else int(codes.discrete[0])
+    return viz.traversal_images(
+        lambda z: self.decode(z, None if d is None else np.full(len(z), d)), codes.mean[0],
+        dims, values)
 
   def traverse_discrete(self, images) -> np.ndarray:
     """Each image's continuous code decoded with every value of d: [S, n, H, W, C], row k with
@@ -199,10 +197,8 @@ def _load_run(workdir, *, step, seed, image_shape) -> TrainedModel:
     image_shape = evaluator.load_eval_data(config).image_shape
   method = methods.build(config, tuple(image_shape))
   params, facts = evaluate_run.restore_params(workdir, config, method, step)
-  single = ml_collections.ConfigDict(config.to_dict())
-  single.num_seeds = 1
-  if len(run_dirs) > 1:
-    single = evaluate_run.load_config(run_dirs[seed] / CONFIG)
+  single = (config if len(run_dirs) == 1 else
+            evaluate_run.load_config(paths.as_path(run_dirs[seed]) / CONFIG))
   return TrainedModel(single, jax.device_get(params[seed]), int(facts["step"]),
                       tuple(int(v) for v in image_shape), str(run_dirs[seed]))
 
