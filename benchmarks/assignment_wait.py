@@ -1,5 +1,5 @@
 """How long the step waits on the host's exact assignment, for N runs in one program, with and
-without the overlap of the host's solve (``assignment_overlap``, `disentangle.train.overlap`).
+without the overlap of the host's solve (``assignment_placement``, `disentangle.train.codes`).
 
   python -m benchmarks.assignment_wait [--config=experiments/configs/dsprites_cascade.py:m6]
       [--runs=10,40] [--steps=5] [--layout=vmap] [--config.batch_size=...]
@@ -11,7 +11,7 @@ synthetic batches) is timed in two forms:
 
 - ``one_program``: the step as one program; its callback sends every run's problem
   ``[N, B, S]`` to the host and the program waits for the labels before the rest of the step;
-- ``overlapped``: ``assignment_overlap = True``, the runs in two groups whose solves overlap the
+- ``overlapped``: ``assignment_placement = 'overlapped'``, the runs in two groups whose solves overlap the
   other group's device work (four programs a step);
 
 each twice: with the real solver (`assignment.assign_host`: scipy's ``linear_sum_assignment``
@@ -66,7 +66,8 @@ def _stand_in(u, penalty):
 def program_config(config, runs: int, overlapped: bool):
   """``config`` as ``runs`` seeds on one device, laid out as ``--layout``."""
   c = config_lib.copy(config)
-  c.num_seeds, c.seed_layout, c.assignment_overlap = runs, _LAYOUT.value, overlapped
+  c.num_seeds, c.seed_layout = runs, _LAYOUT.value
+  c.assignment_placement = "overlapped" if overlapped else "step"
   c.mesh.num_devices = 1
   return c
 

@@ -16,9 +16,10 @@ profile and the XLA-flag variants. The order is that of the decision's value:
    overlap) at those trained weights: the share of discrete codes of ``--fidelity_images``
    images that differ from true float32's at the same eps, beside the share that a second eps
    draw changes under true float32 (the sampling's own spread), and the relative difference of
-   one update's loss. The host solve overlapped with the device's work (``assignment_overlap``)
-   changes when the assignment runs, not its arithmetic (``tests/test_overlap.py`` checks the
-   overlapped groups end where one program ends), so its line judges the step it overlaps. Then
+   one update's loss. The host solve overlapped with the device's work
+   (``assignment_placement='overlapped'``) changes when the assignment runs, not its arithmetic
+   (``tests/test_codes.py`` checks the overlapped groups end where one program ends), so its
+   line judges the step it overlaps. Then
    the other candidates, each timed and judged.
 3. ``timing`` of the other phase and the other run counts; ``lowering``: the step's
    convolutions by cuDNN kind and how many read a zero-stuffed operand.
@@ -49,6 +50,7 @@ from absl import flags
 import jax
 import numpy as np
 
+from disentangle import config as config_lib
 from disentangle.reproduce import throughput
 
 _OUT = flags.DEFINE_string("out", None, "JSON-lines file the figures are appended to.")
@@ -65,10 +67,11 @@ _TIMING_ONLY = flags.DEFINE_bool("timing_only", False, "Only stage 1 (an XLA-fla
 # (config.BACKEND_DEFAULTS: batched matmuls, TF32 by JAX's default precision); 'flax' the
 # reference form, 'fast' the CPU's.
 CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("gemm", {"model.conv_impl": "gemm"}),
-    ("gemm_bf16", {"model.conv_impl": "gemm", "model.dtype": "bfloat16"}),
+    ("gemm", {"model.conv_impl": "gemm", "assignment_placement": "step"}),
+    ("gemm_bf16", {"model.conv_impl": "gemm", "model.dtype": "bfloat16",
+                   "assignment_placement": "step"}),
     ("gemm_bf16_overlap", {"model.conv_impl": "gemm", "model.dtype": "bfloat16",
-                           "assignment_overlap": True}),
+                           "assignment_placement": "overlapped"}),
     ("gemm_f32", {"model.conv_impl": "gemm", "model.precision": "highest"}),
     ("fast", {"model.conv_impl": "fast"}),
     ("flax", {"model.conv_impl": "flax"}),
@@ -170,7 +173,8 @@ def settings(config) -> dict[str, Any]:
   """The settings of ``config`` that a fidelity line names."""
   return {"conv_impl": config.model.conv_impl, "dtype": config.model.dtype,
           "precision": config.model.precision,
-          "assignment_overlap": bool(config.assignment_overlap)}
+          "assignment_placement": config_lib.resolve("assignment_placement",
+                                                     config.assignment_placement)}
 
 
 def codes(method, penalty: float, params, images, keys) -> list[np.ndarray]:

@@ -294,7 +294,7 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
   if hasattr(step, "lower"):
     compiled = step.lower(state, batches[0], *rest).compile()
     flops = _flops(compiled)
-  else:  # the overlapped groups (`overlap.OverlappedStep`): their programs compile at first use
+  else:  # the overlapped groups (`codes.Overlapped`): their programs compile at first use
     compiled, flops = step, None
   compile_s = time.perf_counter() - t0
   call = (lambda s, b: compiled(s, b, *rest)) if rest else compiled

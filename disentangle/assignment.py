@@ -24,8 +24,8 @@ penalty * m extra, m = 0, 1, ...), the problem is exactly the linear assignment 
   Inside ``jax.jit`` it runs through ``jax.pure_callback`` (``vmap_method='expand_dims'``: under
   ``jax.vmap`` the host receives the whole batch, e.g. every run's problem, and solves them in
   parallel threads (``HOST_THREADS``; scipy's ``linear_sum_assignment`` releases the GIL);
-  :func:`assign_each` stacks separate problems, e.g. of unrolled runs, into one such call; inside
-  ``jax.shard_map`` each device solves its own shard). A Python-float penalty is bound into the
+  separate problems, e.g. of unrolled runs, stack into one such call with
+  :func:`stacked_penalties`; inside ``jax.shard_map`` each device solves its own shard). A Python-float penalty is bound into the
   callback in float64, so jit and numpy calls agree exactly. Every host solve goes through
   :func:`solve_host`, which calls :func:`assign_host` unless :func:`host_solver` has put another
   function in its place (to time the solve, count its calls, or replace it by a stand-in).
@@ -42,9 +42,9 @@ On the step's path. The host solve sits between the step's first part (the costs
 parameters of this step) and its rest (the update with the chosen codes), so a run's solve
 cannot overlap its own step, nor run ahead (u of the next step needs this step's update); on a
 GPU the callback also occupies the program's stream. The runs of one program can overlap one
-another's solves: ``assignment_overlap = True`` dispatches them as two groups of programs, one
-group's solve on the host while the device works on the other's (`disentangle.train.overlap`,
-the same codes and, on the CPU, the same numbers bit for bit). What the solve costs the step and
+another's solves: ``assignment_placement = 'overlapped'`` dispatches them as two groups of
+programs, one group's solve on the host while the device works on the other's
+(`disentangle.train.codes`, the same codes and, on the CPU, the same numbers bit for bit). What the solve costs the step and
 what the overlap hides: ``benchmarks/assignment_wait.py``; ``'hungarian'`` against the host
 solver: ``benchmarks/assignment_solvers.py`` (figures in ``benchmarks/HISTORY.md``).
 """
@@ -54,12 +54,14 @@ import concurrent.futures
 import contextlib
 import functools
 import os
-from typing import Any, Callable, Iterator, Literal, Sequence, Union
+from typing import Any, Callable, Iterator, Literal, NamedTuple, Sequence, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import optimize
+
+from disentangle import sharding
 
 Solver = Literal["scipy", "hungarian"]
 ArrayLike = Union[np.ndarray, jax.Array, float]
@@ -201,7 +203,7 @@ def assign_host(u: np.ndarray, penalty: np.ndarray) -> np.ndarray:
 def solve_host(u: np.ndarray, penalty: np.ndarray) -> np.ndarray:
   """The host solve: the ``jax.pure_callback`` body of ``assign(..., solver='scipy')`` and its
   numpy path, also called outside a program (the overlapped runs of
-  `disentangle.train.overlap`): int32 labels [..., n] of u [..., n, S] and penalties [...].
+  `disentangle.train.codes`): int32 labels [..., n] of u [..., n, S] and penalties [...].
 
   Calls the current host solver, looked up at each call: :func:`assign_host`, or the function
   installed by :func:`host_solver`.
@@ -218,9 +220,9 @@ def host_solver(fn: HostSolver) -> Iterator[HostSolver]:
   """Puts ``fn`` in the place of the host solver while the context is active.
 
   Every host solve calls the current solver at the time it runs (:func:`solve_host`): the
-  ``jax.pure_callback`` of ``assign(..., solver='scipy')`` and :func:`assign_each` inside
-  ``jax.jit`` (programs compiled before the context included: nothing is captured at trace
-  time), ``assign`` on numpy input, and the overlapped step's solves. ``fn(u, penalty)`` gets
+  ``jax.pure_callback`` of ``assign(..., solver='scipy')`` inside ``jax.jit`` (programs compiled
+  before the context included: nothing is captured at trace time), ``assign`` on numpy input,
+  and the overlapped step's solves. ``fn(u, penalty)`` gets
   the arguments :func:`solve_host` gets (inside a program: u numpy [..., n, S] in the traced
   dtype, penalty a numpy array broadcastable to ``[...]``, float64 where it was a Python float)
   and must return int32 labels [..., n]; an exception it raises reaches the caller as the real
@@ -406,22 +408,36 @@ def assign(log_likelihoods: ArrayLike, penalty: ArrayLike, *,
   return labels if is_jax else np.asarray(labels)
 
 
-def assign_each(log_likelihoods: Sequence[jax.Array], penalties: Sequence[ArrayLike]) -> list:
-  """``[assign(u, p, solver='scipy') for u, p in zip(...)]`` in one host callback.
+class Solve(NamedTuple):
+  """How a step's codes are solved: :func:`assign` with ``penalty`` and ``solver``, over the
+  global batch or per shard of ``mesh`` (``scope``, `disentangle.sharding.local_or_global`).
 
-  The problems (each u [n, S] of the same shape, e.g. one per run of a program) are stacked and
-  solved by one ``jax.pure_callback``, in parallel threads where :data:`HOST_THREADS` allows,
-  each exactly as its own call would solve it: a Python-float penalty in float64, a traced one
-  in the dtype of u.
+  ``Solve(...)(u)`` is the solve inside a program; :attr:`on_host` says whether it is one
+  host problem per run (the ``'scipy'`` solver over the global batch, or on one device), which a
+  program of several runs solves in one callback and the overlapped placement outside the
+  program (`disentangle.train.codes`).
   """
-  u = jnp.stack([jnp.asarray(v) for v in log_likelihoods])
-  labels = assign(u, stacked_penalties(penalties, u.dtype), solver="scipy")
-  return [labels[i] for i in range(len(penalties))]
+  penalty: ArrayLike
+  solver: Solver = "scipy"
+  scope: str = "global"
+  mesh: Any = None
+
+  def __call__(self, u: jax.Array) -> jax.Array:
+    solve = lambda v: assign(v, self.penalty, solver=self.solver)
+    return sharding.local_or_global(solve, self.mesh, self.scope)(u)
+
+  @property
+  def on_host(self) -> bool:
+    return self.solver == "scipy" and not (self.scope == "local"
+                                           and sharding.is_sharded(self.mesh))
 
 
 def stacked_penalties(penalties: Sequence[ArrayLike], dtype) -> Any:
   """Several problems' penalties as one callback receives them: Python floats in float64
-  (numpy), any traced or on-device one making all of them an array of ``dtype``."""
+  (numpy), any array (traced, on the device, or numpy) making all of them an array of
+  ``dtype``, as :func:`assign` passes an array penalty in the dtype of u."""
   if any(isinstance(p, jax.Array) for p in penalties):
     return jnp.stack([jnp.asarray(p, dtype) for p in penalties])
+  if any(isinstance(p, (np.ndarray, np.generic)) for p in penalties):
+    return np.asarray([np.asarray(p, dtype) for p in penalties])
   return np.asarray(penalties, np.float64)

@@ -50,9 +50,13 @@ COMPUTE_DTYPES = ("float32", "bfloat16")
 # lets a GPU use TF32 for float32 operands (JAX's default); 'highest' is true float32.
 PRECISIONS = ("default", "highest")
 # ``seed_layout``: N seeds in one program, vmapped or unrolled (the layouts 'auto' resolves to,
-# those `train.runs.make_step` builds); 'auto' per backend (BACKEND_DEFAULTS; train/seeds.py).
+# those `train.runs.Runs` maps); 'auto' per backend (BACKEND_DEFAULTS; train/seeds.py).
 SEED_LAYOUTS_RESOLVED = ("vmap", "unroll")
 SEED_LAYOUTS = ("auto", *SEED_LAYOUTS_RESOLVED)
+# Where a step's exact assignment is solved (train/codes.py): inside the compiled step, or outside
+# it with the host's solve of one group of runs overlapping the device's work on the other
+# (where the program has codes.MIN_RUNS runs, on one process; else in the step).
+ASSIGNMENT_PLACEMENTS = ("auto", "step", "overlapped")
 # ``model.init``: the kernel initialisers; ``model.architecture``: CascadeVAE's tables or
 # disentanglement_lib's networks; ``model.activation``: the encoder trunk's (nn/networks.py).
 INITS = ("reference", "reference_flax_fan", "flax", "tensorflow")
@@ -126,8 +130,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.seed_layout = SEED_LAYOUTS[0]  # num_seeds > 1: 'vmap', 'unroll', 'auto' (unroll on CPU;
                                    # train/seeds.py)
   c.sweep = ""                # 'field=v1|v2;field2=...': a grid of runs x seeds (train/runs.py)
-  c.assignment_overlap = False  # >1 runs: the host's assignment beside the device's work
-                                # (two groups of runs; train/overlap.py)
+  c.assignment_placement = "auto"  # ASSIGNMENT_PLACEMENTS: a step's exact assignment in the
+                                   # compiled step, or overlapped with the device's work (two
+                                   # groups of runs; train/codes.py); 'auto': BACKEND_DEFAULTS
   c.num_steps = 1000
   c.batch_size = 64           # the global batch, split over all devices / processes
   c.weight_decay = 0.0        # L2 on kernels added to the loss (authors' CascadeVAE code: 4e-5)
@@ -363,6 +368,10 @@ BACKEND_DEFAULTS = {
     # XLA:CPU runs the grouped convolutions of vmapped seeds slower than N plain ones; a GPU runs
     # them as fast and compiles them faster than unrolled copies (train/seeds.py).
     "seed_layout": {"cpu": "unroll", "other": "vmap"},
+    # From codes.MIN_RUNS runs on one process, a GPU's device work hides the host's solves of the
+    # other group of runs (`benchmarks.gpu_levers`, benchmarks/README.md); on the CPU the host
+    # and the device share the cores.
+    "assignment_placement": {"gpu": "overlapped", "other": "step"},
 }
 # ``dataset.placement='auto'``: the training set goes to the device when its compact form takes
 # at most this share of one device's memory and, on the CPU backend, is held in memory already
@@ -467,6 +476,7 @@ RULES: dict[str, Rule] = {
     "seed": NONNEG,
     "num_seeds": POSITIVE,
     "seed_layout": one_of(*SEED_LAYOUTS),
+    "assignment_placement": one_of(*ASSIGNMENT_PLACEMENTS),
     "num_steps": POSITIVE,
     "batch_size": POSITIVE,
     "weight_decay": NONNEG,
@@ -593,12 +603,22 @@ def copy(config) -> ml_collections.ConfigDict:
 # up to float rounding. A new config naming either is refused (RULES, unknown fields).
 RETIRED_FIELDS = ("cascade.reuse_passes",)
 RETIRED_VALUES = {"model.conv_impl": {"phase": "gemm"}, "model.precision": {"high": "highest"}}
+# A retired field read into the field that replaced it: (new field, {old value: new value}); a
+# saved config with neither reads as the old field's first value (the code before either).
+RENAMED_FIELDS = {"assignment_overlap": ("assignment_placement",
+                                         {False: "step", True: "overlapped"})}
 
 
 def drop_retired(config) -> ml_collections.ConfigDict:
   """``config`` (a saved run's) without :data:`RETIRED_FIELDS`, its :data:`RETIRED_VALUES`
-  replaced."""
+  and :data:`RENAMED_FIELDS` replaced."""
   with config.unlocked() if hasattr(config, "unlocked") else _null():
+    for old, (new, values) in RENAMED_FIELDS.items():
+      if not has_field(config, new):
+        value = get_field(config, old) if has_field(config, old) else next(iter(values))
+        config[new] = values[value]
+      if old in config:
+        del config[old]
     for path in RETIRED_FIELDS:
       section, _, leaf = path.rpartition(".")
       node = get_field(config, section) if has_field(config, section) else None

@@ -240,9 +240,10 @@ def test_vmap_host_receives_whole_batch():
   np.testing.assert_array_equal(np.asarray(got), expected)
 
 
-def test_assign_each_solves_separate_problems_in_one_host_call():
-  """The problems of unrolled runs, stacked into one callback, get the labels each own call
-  gives it (Python-float penalties and traced ones)."""
+def test_stacked_problems_solve_in_one_host_call_as_each_alone():
+  """Separate problems (the runs of one program) stacked into one callback with
+  ``stacked_penalties`` get the labels each own call gives it: Python-float penalties (float64),
+  traced ones, and numpy ones standing for the traced (the host's overlapped solve)."""
   rng = np.random.default_rng(14)
   us = [_sample(d, rng, (12, 3)).astype(np.float32) for d in ("normal", "ties", "normal")]
   floats = [0.0, 1e-3, 0.7]
@@ -252,17 +253,24 @@ def test_assign_each_solves_separate_problems_in_one_host_call():
     calls.append(np.shape(u_))
     return assignment.assign_host(u_, penalty)
 
+  def stacked(*u):
+    return assignment.assign(jnp.stack(u), assignment.stacked_penalties(floats, jnp.float32))
+
   alone = [jax.jit(lambda x, p=p: assignment.assign(x, p))(u) for u, p in zip(us, floats)]
   with assignment.host_solver(recording):
-    got = jax.block_until_ready(jax.jit(lambda *u: assignment.assign_each(u, floats))(*us))
+    got = jax.block_until_ready(jax.jit(stacked)(*us))
   assert calls == [(3, 12, 3)]
-  for g, a in zip(got, alone):
-    np.testing.assert_array_equal(np.asarray(g), np.asarray(a))
+  np.testing.assert_array_equal(np.asarray(got), np.stack(alone))
   lam = np.asarray(floats, np.float32)
-  alone = [jax.jit(assignment.assign)(u, lam[i]) for i, u in enumerate(us)]
-  got = jax.jit(lambda u, p: assignment.assign_each(list(u), list(p)))(np.stack(us), lam)
-  for g, a in zip(got, alone):
-    np.testing.assert_array_equal(np.asarray(g), np.asarray(a))
+  alone = np.stack([jax.jit(assignment.assign)(u, lam[i]) for i, u in enumerate(us)])
+  got = jax.jit(lambda u, p: assignment.assign(u, assignment.stacked_penalties(
+      list(p), u.dtype)))(np.stack(us), lam)
+  np.testing.assert_array_equal(np.asarray(got), alone)
+  on_host = assignment.stacked_penalties(list(lam), np.float32)
+  assert on_host.dtype == np.float32
+  np.testing.assert_array_equal(assignment.solve_host(np.stack(us), on_host), alone)
+  assert assignment.stacked_penalties(floats, np.float32).dtype == np.float64
+
 
 def _class_two(u, penalty):
   """A stand-in host solver: class 2 for every sample."""

@@ -247,10 +247,31 @@ def test_a_saved_config_with_a_retired_option_reads_as_the_run_it_was():
   filled = config_lib.fill_missing(saved, schema)
   assert "reuse_passes" not in filled.cascade
   assert (filled.model.conv_impl, filled.model.precision) == ("gemm", "highest")
+  assert filled.assignment_placement == "step"  # written before the placement was a choice
   methods.validate(filled)
   with schema.unlocked():
     schema.cascade.reuse_passes = True
   with pytest.raises(config_lib.ConfigError, match="unknown config field 'cascade.reuse_passes'"):
+    methods.validate(schema)
+
+
+@pytest.mark.parametrize("saved, want", [({"assignment_overlap": True}, "overlapped"),
+                                         ({"assignment_overlap": False}, "step"),
+                                         ({}, "step"),
+                                         ({"assignment_placement": "auto"}, "auto")])
+def test_the_overlap_switch_reads_as_the_placement_it_chose(saved, want):
+  """``assignment_overlap`` (True / False) became ``assignment_placement``: a saved config reads
+  as the placement it ran, one written before either as the step's; a new config naming the old
+  field is refused."""
+  schema = methods.schema("cascadevae")
+  filled = config_lib.fill_missing(ml_collections.ConfigDict({"method": "cascadevae", **saved}),
+                                   schema, "gpu")
+  assert "assignment_overlap" not in filled
+  assert filled.assignment_placement == (config_lib.resolve("assignment_placement", want, "gpu"))
+  methods.validate(filled)
+  with schema.unlocked():
+    schema.assignment_overlap = True
+  with pytest.raises(config_lib.ConfigError, match="unknown config field 'assignment_overlap'"):
     methods.validate(schema)
 
 
@@ -263,11 +284,12 @@ def test_a_run_config_holds_its_resolved_values_and_what_was_asked():
   resolved = config_lib.resolve_run(asked, "cpu", placement="device")
   assert config_lib.resolve_run(resolved, "cpu", placement="device") is resolved  # once
   want = {"model.conv_impl": "fast", "cascade.unary_batching": "per_class",
-          "seed_layout": "unroll", "dataset.placement": "device"}
+          "seed_layout": "unroll", "assignment_placement": "step", "dataset.placement": "device"}
   assert set(want) == set(config_lib.RESOLVED_FIELDS)
   assert {f: config_lib.get_field(resolved, f) for f in want} == want
   saved = json.loads(config_lib.to_json(resolved, requested=asked))
   assert saved["requested"] == {"model": {"conv_impl": "auto"}, "seed_layout": "auto",
+                                "assignment_placement": "auto",
                                 "cascade": {"unary_batching": "auto"},
                                 "dataset": {"placement": "auto"}}
   read = config_lib.fill_missing(ml_collections.ConfigDict(saved), asked, "cpu")

@@ -17,7 +17,7 @@ from tests import helpers
 
 # The config fields of `gpu_levers.settings`, in its order.
 SETTINGS = {"conv_impl": "model.conv_impl", "dtype": "model.dtype",
-            "precision": "model.precision", "assignment_overlap": "assignment_overlap"}
+            "precision": "model.precision", "assignment_placement": "assignment_placement"}
 
 
 def test_kernel_census_counts_cudnn_calls_gemms_and_interior_pads():
@@ -48,7 +48,7 @@ def test_each_candidate_is_judged_under_its_own_settings(smoke):
   base = gpu_levers.settings(gpu_levers.config_of({}, smoke))
   reference, _ = gpu_levers.candidate(gpu_levers.REFERENCE, smoke)
   assert gpu_levers.settings(reference) == {"conv_impl": "flax", "dtype": "float32",
-                                            "precision": "highest", "assignment_overlap": False}
+                                            "precision": "highest", "assignment_placement": "step"}
   # The base differs from the reference: a candidate that leaves a field keeps the base's.
   assert base["precision"] == "default"
   for name, overrides in gpu_levers.CANDIDATES:
@@ -56,7 +56,9 @@ def test_each_candidate_is_judged_under_its_own_settings(smoke):
     methods.validate(config)
     want = {key: overrides.get(field, base[key]) for key, field in SETTINGS.items()}
     assert gpu_levers.settings(config) == want, name
-    assert {key: config_lib.get_field(config, field) for key, field in SETTINGS.items()} == want
+    assert {key: config_lib.resolve(field, config_lib.get_field(config, field))
+            if field == "assignment_placement" else config_lib.get_field(config, field)
+            for key, field in SETTINGS.items()} == want
     assert (method.decoder.conv_impl, method.decoder.dtype, method.decoder.precision) == (
         want["conv_impl"], want["dtype"], want["precision"]), name
 
@@ -90,7 +92,7 @@ def test_smoke_stages_emit_their_lines_in_order_and_choose_within_tolerance():
   assert timings == [("gemm_bf16", "after"), ("gemm_bf16", "before")]
   (fidelity,) = [l for l in lines if l["kind"] == "fidelity"]
   assert fidelity["settings"] == {"conv_impl": "gemm", "dtype": "bfloat16", "precision": "default",
-                                  "assignment_overlap": False}
+                                  "assignment_placement": "step"}
   chosen = closing["chosen"]
   assert chosen["candidate"] == "gemm_bf16" and chosen["vs_float32"]["within_tolerance"]
   assert all(chosen["vs_float32"][k] <= v for k, v in gpu_levers.TOLERANCE.items())

@@ -67,7 +67,7 @@ def test_non_finite_costs_alone_and_a_non_finite_state_stop_too():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fields", [{}, {"num_seeds": 2, "seed_layout": "unroll",
-                                         "assignment_overlap": True}],
+                                         "assignment_placement": "overlapped"}],
                          ids=["one_run", "two_runs_overlapped"])
 def test_nan_costs_after_t_d_end_the_run_in_one_line(tmp_path, capsys, fields):
   """CascadeVAE from t_d = 2 on NaN images from step 5 on (the costs reach the host solve NaN):

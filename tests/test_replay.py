@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from disentangle import methods
+from disentangle.methods import base
 from disentangle.nn import networks
 from disentangle.nn import replay
 from tests import helpers
@@ -39,26 +40,30 @@ def test_replayed_rows_have_the_gradient_of_their_pass(conv_impl):
 
 def _updates(conv_impl, dtype, batching):
   """{reuse: ((loss, reconstruction, d, grads) of one run, the same of two vmapped runs)} of the
-  update after t_d reusing the S passes (True: the codes solved in the step) and recomputing its
-  pass (False: the same codes given, `CascadeVAE.with_codes`): one compiled program for the four,
-  at the same parameters and images."""
+  update after t_d given the codes and the S passes of the costs (True: the trainer's step,
+  `train.codes`) and with the codes solved inside the loss, its pass run afresh (False:
+  ``method.loss``): one compiled program for the four, at the same parameters and images."""
   data = helpers.TinyImages()
   x = jnp.asarray(data.get_images(np.arange(32))).reshape((2, 16) + data.image_shape)
   method = methods.build(helpers.tiny_config("cascadevae", **{
       "cascade.penalty": 0.01, "model.conv_impl": conv_impl, "model.dtype": dtype,
       "cascade.unary_batching": batching}), data.image_shape).for_phase(True)
-  assert method.reuses_passes and not method.with_codes(jnp.zeros(16, jnp.int32)).reuses_passes
+  t = 10
 
-  def update(method, p, image):
+  def update(p, image, key, given=None):
     (loss, (metrics, d)), grads = jax.value_and_grad(
-        lambda p: (lambda r: (r[0], r[1:]))(method.terms(p["vae"], {"image": image},
-                                                         jax.random.PRNGKey(3), 10)),
+        lambda p: (lambda r: (r[0], r[1:]))(method.terms(p["vae"], {"image": image}, key, t,
+                                                         given)),
         has_aux=True)(p)
     return loss, metrics["reconstruction"], d, grads
 
   def reused_and_recomputed(p, image):
-    reused = update(method, p, image)
-    return reused, update(method.with_codes(reused[2]), p, image)
+    state = base.TrainState(step=jnp.int32(t - 1), params=p, opt_state=None,
+                            rng=jax.random.PRNGKey(3))
+    costs = method.code_costs(state, {"image": image})
+    key, _ = method.step_key(state)
+    return (update(p, image, key, (method.code_solve(costs.u), costs.reuse)),
+            update(p, image, key))
 
   def both(p, x):
     one = reused_and_recomputed(*jax.tree_util.tree_map(lambda a: a[0], (p, x)))

@@ -47,7 +47,8 @@ def test_local_assignment_scope_solves_each_shard(tmp_path):
   method = methods.build(config, (32, 32, 1), mesh=mesh_lib.make_mesh(8))
   u = np.random.default_rng(0).normal(size=(16, 3)).astype(np.float32)
   sharding = mesh_lib.batch_sharding(method.mesh)
-  d = np.asarray(jax.jit(method._assign)(jax.device_put(u, sharding)))  # pylint: disable=protected-access
+  solve = method.for_phase(True).code_solve
+  d = np.asarray(jax.jit(lambda v: solve(v))(jax.device_put(u, sharding)))
   expected = np.concatenate([assignment.assign(u[2 * i:2 * i + 2], 1e6) for i in range(8)])
   np.testing.assert_array_equal(d, expected)
   # a huge penalty forbids two rows of one shard from sharing a class

@@ -245,7 +245,7 @@ def test_the_phases_time_the_overlapped_step_with_a_callback_per_group():
   runs after t_d with the host's solves overlapped (``scipy_overlapped``): the four programs of a
   step call back once per group, twice a step (the one program's figures: the slot's test)."""
   from disentangle.reproduce import throughput  # pylint: disable=g-import-not-at-top
-  config = helpers.tiny_config("cascadevae", seed_layout="unroll", assignment_overlap=True)
+  config = helpers.tiny_config("cascadevae", seed_layout="unroll", assignment_placement="overlapped")
   records = throughput.time_runs(config, 2, image=(32, 32, 1), steps=2, warmup=1, only=("after",))
   (record,) = records.values()
   assert record["runs"] == 2 and record["timed_steps"] == 2 and record["run_steps_per_s"] > 0

@@ -21,10 +21,15 @@ owns pure functions only:
 
 :meth:`VAEMethod.train_step` is the one step: rng = ``fold_in(state.rng, state.step)``, t =
 ``state.step + 1``, the gradient of ``loss`` with respect to every group, then every optimiser
-updates its group (``value=loss`` passed on, for ``reduce_on_plateau``). A method overrides
-``train_step`` only where its update order differs (FactorVAE: the VAE and the discriminator
-gradients at the same parameters, through two losses), built from :meth:`step_key`,
-:meth:`apply_update` and :meth:`advance`.
+updates its group (``value=loss`` passed on, for ``reduce_on_plateau``; :meth:`descend`). A
+method overrides ``train_step`` only where its update order differs (FactorVAE: the VAE and the
+discriminator gradients at the same parameters, through two losses), built from
+:meth:`step_key`, :meth:`apply_update` and :meth:`advance`.
+
+A method whose discrete code an exact assignment chooses (CascadeVAE) gives its step in two pure
+parts, composed with the solve by `disentangle.train.codes`: ``code_solve`` (how the codes are
+solved, an `assignment.Solve`; None in a phase without codes), ``code_costs(state, batch) ->
+Costs`` and ``train_step_given_codes(state, batch, costs, d)``.
 """
 from __future__ import annotations
 
@@ -47,6 +52,12 @@ class TrainState:
   params: Any        # {'vae': {'encoder': ..., 'decoder': ...}, ...}: one tree per group
   opt_state: Any     # {'vae': optax state, ...}: one state per optimiser name
   rng: jax.Array     # base key; the step's key is fold_in(rng, step)
+
+
+class Costs(NamedTuple):
+  """The costs of a step's discrete codes (``code_costs``), computed without gradient."""
+  u: jax.Array  # [B, S]: u[i, k], the gain of code k for example i (the assignment's input)
+  reuse: Any    # what the update given the codes takes from computing u (a pytree)
 
 
 class ElboOutputs(NamedTuple):
@@ -228,14 +239,16 @@ class VAEMethod:
     loss, (metrics, _) = self.elbo(params, batch, rng, t)
     return loss, metrics
 
-  solves_on_host = False  # whether the step solves an assignment on the host (host_assignment)
+  # -- a discrete code chosen by an exact assignment (`disentangle.train.codes`) --------------
+  code_solve = None  # how this step's codes are solved (`assignment.Solve`); None: no codes
 
-  def host_assignment(self, state, batch):
-    """(u, penalty) of a discrete assignment the step would solve on the host, for the runs of
-    one program to solve theirs in one callback (`disentangle.train.runs`), then handed back
-    through ``with_codes(d)``; None (default): the step solves none."""
-    del state, batch
-    return None
+  def code_costs(self, state: TrainState, batch) -> Costs:
+    """The costs of the step's codes at its own key and iteration (where ``code_solve``)."""
+    raise NotImplementedError(f"{self.name} solves no discrete codes")
+
+  def train_step_given_codes(self, state: TrainState, batch, costs: Costs, d):
+    """The step's update with its codes ``d`` (int32 [B]) solved from ``costs``."""
+    raise NotImplementedError(f"{self.name} solves no discrete codes")
 
   def evaluation_pictures(self, params, images, rep, *, decode, span: float,
                           values) -> dict:
@@ -276,8 +289,12 @@ class VAEMethod:
     optimiser on part of ``vae``), override this with their own order of ``gradients`` /
     ``apply_update`` calls, ending in ``advance`` (one ``state.step`` increment per step).
     """
+    return self.descend(state, batch, self.loss)
+
+  def descend(self, state: TrainState, batch, loss_fn):
+    """The update of :meth:`train_step` on ``loss_fn(params, batch, rng, t) -> (loss, metrics)``."""
     rng, t = self.step_key(state)
-    (loss, metrics), grads = self.gradients(self.loss, state.params, batch, rng, t)
+    (loss, metrics), grads = self.gradients(loss_fn, state.params, batch, rng, t)
     for name, opt in self.optimizers.items():
       state = self.apply_update(state, name, grads[opt.group], value=loss)
     return self.advance(state), metrics

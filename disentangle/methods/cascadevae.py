@@ -11,17 +11,23 @@ Loss of one minibatch at iteration t (Algorithm 1, Eq. 6):
   the decoder is evaluated at the same z for every e_k (batched, without gradient), giving
   u[i, k] = log p(x_i | z_i, e_k); the discrete codes solve max_d sum_i u[i, d_i] - lambda' *
   #(same-class unordered pairs) exactly (:func:`disentangle.assignment.assign`), and the update
-  uses the same eps with d as a constant; its decoder forward at (z, d) is the rows (d_i, i) of
-  the S passes, differentiated from their cached layer inputs (:meth:`CascadeVAE.solve_and_decode`).
+  uses the same eps with d as a constant.
   ``discrete_start`` beyond the last step is the CascadeVAE-C ablation (no discrete code).
 - No KL term for d (its prior term is the pairwise penalty, Lemma 1).
 
-Before t_d nothing of the discrete branch runs in the trainer: it compiles one program per phase
-(:meth:`CascadeVAE.phase` of the host's step number, :meth:`CascadeVAE.for_phase`) and switches
-at t_d, so neither the S unary decoder passes nor the host assignment run before t_d, under
-``vmap`` too (where a ``lax.cond`` on a batched step counter would become a ``select`` running
-both branches), and no predicate is read back per step. A method called directly (no phase)
-decides on device with ``lax.cond``; both give the same numbers.
+Two ways to run it, the same codes:
+
+- :meth:`CascadeVAE.loss` on a batch is Algorithm 1 as written: the discrete branch decided on
+  the device (``lax.cond`` on t > t_d), the assignment solved inside the loss, the update's
+  decoder pass run afresh.
+- The trainer's step (`disentangle.train.codes`) composes two pure parts with one solve:
+  :meth:`CascadeVAE.code_costs` (the encoder, the sample z and the S decoder passes: u and every
+  layer's input) and :meth:`CascadeVAE.train_step_given_codes` (the update, whose decoder pass at
+  (z, d) is the rows (d_i, i) of the S passes, differentiated from their cached inputs). It
+  compiles one program per phase (:meth:`CascadeVAE.phase` of the host's step number,
+  :meth:`CascadeVAE.for_phase`) and switches at t_d, so nothing of the discrete branch runs
+  before t_d, under ``vmap`` too (where a ``lax.cond`` on a batched step counter would become a
+  ``select`` running both branches), and no predicate is read back per step.
 
 Inference for new data: d = argmax_k log p(x | mu(x), e_k) (``eval_discrete='argmax'``) or the
 exact assignment over the evaluation batch (``'assignment'``).
@@ -39,7 +45,6 @@ from disentangle import assignment
 from disentangle import config as config_lib
 from disentangle import losses
 from disentangle import schedules
-from disentangle import sharding
 from disentangle.methods import base
 from disentangle.nn import networks
 from disentangle.nn import replay
@@ -110,17 +115,21 @@ class CascadeVAE(base.VAEMethod):
     method.discrete_phase = bool(active)
     return method
 
-  def _assign(self, u):
-    """The exact assignment of ``u`` [B, S]: over the global batch, or per shard of the mesh.
+  @property
+  def code_solve(self):
+    """How the step's codes are solved (`assignment.Solve`), where the discrete phase is fixed
+    on (:meth:`for_phase`); else None (before t_d, or the branch decided inside :meth:`loss`).
 
     ``assignment_scope='global'`` (default) solves one problem over the whole global batch: the
     paper's semantics when the global batch is the paper's 64 (the host callback receives the
     gathered unaries). ``'local'`` solves each device's shard on its own inside ``shard_map``, so
     the host calls run in parallel on every host; with one device both are the same.
     """
+    return self._solve() if self.discrete_phase is True else None
+
+  def _solve(self) -> assignment.Solve:
     c = self.config.cascade
-    solve = lambda v: assignment.assign(v, c.penalty, solver=c.solver)
-    return sharding.local_or_global(solve, self.mesh, c.assignment_scope)(u)
+    return assignment.Solve(c.penalty, c.solver, c.assignment_scope, self.mesh)
 
   def betas(self, t):
     c = self.config.cascade
@@ -157,95 +166,62 @@ class CascadeVAE(base.VAEMethod):
     u = self.log_likelihood(out[0], xs).reshape(S, B).T
     return u, jax.tree_util.tree_map(lambda a: a.reshape((S, B) + a.shape[1:]), out)
 
-  def solve_and_decode(self, vae_params, z, x):
-    """(d, logits of the decoder at (z, d)): the assignment of the S passes and the update's pass.
-
-    The S passes (:meth:`unary`, without gradient) keep every layer's input; the update's logits
-    are the rows (d_i, i) of those passes, differentiated w.r.t. the decoder's parameters and z
-    as a pass of their own (:func:`disentangle.nn.replay.replay`: the backward of B rows from
-    their cached inputs), so no decoder forward runs twice.
-    """
-    sg = jax.lax.stop_gradient
-    layers = networks.decoder_layers(self.decoder)
-    frozen = sg(vae_params["decoder"])
-    call = lambda name, layer, h: layer.apply({"params": frozen[name]}, h)
-    u, (logits, inputs) = self._passes(sg(z), x,
-                                       lambda latent: networks.chain(layers, call, latent))
-    d = sg(self._assign(u).astype(jnp.int32))
-    rows = lambda a: a[d, jnp.arange(z.shape[0])]
-    return d, replay.replay(layers, vae_params["decoder"], self.decoder_input(z, d),
-                            tuple(map(rows, inputs)), rows(logits))
-
-  @property
-  def reuses_passes(self) -> bool:
-    """Whether the step's update takes its decoder forward from the S passes of u
-    (:meth:`solve_and_decode`): the discrete phase fixed on and the codes solved in the step.
-    Given codes (:meth:`with_codes`) are decoded afresh."""
-    return self.discrete_phase is True and self.given_codes is None
-
-  def host_assignment(self, state, batch):
-    """(u [B, S], lambda') of the step's host assignment, or None where the step has none.
-
-    u is :meth:`unary` at the step's own sample z (the same encoder pass, key and iteration as
-    :meth:`terms`), so solving it and handing the codes to :meth:`with_codes` gives the step the
-    codes it would solve itself. Several runs of one program (`disentangle.train.runs`) solve
-    their problems in one host callback this way. None: the phase is not fixed on, the solver is
-    on device, or each shard of the mesh solves its own part (``assignment_scope='local'``).
-    """
-    if not self.solves_on_host:
-      return None
-    c = self.config.cascade
+  def code_costs(self, state, batch) -> base.Costs:
+    """u [B, S] at the step's own sample z (its key, as :meth:`loss` draws it), without gradient,
+    and what the update reuses of the S passes: every decoder layer's input and the logits."""
     rng, _ = self.step_key(state)
     vae_params, x = jax.lax.stop_gradient(state.params["vae"]), batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)
-    return self.unary(vae_params, z, x), c.penalty
+    layers = networks.decoder_layers(self.decoder)
+    call = lambda name, layer, h: layer.apply({"params": vae_params["decoder"][name]}, h)
+    u, kept = self._passes(z, x, lambda latent: networks.chain(layers, call, latent))
+    return base.Costs(u, kept)
 
-  @property
-  def solves_on_host(self) -> bool:
-    """Whether the step solves one assignment on the host: the discrete phase fixed on, the
-    ``'scipy'`` solver, over the global batch (or on one device)."""
-    c = self.config.cascade
-    return (self.discrete_phase is True and c.solver == "scipy"
-            and not (c.assignment_scope == "local" and sharding.is_sharded(self.mesh)))
+  def train_step_given_codes(self, state, batch, costs: base.Costs, d):
+    """The update with codes d: the decoder's pass at (z, d) is the rows (d_i, i) of the S
+    passes of ``costs``, differentiated w.r.t. the decoder's parameters and z as a pass of its
+    own (:func:`disentangle.nn.replay.replay`: the backward of B rows from their cached inputs),
+    so no decoder forward runs twice."""
+    return self.descend(state, batch,
+                        lambda params, b, rng, t: self.loss(params, b, rng, t,
+                                                            given=(d, costs.reuse)))
 
-  def with_codes(self, d) -> "CascadeVAE":
-    """This method with the step's discrete codes given (int [B], solved outside the step)."""
-    method = copy.copy(self)
-    method.given_codes = d
-    return method
-
-  given_codes = None  # d handed in by with_codes: the step solves no assignment of its own
-
-  def discrete_codes(self, vae_params, z, x, active):
-    """The solved d (int32 [B]; -1 = no code yet) at the sampled z, as a constant."""
-    if self.given_codes is not None:
-      return jax.lax.stop_gradient(jnp.asarray(self.given_codes, jnp.int32))
+  def _solved_in_loss(self, vae_params, z, x, active):
+    """d (int32 [B]; -1 = no code yet) solved inside the loss: the branch fixed by the phase,
+    or decided on the device (``lax.cond`` on t > t_d)."""
+    sg = jax.lax.stop_gradient
 
     def solve(_):
-      u = self.unary(jax.lax.stop_gradient(vae_params), jax.lax.stop_gradient(z), x)
-      return self._assign(u).astype(jnp.int32)
+      return self._solve()(self.unary(sg(vae_params), sg(z), x)).astype(jnp.int32)
 
     def none(_):
       return jnp.full((z.shape[0],), -1, jnp.int32)
 
-    if self.discrete_phase is not None:  # fixed by the trainer: only one branch is traced
-      return jax.lax.stop_gradient((solve if self.discrete_phase else none)(None))
-    return jax.lax.stop_gradient(jax.lax.cond(active, solve, none, None))
+    if self.discrete_phase is not None:  # fixed: only one branch is traced
+      return sg((solve if self.discrete_phase else none)(None))
+    return sg(jax.lax.cond(active, solve, none, None))
 
-  def terms(self, vae_params, batch, rng, t):
-    """(loss, metrics, d) of one batch at iteration t (counted from 1, as in Algorithm 1)."""
+  def terms(self, vae_params, batch, rng, t, given=None):
+    """(loss, metrics, d) of one batch at iteration t (counted from 1, as in Algorithm 1).
+
+    ``given``: (d, the S passes' layer inputs and logits) of :meth:`code_costs`, the codes solved
+    outside the loss; None: solved inside (:meth:`_solved_in_loss`), the decoder run afresh.
+    """
     x = batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)  # eps sampled once, reused for the update
-    if self.discrete_phase is None:
-      active = jnp.asarray(t) > self.config.cascade.discrete_start
+    if given is not None:
+      d, (logits, inputs) = given
+      d = jax.lax.stop_gradient(d)
+      active = jnp.asarray(True)
+      rows = lambda a: jax.lax.stop_gradient(a[d, jnp.arange(z.shape[0])])
+      logits = replay.replay(networks.decoder_layers(self.decoder), vae_params["decoder"],
+                             self.decoder_input(z, d), tuple(map(rows, inputs)), rows(logits))
     else:
-      active = jnp.asarray(self.discrete_phase)
-    if self.reuses_passes:
-      d, logits = self.solve_and_decode(vae_params, z, x)
-    else:
-      d = self.discrete_codes(vae_params, z, x, active)
+      active = (jnp.asarray(t) > self.config.cascade.discrete_start
+                if self.discrete_phase is None else jnp.asarray(self.discrete_phase))
+      d = self._solved_in_loss(vae_params, z, x, active)
       logits = self.decode_logits(vae_params, self.decoder_input(z, d))
     log_px = self.log_likelihood(logits, x)
     rec = -jnp.mean(log_px)
@@ -258,8 +234,8 @@ class CascadeVAE(base.VAEMethod):
                    discrete_fraction=counts / x.shape[0], **base.kl_metrics(kl))
     return loss, metrics, d
 
-  def loss(self, params, batch, rng, t):
-    loss, metrics, _ = self.terms(params["vae"], batch, rng, t)
+  def loss(self, params, batch, rng, t, given=None):
+    loss, metrics, _ = self.terms(params["vae"], batch, rng, t, given)
     return loss, metrics
 
   @property
@@ -272,7 +248,7 @@ class CascadeVAE(base.VAEMethod):
     mean, logvar = self.encode(params["vae"], images)
     u = self.unary(params["vae"], mean, images)
     if self.config.cascade.eval_discrete == "assignment":
-      d = self._assign(u)
+      d = self._solve()(u)
     else:
       d = jnp.argmax(u, axis=-1)
     return {"mean": mean, "logvar": logvar, "discrete": d.astype(jnp.int32)}

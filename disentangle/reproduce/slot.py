@@ -8,7 +8,7 @@ logic: `parse_slot` checks the input, `run_slot` spends the slot.
    CascadeVAE ``m6`` and MNIST ``m10`` (``--smoke``: their ``smoke`` variants, 1-2 runs), N
    runs in one program for each N of ``--runs``, before and after t_d, with the host solver, and
    after t_d with ``cascade.solver='hungarian'`` and with the host's solves overlapped
-   (``assignment_overlap``): run-steps/s and the device's busy share (nvidia-smi,
+   (``assignment_placement='overlapped'``): run-steps/s and the device's busy share (nvidia-smi,
    sampled in a background thread, `disentangle.reproduce.utilisation`; null without it), the
    counts in the order given. Budget: ``--throughput_minutes`` (default 15% of the slot, at most
    5 minutes); the first figure is always measured, what would start past it is listed as skipped.

@@ -11,7 +11,7 @@ Every step is blocked on, so one sample is the latency of one step; the figure i
 each N asked, before t_d (where t_d >= 1; MNIST ``m10`` has t_d = 0) and after it with the host
 solver (``cascade.solver='scipy'``), after it with the on-device one (``'hungarian'``) and with
 the host's solves overlapped with the device's work (``'scipy_overlapped'``:
-``assignment_overlap``, `disentangle.train.overlap`): run-steps/s, host callbacks per step,
+``assignment_placement='overlapped'``, `disentangle.train.codes`): run-steps/s, host callbacks per step,
 compile time and the device's busy share, the mean ``utilization.gpu`` of nvidia-smi over the
 timed steps (`utilisation.GpuSampler`; null without nvidia-smi). The speed benchmarks
 (``benchmarks/``) share the synthetic batches and the records' fields from here.
@@ -42,7 +42,7 @@ IMAGE_SHAPES = {
 DATA_NOTE = ("synthetic batches: uniform random images in [0, 1] of the configured shape, on "
              "device before timing (data loading and host-to-device copies excluded)")
 CONFIGS = (("dsprites_cascade", "m6"), ("mnist_cascade", "m10"))
-# (name, cascade.solver, assignment_overlap, phases): the host solver in the step, the on-device
+# (name, cascade.solver, overlapped placement, phases): the host solver in the step, the on-device
 # solver and the host solver overlapped with the other half of the runs' device work (after t_d).
 SOLVERS = (("scipy", "scipy", False, None), ("hungarian", "hungarian", False, ("after",)),
            ("scipy_overlapped", "scipy", True, ("after",)))
@@ -292,7 +292,8 @@ def measure(counts: Sequence[int], smoke: bool, sampler: utilisation.GpuSampler,
       variant = f"{variant},smoke" if smoke else variant
       config = modules[name].get_config(variant)
       with config.unlocked():
-        config.cascade.solver, config.assignment_overlap = cascade_solver, overlapped
+        config.cascade.solver = cascade_solver
+        config.assignment_placement = "overlapped" if overlapped else "step"
       # CascadeVAE's steps before t_d (t <= t_d) exist when t_d >= 1 (MNIST m10: t_d = 0).
       wanted = only or (("before", "after") if config.cascade.discrete_start > 0 else ("after",))
       where = dict(config=name, variant=variant, runs=runs, solver=solver)
@@ -331,7 +332,7 @@ def measure(counts: Sequence[int], smoke: bool, sampler: utilisation.GpuSampler,
           "phase": "CascadeVAE before t_d (no discrete branch) and after it (the assignment "
                    "solved each step: 'scipy' on the host through a callback, 'hungarian' on "
                    "the device, 'scipy_overlapped' on the host beside the other group of runs' "
-                   "device work, assignment_overlap)",
+                   "device work, assignment_placement)",
           "busy_share": "mean nvidia-smi utilization.gpu / 100 over the timed steps (null: no "
                         "nvidia-smi or no sample in the span)",
           "timed_from": "time.time() span of the timed steps (utilisation.csv's time column)"},

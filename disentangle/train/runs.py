@@ -21,6 +21,7 @@ and the device count), the remaining devices split the batch.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import pathlib
@@ -31,13 +32,12 @@ from jax.sharding import PartitionSpec as P
 import ml_collections
 import numpy as np
 
-from disentangle import assignment
 from disentangle import config as config_lib
 from disentangle import methods
 from disentangle import sharding
+from disentangle.train import codes
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
-from disentangle.train import overlap
 from disentangle.train import seeds
 
 FIELD_SEP, VALUE_SEP = ";", "|"
@@ -206,13 +206,13 @@ def values_arrays(config, cfgs) -> dict:
   return out
 
 
-def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = True) -> Callable:
-  """``(state, batch, values) -> (state, metrics)`` of several runs in the leading axis.
+class Runs:
+  """The methods of several runs in one phase, and functions mapped over their leading axis.
 
   Args:
     build: ``config -> method``.
     cfgs: the runs' configs (:func:`run_configs`), two or more (one run's step is the method's
-      own ``train_step``, :meth:`Program.runs_step`).
+      own, :meth:`Program.runs_step`).
     how: ``'vmap'`` or ``'unroll'`` (`disentangle.train.seeds`).
     phase: the method's phase (``method.phase`` / ``method.for_phase``; e.g. CascadeVAE's
       discrete branch on or off), None for a method of one phase.
@@ -220,45 +220,48 @@ def make_step(build: Callable, cfgs, how: str, *, phase=None, concrete: bool = T
       alone); False: every run reads its swept values from ``values`` (a program shared by
       devices that hold different runs). ``vmap`` always reads ``values``.
   """
-  built_for = lambda c: build(c).for_phase(phase)  # the method of one run, in this phase
-  cfgs = [config_lib.resolve_run(c) for c in cfgs]  # a traced config holds resolved values
-  base = cfgs[0]
-  if how == "vmap":
-    def one(state, batch, values):
-      return built_for(traced_config(base, values) if values else base).train_step(
-          state, batch)
-    return jax.vmap(one)
-  if how != "unroll":
-    raise ValueError(f"run layout must be one of {config_lib.SEED_LAYOUTS_RESOLVED}, got {how!r}")
-  if concrete:
-    built = [built_for(c) for c in cfgs]
-    return lambda state, batch, values: unrolled_steps(built, state, batch)
-  shared = built_for(base)
 
-  def unrolled(state, batch, values):
-    n = jax.tree_util.tree_leaves(batch)[0].shape[0]
-    built = [built_for(traced_config(base, seeds.take(values, i))) if values else shared
-             for i in range(n)]
-    return unrolled_steps(built, state, batch)
+  def __init__(self, build: Callable, cfgs, how: str, *, phase=None, concrete: bool = True):
+    if how not in config_lib.SEED_LAYOUTS_RESOLVED:
+      raise ValueError(f"run layout must be one of {config_lib.SEED_LAYOUTS_RESOLVED}, "
+                       f"got {how!r}")
+    self.how = how
+    self.built_for = lambda c: build(c).for_phase(phase)  # the method of one run, in this phase
+    self.cfgs = [config_lib.resolve_run(c) for c in cfgs]  # a traced config holds resolved values
+    self.base = self.built_for(self.cfgs[0])  # the method of every run, up to swept values
+    self.concrete = concrete and how == "unroll"
+    self.built = [self.built_for(c) for c in self.cfgs] if self.concrete else None
 
-  return unrolled
+  def group(self, lo: int, hi: int) -> "Runs":
+    """The runs ``[lo, hi)`` (their stacked state, batch and values sliced alike)."""
+    out = copy.copy(self)
+    out.cfgs = self.cfgs[lo:hi]
+    out.built = None if self.built is None else self.built[lo:hi]
+    return out
 
+  def method_of(self, values):
+    """The method of the run whose swept values are ``values`` (traced, or numpy on the host)."""
+    return self.built_for(traced_config(self.cfgs[0], values)) if values else self.base
 
-def unrolled_steps(built, state, batch):
-  """Run i's ``built[i].train_step`` on slice i of the stacked ``state`` and ``batch``.
+  def methods(self, values, n: int) -> list:
+    """The ``n`` runs' methods, unrolled (``values``: their swept values, stacked)."""
+    if self.built is not None:
+      return self.built
+    return [self.method_of(seeds.take(values, i)) for i in range(n)]
 
-  Where every run's step has a host assignment (``method.host_assignment``, e.g. CascadeVAE from
-  t_d on), the runs' problems are solved in one host callback (:func:`assignment.assign_each`)
-  and each step takes its codes (``method.with_codes``): one callback per step, as under
-  ``vmap``, instead of one per run.
-  """
-  states = [seeds.take(state, i) for i in range(len(built))]
-  batches = [seeds.take(batch, i) for i in range(len(built))]
-  problems = [m.host_assignment(s, b) for m, s, b in zip(built, states, batches)]
-  if len(built) > 1 and all(p is not None for p in problems):
-    codes = assignment.assign_each([u for u, _ in problems], [lam for _, lam in problems])
-    built = [m.with_codes(d) for m, d in zip(built, codes)]
-  return seeds.stack([m.train_step(s, b) for m, s, b in zip(built, states, batches)])
+  def each(self, fn: Callable) -> Callable:
+    """``(state, batch, values, *args) -> fn(method, state, batch, *args)`` of every run,
+    stacked: slice i of every stacked argument goes to run i (``vmap`` or unrolled)."""
+    if self.how == "vmap":
+      return jax.vmap(lambda s, b, v, *a: fn(self.method_of(v), s, b, *a))
+
+    def unrolled(state, batch, values, *args):
+      n = jax.tree_util.tree_leaves(batch)[0].shape[0]
+      return seeds.stack([fn(m, seeds.take(state, i), seeds.take(batch, i),
+                             *seeds.take(args, i))
+                          for i, m in enumerate(self.methods(values, n))])
+
+    return unrolled
 
 
 class Program:
@@ -300,37 +303,37 @@ class Program:
     return jax.device_put(values_arrays(self.config, self.cfgs), self.states)
 
   def runs_step(self, image_shape, phase) -> Callable:
-    """The step of ``phase`` over the program's runs, before jit: one run's is the method's own
-    ``train_step(state, batch)``; several runs' take their swept values too,
-    ``(state, batch, values)``, over the leading axis (:func:`make_step`), on each device's block
-    of runs where the mesh has a runs axis (:func:`on_runs_axis`)."""
-    inner_mesh = None if self.manual else self.mesh  # inside shard_map every axis is manual
-    build = lambda c: methods.build(c, image_shape, mesh=inner_mesh)
+    """The step of ``phase`` over the program's runs, before jit (`disentangle.train.codes`):
+    one run's takes ``(state, batch)``; several runs' take their swept values too,
+    ``(state, batch, values)``, over the leading axis (:class:`Runs`), on each device's block of
+    runs where the mesh has a runs axis (:func:`on_runs_axis`)."""
     if len(self.cfgs) == 1:
-      return build(self.cfgs[0]).for_phase(phase).train_step
-    layout = seeds.layout(self.config)
-    step = make_step(build, self.cfgs, layout, phase=phase,
-                     concrete=not self.manual and layout == "unroll")
+      return codes.step(self.method(image_shape, phase))
+    step = codes.runs_step(self.runs(image_shape, phase))
     return on_runs_axis(step, self.mesh) if self.manual else step
 
-  def overlaps(self, method, phase) -> bool:
-    """Whether the step of ``phase`` runs as two groups of runs whose host assignments overlap
-    the device's work (`disentangle.train.overlap`, ``assignment_overlap``): not with fewer runs
-    than ``overlap.MIN_RUNS``, a runs axis over devices, several processes (each solves in its
-    own callback), or a phase without a host assignment."""
-    how = seeds.layout(self.config)
-    return bool(self.config.assignment_overlap and not self.manual
-                and jax.process_count() == 1 and len(self.cfgs) >= overlap.MIN_RUNS[how]
-                and method.for_phase(phase).solves_on_host)
+  def method(self, image_shape, phase):
+    """The one run's method in ``phase``."""
+    inner_mesh = None if self.manual else self.mesh  # inside shard_map every axis is manual
+    return methods.build(self.cfgs[0], image_shape, mesh=inner_mesh).for_phase(phase)
 
-  def group_steps(self, image_shape, phase) -> list[tuple[Callable, Callable, overlap.Penalties]]:
-    """Per group of runs (`overlap.groups`), its ``(costs, update, penalties)`` before jit
-    (`overlap.group_programs`)."""
-    how = seeds.layout(self.config)
-    build = lambda c: methods.build(c, image_shape, mesh=self.mesh).for_phase(phase)
-    config_of = lambda v: traced_config(self.cfgs[0], v) if v else self.cfgs[0]
-    return [overlap.group_programs(build, self.cfgs, how, lo, hi, config_of)
-            for lo, hi in overlap.groups(len(self.cfgs))]
+  def runs(self, image_shape, phase) -> Runs:
+    """The several runs' methods in ``phase`` (:class:`Runs`)."""
+    inner_mesh = None if self.manual else self.mesh  # inside shard_map every axis is manual
+    layout = seeds.layout(self.config)
+    return Runs(lambda c: methods.build(c, image_shape, mesh=inner_mesh), self.cfgs, layout,
+                phase=phase, concrete=not self.manual)
+
+  def overlaps(self, method, phase) -> bool:
+    """Whether the step of ``phase`` solves its codes outside the program, the runs in two groups
+    (``assignment_placement``, `disentangle.train.codes.Overlapped`): not with fewer runs than
+    ``codes.MIN_RUNS``, a runs axis over devices, several processes (each solves in its own
+    callback), or a phase without a host solve."""
+    solve = method.for_phase(phase).code_solve
+    return bool(self.config.assignment_placement == "overlapped" and not self.manual
+                and jax.process_count() == 1
+                and len(self.cfgs) >= codes.MIN_RUNS[seeds.layout(self.config)]
+                and solve is not None and solve.on_host)
 
 
 def on_runs_axis(step: Callable, mesh) -> Callable:

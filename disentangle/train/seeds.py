@@ -2,7 +2,7 @@
 
 Every seed keeps its own parameters, optimiser state, rng and batch, stacked along a leading axis
 of length N; the program maps the single-seed ``train_step`` over that axis
-(`disentangle.train.runs.make_step` builds it). Two layouts compute the same numbers
+(`disentangle.train.runs.Runs`). Two layouts compute the same numbers
 (``tests/test_runs.py``) at different speeds:
 
 - ``'vmap'``: ``jax.vmap(train_step)``. Batching the parameters makes each convolution a grouped

@@ -65,12 +65,12 @@ from disentangle import methods
 from disentangle import paths
 from disentangle.train import background as background_lib
 from disentangle.train import checkpoint as checkpoint_lib
+from disentangle.train import codes
 from disentangle.train import device_data
 from disentangle.train import host
 from disentangle.train import input_pipeline
 from disentangle.train import mesh as mesh_lib
 from disentangle.train import nonfinite
-from disentangle.train import overlap
 from disentangle.train import preemption
 from disentangle.train import profiling
 from disentangle.train import runs as runs_lib
@@ -83,7 +83,7 @@ PENDING_EVAL = "eval_pending.json"
 ENVIRONMENT = "environment.json"  # the backend of each start of the run (`record_environment`)
 # Fields that may change between a run and its resumption.
 RESUMABLE_FIELDS = ("num_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
-                    "progress_bar", "eval.background", "assignment_overlap", "dataset.data_dir",
+                    "progress_bar", "eval.background", "assignment_placement", "dataset.data_dir",
                     "dataset.allow_download", "dataset.placement", "mesh.num_devices",
                     "mesh.runs", "mesh.data", "model.conv_impl", "cascade.unary_batching",
                     "distributed.initialize", "distributed.coordinator_address",
@@ -291,14 +291,15 @@ def phase_step(program: runs_lib.Program, method, phase,
 
   1. device data (``data``, `device_data.DeviceData.compose`): the step receives the batch's
      rows, takes the placed set in ``rest`` and gathers the batch on the device first;
-  2. the overlapped host solve (``assignment_overlap``, `runs.Program.overlaps`): the runs in
-     two groups, each step four programs around the host's solves (`overlap.OverlappedStep`);
+  2. the overlapped solve (``assignment_placement``, `runs.Program.overlaps`): the runs in two
+     groups, each step four programs around the host's solves (`codes.Overlapped`);
   3. jit and shardings (`host.jit`): the state donated, states and batches laid out on the
      program's mesh, the metrics replicated;
   4. the runs (`runs.Program.runs_step`): several runs over the leading axis (``vmap`` or
      unrolled, `shard_map` on a runs axis), taking their swept values in ``rest``; one run: none;
-  5. the method's step, ``method.for_phase(phase).train_step`` (`methods.base.VAEMethod`):
-     ``step_key``, ``gradients`` of ``loss``, ``apply_update``.
+  5. the method's step (`codes.step`): where the phase has discrete codes, the method's costs,
+     the assignment and its update given the codes; else ``method.for_phase(phase).train_step``
+     (`methods.base.VAEMethod`: ``step_key``, ``gradients`` of ``loss``, ``apply_update``).
   """
   config, image_shape = program.config, method.image_shape
   multi = len(program.cfgs) > 1
@@ -309,13 +310,17 @@ def phase_step(program: runs_lib.Program, method, phase,
     gathered = lambda step: data.compose(step, program.batches)
   ins = (program.states, program.batches) + shardings
   if program.overlaps(method, phase):  # 2., each group's programs through 3. to 5.
-    programs = [(host.jit(gathered(costs), config, in_shardings=ins, out_shardings=program.repl),
-                 host.jit(gathered(update), config, donate_argnums=0,
-                          in_shardings=ins + (program.repl,),
-                          out_shardings=(program.states, program.repl)),
-                 penalties)
-                for costs, update, penalties in program.group_steps(image_shape, phase)]
-    return overlap.OverlappedStep(programs, jax.jit(overlap.concatenate)), rest
+    runs, values = program.runs(image_shape, phase), rest[-1]
+    programs = []
+    for lo, hi in codes.groups(len(program.cfgs)):
+      costs, update = codes.group_parts(runs, lo, hi)
+      programs.append((
+          host.jit(gathered(costs), config, in_shardings=ins),
+          host.jit(gathered(update), config, donate_argnums=0,
+                   in_shardings=ins + (None, program.repl),
+                   out_shardings=(program.states, program.repl)),
+          lambda dtype, lo=lo, hi=hi: codes.host_penalties(runs, values, lo, hi, dtype)))
+    return codes.Overlapped(programs, jax.jit(codes.concatenate)), rest
   step = program.runs_step(image_shape, phase)  # 4. and 5.
   return host.jit(gathered(step), config, donate_argnums=0, in_shardings=ins,  # 3.
                   out_shardings=(program.states, program.repl)), rest

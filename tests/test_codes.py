@@ -1,6 +1,7 @@
-"""The host's assignment overlapped with the device's work (`disentangle.train.overlap`): the runs
-of a program in two groups end bit for bit where the one-program step ends them, solve each
-group's problems once per step, and stay out of the way where there is nothing to overlap."""
+"""The step of a method with discrete codes (`disentangle.train.codes`): the composition of costs,
+solve and update is Algorithm 1 (the loss's own solve); the overlapped placement, the runs of a
+program in two groups, ends bit for bit where the one-program step ends them, solves each group's
+problems once per step, and stays out of the way where there is nothing to overlap."""
 import contextlib
 
 import jax
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from disentangle import assignment
-from disentangle.train import overlap
+from disentangle.train import codes
 from disentangle.train import trainer
 from tests import helpers
 
@@ -16,12 +17,12 @@ from tests import helpers
 @pytest.mark.parametrize("num_runs, want", [(2, [(0, 1), (1, 2)]), (3, [(0, 2), (2, 3)]),
                                             (40, [(0, 20), (20, 40)])])
 def test_groups_split_the_runs_in_two_halves(num_runs, want):
-  assert overlap.groups(num_runs) == want
+  assert codes.groups(num_runs) == want
 
 
 def test_one_run_has_no_groups():
   with pytest.raises(ValueError, match="at least 2 runs"):
-    overlap.groups(1)
+    codes.groups(1)
 
 
 @contextlib.contextmanager
@@ -86,11 +87,11 @@ def test_overlapped_groups_end_where_one_program_ends(tmp_path, one_program, cas
   one, one_dir = one_program(**{k: "host" if k == "dataset.placement" else v
                                 for k, v in fields.items()})
   with recorded_solves() as shapes:
-    both = jax.block_until_ready(_train(tmp_path, "overlapped", assignment_overlap=True,
+    both = jax.block_until_ready(_train(tmp_path, "overlapped", assignment_placement="overlapped",
                                         **fields))
   runs = jax.tree_util.tree_leaves(one.step)[0].shape[0]
   # t_d = 1: steps 2, 3 and 4 solve each group once: [ceil(R/2), B, S] then [R - ceil(R/2), ...]
-  sizes = [hi - lo for lo, hi in overlap.groups(runs)]
+  sizes = [hi - lo for lo, hi in codes.groups(runs)]
   assert [s[0] for s in shapes] == sizes * 3
   for a, b in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(both), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -109,7 +110,7 @@ def test_too_few_runs_keep_the_one_program_step(tmp_path, fields):
   """One run, or fewer than four under vmap (a group of one would round differently): the
   step's own callback solves every run's problem in one call a step (steps 2 to 4)."""
   with recorded_solves() as shapes:
-    jax.block_until_ready(_train(tmp_path, "run", assignment_overlap=True, **fields))
+    jax.block_until_ready(_train(tmp_path, "run", assignment_placement="overlapped", **fields))
   c = _config(**fields)
   runs = (fields.get("num_seeds", 1),) if fields else ()
   assert shapes == [runs + (c.batch_size, c.cascade.num_discrete)] * 3
@@ -118,7 +119,7 @@ def test_too_few_runs_keep_the_one_program_step(tmp_path, fields):
 @pytest.mark.slow
 def test_the_device_solver_keeps_the_one_program_step(tmp_path):
   with recorded_solves() as shapes:
-    state = jax.block_until_ready(_train(tmp_path, "hungarian", assignment_overlap=True,
+    state = jax.block_until_ready(_train(tmp_path, "hungarian", assignment_placement="overlapped",
                                          num_seeds=4, seed_layout="vmap",
                                          **{"cascade.solver": "hungarian"}))
   assert shapes == []
