@@ -29,7 +29,12 @@ after t_d), the step's :func:`readings`. ONE JSON line per (form, runs, phase): 
 by cuDNN kind, how many run over a zero-stuffed operand, GFLOP per run-step executed and useful
 (the form's own), and ``executed_over_model``: executed FLOPs over the model's useful FLOPs, those
 of Flax's lowering without its stuffed zeros (the same reference for every form). A last line
-gives each form's after / before t_d ratio of executed FLOPs. Flags are parsed by ``argparse``, so
+gives each form's after / before t_d ratio of executed FLOPs. After t_d the lowered step holds
+the encoder's forward twice, the costs' (without gradient) and the update's
+(`disentangle.train.codes`): the same operations on the same operands, which XLA's
+common-subexpression pass merges before a backend runs the program (the compiled CPU step has as
+many convolutions and dots as with one forward), so the figures after t_d count one encoder
+forward that no device executes. Flags are parsed by ``argparse``, so
 that importing the module (`benchmarks.gpu_levers` does) defines no absl flag.
 """
 from __future__ import annotations
@@ -234,7 +239,9 @@ def lower_step(config, image_shape: Sequence[int], runs: int, phase, *,
                backend: str = "gpu") -> str:
   """The HLO text of the trainer's jitted step of ``phase`` for ``runs`` runs of ``config``, with
   its ``'auto'`` settings resolved for ``backend`` (:func:`as_on`), lowered on this host from
-  abstract state and a host batch (nothing is initialised or compiled)."""
+  abstract state and a host batch (nothing is initialised or compiled). The solve's placement is
+  the compiled step's: the overlapped placement runs the same costs and updates as programs of
+  two groups of runs (`disentangle.train.codes`), the same convolutions."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -244,7 +251,7 @@ def lower_step(config, image_shape: Sequence[int], runs: int, phase, *,
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   c = as_on(config, backend)
   with c.unlocked():
-    c.num_seeds, c.mesh.num_devices = runs, 1
+    c.num_seeds, c.mesh.num_devices, c.assignment_placement = runs, 1, "step"
   cfgs = runs_lib.run_configs(c)
   program = runs_lib.Program(c, cfgs)
   method = methods.build(c, image_shape, mesh=program.mesh)

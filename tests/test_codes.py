@@ -5,13 +5,50 @@ problems once per step, and stays out of the way where there is nothing to overl
 import contextlib
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from disentangle import assignment
+from disentangle import methods
 from disentangle.train import codes
 from disentangle.train import trainer
 from tests import helpers
+
+
+def _state_after_discrete_start(method, images):
+  """A state one update past t_d (its step past t_d, its parameters after one update)."""
+  state = method.init(jax.random.PRNGKey(0))
+  state, _ = jax.jit(method.train_step)(state, {"image": images})
+  return state.replace(step=jnp.asarray(method.config.cascade.discrete_start + 1, jnp.int32))
+
+
+@pytest.mark.parametrize("solver", ["scipy", "hungarian"])
+def test_the_composed_step_is_algorithm_1(solver):
+  """The trainer's step (costs, solve, update) solves the codes the loss solves itself (Algorithm
+  1, the branch decided on the device) and updates alike: the same codes, the loss to float32
+  rounding (its decoder pass taken from the S passes rather than run again)."""
+  data = helpers.TinyImages()
+  images = jnp.asarray(data.get_images(np.arange(8)))
+  method = methods.build(helpers.tiny_config("cascadevae", **{"cascade.solver": solver}),
+                         data.image_shape)
+  state = _state_after_discrete_start(method, images)
+  on = method.for_phase(True)
+  assert method.code_solve is None and on.code_solve.solver == solver
+  composed, metrics = jax.jit(codes.step(on))(state, {"image": images})
+  alone, want = jax.jit(method.train_step)(state, {"image": images})  # lax.cond on t > t_d
+  assert float(want["discrete_active"]) == float(metrics["discrete_active"]) == 1.0
+  np.testing.assert_array_equal(metrics["discrete_fraction"], want["discrete_fraction"])
+  np.testing.assert_allclose(metrics["loss"], want["loss"], rtol=1e-6)
+  for a, b in zip(jax.tree_util.tree_leaves(composed.params),
+                  jax.tree_util.tree_leaves(alone.params), strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  costs = jax.jit(on.code_costs)(state, {"image": images})
+  d = on.code_solve(costs.u)
+  np.testing.assert_array_equal(np.bincount(np.asarray(d), minlength=3) / 8,
+                                metrics["discrete_fraction"])
+  assert codes.step(methods.build(helpers.tiny_config("betavae"), data.image_shape)).__name__ == (
+      "train_step")  # a method without codes: its own step
 
 
 @pytest.mark.parametrize("num_runs, want", [(2, [(0, 1), (1, 2)]), (3, [(0, 2), (2, 3)]),

@@ -227,6 +227,10 @@ def test_the_command_line_prints_its_estimate_first_and_honours_max_points(
   saved = json.loads((workdir / "results.json").read_text())
   assert saved["settings"]["max_points"] == 300
   assert saved["settings"]["eval_overrides"] == {"eval.max_points": 300}
+  trained = saved["trained_with"]  # the backend's choices the run trained with, and the ask
+  assert {"model.conv_impl", "seed_layout", config_lib.REQUESTED} <= set(trained) <= {
+      *config_lib.RESOLVED_FIELDS, config_lib.REQUESTED}
+  assert "auto" not in trained.values() and trained["seed_layout"] == "unroll"
   assert saved["metrics"]["encodings"] == "thinned_grid_encoded_once"
   assert saved["metrics"]["encoded_part"] == {"kind": "thinned_grid", "factor_sizes": [4, 5, 10],
                                               "of_factor_sizes": [4, 10, 10], "num_images": 200}

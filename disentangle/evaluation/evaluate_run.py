@@ -111,6 +111,18 @@ def load_config(path) -> ml_collections.ConfigDict:
   return config_lib.fill_missing(config, methods.schema(config.method))
 
 
+def trained_with(run_dir) -> dict:
+  """The backend-dependent fields (`config.RESOLVED_FIELDS`) as the run trained with them
+  (``config.json``; a run written before they were recorded: as `config.fill_missing` reads
+  it), and under ``requested`` what was asked where the run recorded it."""
+  path = paths.as_path(run_dir) / "config.json"
+  config = load_config(path)
+  out = {f: config_lib.get_field(config, f) for f in config_lib.RESOLVED_FIELDS
+         if config_lib.has_field(config, f)}
+  requested = json.loads(path.read_text()).get(config_lib.REQUESTED)
+  return dict(out, **({config_lib.REQUESTED: requested} if requested else {}))
+
+
 def locate_run(workdir) -> tuple[ml_collections.ConfigDict, list[pathlib.Path]]:
   """(config of the whole run, run directories) of a single- or multi-seed ``workdir``.
 
@@ -682,7 +694,8 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
               "latent_dim": int(config.model.latent_dim), "checkpoint": facts,
               "dataset": describe_dataset(dataset, config, overridden, capped=bool(cap)),
               "ground_truth": None if ground_truth is None else type(ground_truth).__name__,
-              "settings": recorded, "evaluated_at": datetime.datetime.now().isoformat(),
+              "settings": recorded, "trained_with": trained_with(run_dir),
+              "evaluated_at": datetime.datetime.now().isoformat(),
               "environment": backend.describe()}
     if log is not None and len(run_dirs) > 1:
       log(f"{run_dir}:")
