@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import pathlib
 import time
@@ -319,7 +320,8 @@ def phase_step(program: runs_lib.Program, method, phase,
           host.jit(gathered(update), config, donate_argnums=0,
                    in_shardings=ins + (None, program.repl),
                    out_shardings=(program.states, program.repl)),
-          lambda dtype, lo=lo, hi=hi: codes.host_penalties(runs, values, lo, hi, dtype)))
+          functools.cache(lambda dtype, lo=lo, hi=hi: codes.host_penalties(runs, values, lo, hi,
+                                                                            dtype))))
     return codes.Overlapped(programs, jax.jit(codes.concatenate)), rest
   step = program.runs_step(image_shape, phase)  # 4. and 5.
   return host.jit(gathered(step), config, donate_argnums=0, in_shardings=ins,  # 3.
