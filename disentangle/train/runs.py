@@ -275,7 +275,8 @@ class Program:
   """
 
   def __init__(self, config, cfgs):
-    self.config, self.cfgs = config, cfgs
+    # resolved as the trainer resolves it (itself there), for a program built outside a run
+    self.config, self.cfgs = config_lib.resolve_run(config), cfgs
     available = len(jax.devices())
     n = available if config.mesh.num_devices in (0, None) else config.mesh.num_devices
     if n > available:
