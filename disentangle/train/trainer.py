@@ -151,8 +151,7 @@ def load_training_data(config):
 @dataclasses.dataclass
 class Run:
   """What the loop works on, built by :func:`setup` (every check passed, the directories
-  created, the state restored)."""
-  config: ml_collections.ConfigDict
+  created, the state restored). Its config is the program's (:attr:`config`)."""
   workdir: pathlib.Path
   dirs: list                      # one directory per run (sweep point x seed)
   program: runs_lib.Program       # the runs on their mesh (shardings, the runs' step)
@@ -169,6 +168,11 @@ class Run:
   evals: background_lib.Evaluations
   owed: int | None                # an evaluation owed at ``start`` (deferred or killed)
   is_main: bool
+
+  @property
+  def config(self) -> ml_collections.ConfigDict:
+    """The whole config, its backend choices resolved (`config.resolve_run`)."""
+    return self.program.config
 
   @property
   def multi(self) -> bool:
@@ -277,7 +281,7 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=Fa
   encoder = runs_encoder(evaluators) if evaluators and runs_encoder is not None else None
   evals = background_lib.Evaluations(bool(evaluators) and background(config),
                                      workdir / PENDING_EVAL if evaluators else None)
-  return Run(config=config, workdir=workdir, dirs=dirs, program=program, method=method,
+  return Run(workdir=workdir, dirs=dirs, program=program, method=method,
              source=source, data=on_device, state=state, start=start, ckpt=ckpt,
              metric_writers=metric_writers, evaluators=evaluators, selectors=selectors,
              encoder=encoder, evals=evals, owed=owed, is_main=is_main)
