@@ -80,6 +80,7 @@ def fingerprint(arg: str, overrides: dict) -> dict:
   """The hashes of one case (module docstring)."""
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as workdir:
     state = trainer.train(_configured(arg, overrides), workdir)
