@@ -16,8 +16,9 @@ in ``--out`` (a case already in the file is skipped, so a stopped run continues)
 
 Cases: every convolution form (``flax``, ``fast``, ``gemm``) in float32 and bfloat16 for one
 dSprites run, four unrolled dSprites runs and one MNIST run; four vmapped runs; the overlapped
-placement unrolled and vmapped; a vmapped sweep of lambda'; two vmapped MNIST runs; one dSprites
-run to step 104 of the smoke schedule (t_d = 100). A checkout whose config names the overlap
+placement unrolled and vmapped (also with a GPU's convolutions in bfloat16, dSprites and MNIST);
+a vmapped sweep of lambda'; two vmapped MNIST runs; one dSprites run to step 104 of the smoke
+schedule (t_d = 100). A checkout whose config names the overlap
 ``assignment_overlap`` (True / False) gets it under that name.
 """
 from __future__ import annotations
@@ -53,6 +54,10 @@ def cases() -> dict[str, tuple[str, dict]]:
   out["ds3_sweep_vmap"] = (DSPRITES, {**SHORT, "seed_layout": "vmap",
                                       "sweep": "cascade.penalty=0.001|0.01|0.1"})
   out["mn2_vmap"] = (MNIST, {"num_steps": 5, "num_seeds": 2, "seed_layout": "vmap"})
+  gpu_like = {"model.conv_impl": "gemm", "model.dtype": "bfloat16", "overlapped": True}
+  out["ds4_vmap_overlap_gemm_bf16"] = (DSPRITES, {**SHORT, **vmap, **gpu_like})
+  out["mn4_vmap_overlap_gemm_bf16"] = (MNIST, {"num_steps": 5, **vmap, **gpu_like})
+  out["ds4_unroll_overlap_gemm_bf16"] = (DSPRITES, {**SHORT, "num_seeds": 4, **gpu_like})
   return out
 
 
