@@ -70,14 +70,19 @@ def runs_step(runs) -> Callable:
   on the host), every run's update; the runs' ``train_step`` in a phase without codes."""
   if runs.base.code_solve is None:
     return runs.each(lambda m, s, b: m.train_step(s, b))
-  costs_of = runs.each(lambda m, s, b: m.code_costs(s, b))
-  update = runs.each(lambda m, s, b, c, d: m.train_step_given_codes(s, b, c, d))
+  costs_of, update = _parts(runs)
 
   def composed(state, batch, values):
     costs = costs_of(state, batch, values)
     return update(state, batch, values, costs, solve_runs(runs, values, costs.u))
 
   return composed
+
+
+def _parts(runs) -> tuple[Callable, Callable]:
+  """Every run's costs and every run's update given its codes, over the runs' leading axis."""
+  return (runs.each(lambda m, s, b: m.code_costs(s, b)),
+          runs.each(lambda m, s, b, c, d: m.train_step_given_codes(s, b, c, d)))
 
 
 def solve_runs(runs, values, u) -> jax.Array:
@@ -114,9 +119,7 @@ def group_parts(runs, lo: int, hi: int) -> tuple[Callable, Callable]:
   Costs`` of the group from the whole stacked state; ``update(state, batch, values, costs, d)
   -> (state, the group's metrics)`` steps the group's runs and writes them into the whole state.
   """
-  group = runs.group(lo, hi)
-  costs_of = group.each(lambda m, s, b: m.code_costs(s, b))
-  update_of = group.each(lambda m, s, b, c, d: m.train_step_given_codes(s, b, c, d))
+  costs_of, update_of = _parts(runs.group(lo, hi))
 
   def costs(state, batch, values):
     return costs_of(*(_rows(t, lo, hi) for t in (state, batch, values)))
