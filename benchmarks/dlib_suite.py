@@ -329,7 +329,7 @@ def main(argv=None) -> None:
                            represent=encoded.represent, factors=encoded.factors,
                            factor_rep=encoded.rep, factor_points="whole_dataset",
                            factor_names=tuple(getattr(dataset, "factor_names", ())),
-                           encode_batch_size=encodings.default_batch_size())
+                           encode_batch_size=encodings.ENCODE_BATCH)
   eval_config = {"suite_points": args.suite_points, "dci_trees": args.dci_trees}
   mig_points = args.suite_points or registry.MIG_NUM_POINTS
   overrides = {"mig": {"num_points": mig_points, "estimator": "histogram"}}

@@ -16,7 +16,7 @@ Prints one JSON line, on freshly initialised parameters (the cost does not depen
 - ``represent_images_per_s``: jitted ``method.represent`` at ``batch_size`` (CascadeVAE: encoder
   plus S decoder passes for the discrete code); ``encoder_images_per_s``: the encoder alone;
   ``represent_images_per_s_at_encode_batch``: ``represent`` at the batch the score's encoding
-  uses (``encode_batch_size``, default `encodings.default_batch_size()`: 192 on CPU);
+  uses (``encode_batch_size``, default `encodings.ENCODE_BATCH`);
   ``render_images_per_s``: producing dSprites images on the host (``get_images``);
 - the score exactly as `evaluation.evaluate_run` computes it (the same functions): the images of
   ``num_images`` grid rows (default all 737,280; else a random subset) rendered and encoded once
@@ -114,7 +114,7 @@ def main(argv=None) -> None:
   method = methods.build(config, dataset.image_shape)
   params = jax.jit(method.init)(jax.random.PRNGKey(0)).params
   b = args.batch_size
-  eb = args.encode_batch_size or encodings.default_batch_size()
+  eb = args.encode_batch_size or encodings.ENCODE_BATCH
   rng = np.random.default_rng(0)
 
   t0 = time.perf_counter()
@@ -135,7 +135,7 @@ def main(argv=None) -> None:
             "render_images_per_s": round(render_rate, 1),
             "represent_images_per_s": round(_rate(lambda: represent(params, x), b, args.reps), 1),
             "encoder_images_per_s": round(_rate(lambda: encode(params, x), b, args.reps), 1),
-            "encode_batch_size": eb, "micro_batch": (encodings.default_micro_batch()
+            "encode_batch_size": eb, "micro_batch": (encodings.MICRO_BATCH
                                                      if method.rowwise_represent else None),
             "compiler_options": host.compiler_options(config)}
   xs = x[:eb]

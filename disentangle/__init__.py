@@ -12,7 +12,8 @@ imported on first use, so ``import disentangle`` stays light.
 __version__ = "0.1.0"
 
 
-def load(name_or_path, **kwargs):
-  """`disentangle.trained.load`: a shipped model by name, or a run directory (local or gs://)."""
+def __getattr__(name):  # PEP 562: ``load`` is `trained.load` itself, with its signature for help()
+  if name != "load":
+    raise AttributeError(f"module 'disentangle' has no attribute {name!r}")
   from disentangle import trained  # pylint: disable=g-import-not-at-top
-  return trained.load(name_or_path, **kwargs)
+  return trained.load

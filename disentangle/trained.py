@@ -8,9 +8,10 @@ reconstruct and traverse.
     codes.mean, codes.logvar, codes.discrete           # [n, m], [n, m], int [n] (or None)
     model.decode(codes.mean, codes.discrete)           # pixel means [n, H, W, C]
 
-The config, the step and the image shape come from the run (or the shipped model's files); the
-parameters are restored read-only through the trainer's checkpoint reader (the newest complete
-checkpoint unless ``step`` is given), on whatever backend JAX has (CPU or GPU).
+The config and the step come from the run (or the shipped model's files), the image shape from
+its data set (`data.loading.IMAGE_SHAPES`) or the shipped model's files; the parameters are
+restored read-only through the trainer's checkpoint reader (the newest complete checkpoint unless
+``step`` is given), on whatever backend JAX has (CPU or GPU).
 
 A shipped model is a folder of ``disentangle/pretrained/<name>/``: ``config.json`` (the run's
 resolved config), ``params.msgpack`` (the parameters, ``flax.serialization``) and
@@ -23,7 +24,7 @@ import dataclasses
 import hashlib
 import json
 import pathlib
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import flax.serialization
 import jax
@@ -32,26 +33,22 @@ import ml_collections
 import numpy as np
 
 from disentangle import atomic
+from disentangle import errors
 from disentangle import methods
+from disentangle import metrics
 from disentangle import paths
 from disentangle import viz
+from disentangle.data import loading
+from disentangle.evaluation import encodings
+from disentangle.metrics import registry
 from disentangle.train import host
 
 PRETRAINED = pathlib.Path(__file__).parent / "pretrained"
 PARAMS, CONFIG, MODEL = "params.msgpack", "config.json", "model.json"
-TRAVERSAL_VALUES = tuple(np.linspace(-2.0, 2.0, 10))  # CascadeVAE Figs. 6, 8, 9: (-2, 2)
 
 
-class ModelError(ValueError):
+class ModelError(errors.UserError, ValueError):
   """A model that cannot be loaded or an input it cannot take (one line: what and where)."""
-
-
-class Encoding(NamedTuple):
-  """What the encoder says of n images (numpy): the posterior of the continuous latents and the
-  discrete code (None for a method without one)."""
-  mean: np.ndarray                 # float32 [n, m]
-  logvar: np.ndarray               # float32 [n, m], log sigma^2
-  discrete: Optional[np.ndarray]   # int32 [n] or None
 
 
 def shipped() -> list[str]:
@@ -63,27 +60,25 @@ def shipped() -> list[str]:
 
 @dataclasses.dataclass
 class TrainedModel:
-  """A method with its parameters: pure functions of numpy arrays, jitted once each."""
+  """A method with its parameters: pure functions of numpy arrays, jitted once each (``method``:
+  the method built from ``config``, built here when not given)."""
   config: ml_collections.ConfigDict
   params: Any
   step: int
   image_shape: tuple[int, int, int]
   source: str
   info: dict = dataclasses.field(default_factory=dict)
+  method: Any = None
 
   def __post_init__(self):
-    self.method = methods.build(self.config, self.image_shape)
-    self._represent = host.jit(self.method.represent)
-    self._decode = host.jit(self.method.decode)
-
-  @property
-  def latent_dim(self) -> int:
-    return int(self.config.model.latent_dim)
-
-  @property
-  def num_discrete(self) -> int:
-    """Values of the discrete code (0 for a method without one)."""
-    return int(getattr(self.method, "num_discrete", 0) or 0)
+    if self.method is None:
+      self.method = methods.build(self.config, self.image_shape)
+    self._represent = encodings.jit_represent(self.method, self.config)
+    self._decode = host.jit(self.method.decode, self.config)
+    x = jax.ShapeDtypeStruct((1,) + tuple(self.image_shape), jnp.float32)
+    # m of encode's means and decode's z (PartedVAE: concat(z, u)); values of d (0: none)
+    self.latent_dim = jax.eval_shape(self.method.represent, self.params, x)["mean"].shape[-1]
+    self.num_discrete = int(self.method.num_discrete)
 
   def _images(self, images) -> np.ndarray:
     x = np.asarray(images)
@@ -96,20 +91,27 @@ class TrainedModel:
                        f"(float in [0, 1] or uint8), got {list(x.shape)}")
     return x.astype(np.float32)
 
-  def encode(self, images, batch_size: int = 500) -> Encoding:
-    """The posterior means and log-variances of ``images`` [n, H, W, C] and the discrete code
-    the method infers (CascadeVAE: d = argmax_k log p(x | mu(x), e_k), Section 4)."""
+  def encode(self, images, batch_size: int = encodings.ENCODE_BATCH) -> metrics.Representation:
+    """The posterior means and log-variances (float32 [n, m]) of ``images`` [n, H, W, C] and their
+    discrete code (int32 [n], or None), encoded as the evaluation encodes
+    (`encodings.encode_streamed`: ``batch_size`` images a call, the last padded with copies).
+
+    d is the method's ``represent``'s. CascadeVAE: d = argmax_k log p(x | mu(x), e_k) (Section 4)
+    under ``cascade.eval_discrete='argmax'``; under ``'assignment'`` the balanced assignment of
+    each call's images, so an image's d depends on the images encoded with it. JointVAE: the
+    argmax of the first categorical's q(c|x). PartedVAE: c = argmax q(c_1|x) of its first class
+    variable, beside means and log-variances of concat(z, u). Other methods: None.
+    """
     x = self._images(images)
-    parts = [jax.device_get(self._represent(self.params, jnp.asarray(x[i:i + batch_size])))
-             for i in range(0, len(x), batch_size)]
-    rep = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
-    discrete = rep.get("discrete")
-    return Encoding(np.asarray(rep["mean"], np.float32), np.asarray(rep["logvar"], np.float32),
-                    None if discrete is None else np.asarray(discrete, np.int32))
+    rep, _ = encodings.encode_streamed(lambda a, b: x[a:b], len(x),
+                                       lambda v: self._represent(self.params, v), batch_size)
+    return rep._replace(mean=rep.mean.astype(np.float32), logvar=rep.logvar.astype(np.float32),
+                        discrete=None if rep.discrete is None else rep.discrete.astype(np.int32))
 
   def decode(self, z, d=None) -> np.ndarray:
-    """Pixel means [n, H, W, C] of continuous latents ``z`` [n, m] (and discrete codes ``d``
-    [n]; None feeds an all-zero one-hot, as before CascadeVAE's t_d)."""
+    """Pixel means [n, H, W, C] of continuous latents ``z`` [n, m] and discrete codes ``d`` [n]
+    (the method's ``decode``: CascadeVAE's decoder reads d, None as an all-zero one-hot, as
+    before t_d; PartedVAE's d sets u_1 to the mean of its prior component d)."""
     z = np.asarray(z, np.float32)
     if z.ndim != 2 or z.shape[1] != self.latent_dim:
       raise ModelError(f"z: expected shape [n, {self.latent_dim}], got {list(z.shape)}")
@@ -123,58 +125,62 @@ class TrainedModel:
       d = jnp.asarray(d)
     return np.asarray(self._decode(self.params, jnp.asarray(z), d))
 
+  def _own_code(self, codes) -> Optional[np.ndarray]:
+    """The code that decodes ``codes`` as encoded: d where the decoder reads it (CascadeVAE,
+    JointVAE), None where z holds it (PartedVAE's u; a d would set u_1 to its prior mean)."""
+    return codes.discrete if self.method.decoder_input_dim() > self.latent_dim else None
+
   def reconstruct(self, images) -> np.ndarray:
     """The decoded posterior means (and discrete code) of ``images``: [n, H, W, C]."""
     codes = self.encode(images)
-    return self.decode(codes.mean, codes.discrete)
+    return self.decode(codes.mean, self._own_code(codes))
 
   def traverse(self, image, dims: Optional[Sequence[int]] = None,
-               values: Sequence[float] = TRAVERSAL_VALUES) -> np.ndarray:
+               values: Optional[Sequence[float]] = None) -> np.ndarray:
     """Continuous traversals around one image's code: [len(dims), len(values), H, W, C].
 
     Row r sets latent ``dims[r]`` (default: every latent, in index order; see
-    :meth:`latent_order`) to each of ``values`` with the other latents at the image's posterior
-    mean and the discrete code at the image's own (CascadeVAE Figs. 6 and 9, right).
+    :meth:`latent_order`) to each of ``values`` (default: the papers' for the model's data set,
+    `viz.traversal_values`) with the other latents at the image's posterior mean and the
+    discrete code at the image's own where the decoder reads one (CascadeVAE Figs. 6, 9 right).
     """
     codes = self.encode(self._images(image)[:1] if np.ndim(image) == 4 else
                         self._images(np.asarray(image)[None]))
-    dims = range(self.latent_dim) if dims is None else dims
-    d = None if codes.discrete is None else int(codes.discrete[0])
+    d = self._own_code(codes)
     return viz.traversal_images(
-        lambda z: self.decode(z, None if d is None else np.full(len(z), d)), codes.mean[0],
-        dims, values)
+        lambda z: self.decode(z, None if d is None else np.repeat(d, len(z))), codes.mean[0],
+        range(self.latent_dim) if dims is None else dims,
+        viz.traversal_values(self.config.dataset.name) if values is None else values)
 
   def traverse_discrete(self, images) -> np.ndarray:
     """Each image's continuous code decoded with every value of d: [S, n, H, W, C], row k with
     d = k (CascadeVAE Fig. 7)."""
     if not self.num_discrete:
       raise ModelError(f"{self.source}: {self.config.method} has no discrete code to traverse")
-    codes = self.encode(images)
-    n, s = len(codes.mean), self.num_discrete
-    out = self.decode(np.tile(codes.mean, (s, 1)), np.repeat(np.arange(s), n))
-    return out.reshape((s, n) + out.shape[1:])
+    return viz.discrete_traversal_images(self.decode, self.encode(images).mean, self.num_discrete)
 
   def latent_order(self, images, seed: int = 0) -> np.ndarray:
     """The continuous latents by I(x; z_j) on ``images``, largest first (the order of
-    CascadeVAE Figs. 6 and 9; the estimator of `disentangle.metrics.information`)."""
-    from disentangle.metrics import information  # pylint: disable=g-import-not-at-top
+    CascadeVAE Figs. 6 and 9; the evaluation's ``information`` estimate)."""
     codes = self.encode(images)
-    report = information.information_report(
-        information.Representation(codes.mean, codes.logvar), np.random.default_rng(seed),
-        num_samples=min(1000, len(codes.mean)))
-    return np.argsort(-np.asarray(report["mi_per_dim"]), kind="stable")
+    report = metrics.information_report(
+        metrics.Representation(codes.mean, codes.logvar), np.random.default_rng(seed),
+        num_samples=min(registry.INFORMATION_SAMPLES, len(codes.mean)))
+    return viz.latent_order(report["mi_per_dim"])
 
 
-def load(name_or_path, *, step: Optional[int] = None, seed: int = 0,
-         image_shape: Optional[Sequence[int]] = None) -> TrainedModel:
+def load(name_or_path, *, step: Optional[int] = None, seed: Optional[int] = None,
+         run: Optional[str] = None, image_shape: Optional[Sequence[int]] = None) -> TrainedModel:
   """A shipped model by name (:func:`shipped`) or a run directory (local or ``gs://``).
 
   Args:
     name_or_path: a shipped model's name, a shipped-model folder, or a run directory (one run,
-      or the workdir of several runs in one program: ``seed`` picks one).
+      or the workdir of several runs trained in one program: ``seed`` or ``run`` picks one).
     step: the checkpoint of a run directory (default: the newest complete one).
-    seed: which run of a several-run workdir (its index, 0 for a single run).
-    image_shape: (H, W, C) of a run directory's images; default: read from its evaluation data.
+    seed: the seed the run was trained with (its directory ``seed_<seed>``).
+    run: the name of the run's directory, where seeds repeat (a sweep's ``beta=4_seed_0``).
+    image_shape: (H, W, C) of a run directory's images; default: its data set's
+      (`data.loading.IMAGE_SHAPES`); give it for a run trained on images of your own.
   """
   text = str(name_or_path)
   if text in shipped():
@@ -184,23 +190,27 @@ def load(name_or_path, *, step: Optional[int] = None, seed: int = 0,
   if not paths.is_remote(text) and not pathlib.Path(text).exists():
     raise ModelError(f"{text}: neither a shipped model ({', '.join(shipped()) or 'none'}) nor "
                      f"a run directory")
-  return _load_run(text, step=step, seed=seed, image_shape=image_shape)
+  return _load_run(text, step=step, seed=seed, run=run, image_shape=image_shape)
 
 
-def _load_run(workdir, *, step, seed, image_shape) -> TrainedModel:
+def _load_run(workdir, *, step, seed, run, image_shape) -> TrainedModel:
   from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
-  from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   config, run_dirs = evaluate_run.locate_run(workdir)
-  if not 0 <= seed < len(run_dirs):
-    raise ModelError(f"seed: {workdir} holds runs 0..{len(run_dirs) - 1}, not {seed}")
-  if image_shape is None:
-    image_shape = evaluator.load_eval_data(config).image_shape
-  method = methods.build(config, tuple(image_shape))
+  configs = [config] if len(run_dirs) == 1 else [
+      evaluate_run.load_config(paths.as_path(d) / CONFIG) for d in run_dirs]
+  picked = [i for i, (d, c) in enumerate(zip(run_dirs, configs))
+            if seed in (None, c.seed) and run in (None, paths.as_path(d).name)]
+  if len(picked) != 1:
+    held = ", ".join(f"{paths.as_path(d).name} (seed {c.seed})" for d, c in zip(run_dirs, configs))
+    asked = " and ".join(f"{k}={v!r}" for k, v in (("seed", seed), ("run", run)) if v is not None)
+    raise ModelError(f"{workdir} holds {held}: " + (f"none has {asked}" if not picked else
+                                                     "choose one by seed= or run="))
+  i = picked[0]
+  shape = tuple(int(v) for v in image_shape or loading.IMAGE_SHAPES[config.dataset.name])
+  method = methods.build(configs[i], shape)
   params, facts = evaluate_run.restore_params(workdir, config, method, step)
-  single = (config if len(run_dirs) == 1 else
-            evaluate_run.load_config(paths.as_path(run_dirs[seed]) / CONFIG))
-  return TrainedModel(single, jax.device_get(params[seed]), int(facts["step"]),
-                      tuple(int(v) for v in image_shape), str(run_dirs[seed]))
+  return TrainedModel(configs[i], jax.device_get(params[i]), int(facts["step"]), shape,
+                      str(run_dirs[i]), method=method)
 
 
 def _sha256(path: pathlib.Path) -> str:
@@ -220,7 +230,7 @@ def _load_folder(folder: pathlib.Path) -> TrainedModel:
   template = jax.eval_shape(method.init, jax.random.key(0)).params
   params = flax.serialization.from_bytes(template, (folder / PARAMS).read_bytes())
   return TrainedModel(config, jax.tree_util.tree_map(np.asarray, params), int(info["step"]),
-                      shape, folder.name, info)
+                      shape, folder.name, info, method)
 
 
 def export(model: TrainedModel, folder, **facts) -> dict:

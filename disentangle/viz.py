@@ -4,11 +4,11 @@ Host-side numpy + PIL for image grids and matplotlib's Agg canvas (no global bac
 display) for plots. Every file is written atomically (`disentangle.atomic.replacing`), so a
 reader never sees half a PNG.
 
-Traversals follow the papers' figures: one row per latent dimension, the caller ordering the
-dimensions (CascadeVAE Figs. 5 and 9 sort them by I(x; z_j); JointVAE by KL), with the traversed
-values spanning (-1.2, 1.2) on dSprites (CascadeVAE Fig. 5) and (-2, 2) on MNIST and
-FashionMNIST (Figs. 8 and 9), e.g. `values=np.linspace(-2, 2, 10)`. The discrete traversal
-(CascadeVAE Fig. 3 right, Fig. 7) shows one row per value of the discrete code d.
+Traversals follow the papers' figures: one row per latent dimension in `latent_order` (CascadeVAE
+Figs. 5 and 9 sort them by I(x; z_j); JointVAE by KL), over the `traversal_values` of the data
+set: (-1.2, 1.2) on dSprites (CascadeVAE Fig. 5), (-2, 2) on MNIST and FashionMNIST (Figs. 8 and
+9) and the others. The discrete traversal (CascadeVAE Fig. 3 right, Fig. 7) shows one row per
+value of the discrete code d (`discrete_traversal_images`).
 
 PartedVAE's own pictures (Figs. 4-10) are `disentangle.methods.partedvae_figures`.
 """
@@ -106,6 +106,17 @@ def decoded(decode_fn, *args) -> np.ndarray:
   return as_nhwc(np.asarray(decode_fn(*args)))
 
 
+def traversal_values(dataset_name: str) -> np.ndarray:
+  """The 10 traversed values of the papers' figures for ``dataset_name`` (module doc)."""
+  span = 1.2 if dataset_name == "dsprites" else 2.0
+  return np.linspace(-span, span, 10)
+
+
+def latent_order(information) -> np.ndarray:
+  """Dimensions by ``information`` [m] (I(x; z_j), or KL_j), largest first, ties in index order."""
+  return np.argsort(-np.asarray(information, np.float64), kind="stable")
+
+
 def traversal_images(decode_fn: Callable[[np.ndarray], np.ndarray], base_z: np.ndarray,
                      dims_order: Sequence[int], values: Sequence[float]) -> np.ndarray:
   """Latent traversal: row r sets z[dims_order[r]] to each of `values`, others at `base_z`.
@@ -154,37 +165,32 @@ def save_traversal_gif(path, images: np.ndarray, *, frame_ms: int = 120,
                    duration=frame_ms, loop=0)
 
 
+def discrete_traversal_images(decode_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                              base_z: np.ndarray, num_classes: int) -> np.ndarray:
+  """Discrete traversal [num_classes, cols, H, W, C]: row c decodes the codes ``base_z``
+  [cols, m] (or one [m]) with d = c, by ``decode_fn(z [k, m], d int [k])`` (called once)."""
+  base_z = np.atleast_2d(np.asarray(base_z, dtype=np.float32))
+  d = np.repeat(np.arange(num_classes, dtype=np.int32), len(base_z))
+  images = decoded(decode_fn, np.tile(base_z, (num_classes, 1)), d)
+  return images.reshape((num_classes, len(base_z)) + images.shape[1:])
+
+
 def discrete_traversal_grid(decode_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
                             base_z: np.ndarray, num_classes: int, *,
                             traverse_dim: Optional[int] = None,
                             values: Optional[Sequence[float]] = None,
                             padding: int = 2) -> np.ndarray:
-  """Discrete traversal: row c decodes the codes of one row with d = c, for c < num_classes.
-
-  Args:
-    decode_fn: (z [k, m], d int [k]) -> images [k, H, W(, C)] in [0, 1] (called once).
-    base_z: [m] or [cols, m]; the continuous codes of the columns (one column for [m]).
-    num_classes: values of d, one row each.
-    traverse_dim, values: optionally, columns traverse z[traverse_dim] over `values` from a
-      single base_z [m] (CascadeVAE Fig. 3 style: every discrete value across one continuous
-      traversal).
-
-  Returns:
-    The grid image [H', W', C], `cols` images per row.
-  """
-  base_z = np.asarray(base_z, dtype=np.float32)
-  if base_z.ndim == 1:
-    base_z = base_z[None]
+  """`discrete_traversal_images` as one grid image [H', W', C], `cols` images per row;
+  optionally the columns traverse z[traverse_dim] over `values` from a single base_z [m]
+  (CascadeVAE Fig. 3 style: every discrete value across one continuous traversal)."""
+  base_z = np.atleast_2d(np.asarray(base_z, dtype=np.float32))
   if traverse_dim is not None:
     if values is None or len(base_z) != 1:
       raise ValueError("traverse_dim needs `values` and a single base_z [m]")
     base_z = np.repeat(base_z, len(values), axis=0)
     base_z[:, traverse_dim] = np.asarray(values, dtype=np.float32)
-  cols, m = base_z.shape
-  z = np.tile(base_z, (num_classes, 1))
-  d = np.repeat(np.arange(num_classes, dtype=np.int32), cols)
-  images = decoded(decode_fn, z, d)
-  return make_grid(images, cols, padding)
+  images = discrete_traversal_images(decode_fn, base_z, num_classes)
+  return make_grid(images.reshape((-1,) + images.shape[2:]), len(base_z), padding)
 
 
 def plot_information_curves(path: str, steps: Sequence[float], values: np.ndarray,

@@ -1,6 +1,7 @@
 """Image grids, traversals and curves: valid PNGs of the expected size and content."""
 import numpy as np
 from PIL import Image
+import pytest
 
 from disentangle import viz
 
@@ -58,6 +59,15 @@ def test_traversal_rows_vary_only_their_dimension():
       want[d] = v
       got = tile(grid, r, c, 2, 5, 1)[0, :, 0]
       np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, span", [("dsprites", 1.2), ("mnist", 2.0), ("celeba", 2.0)])
+def test_traversal_values_span_the_papers_figures(name, span):
+  np.testing.assert_allclose(viz.traversal_values(name), np.linspace(-span, span, 10))
+
+
+def test_latent_order_is_largest_first_with_ties_in_index_order():
+  np.testing.assert_array_equal(viz.latent_order([0.1, 0.9, 0.1, 0.5]), [1, 3, 0, 2])
 
 
 def test_discrete_traversal_one_row_per_value():

@@ -43,6 +43,11 @@ DATASETS = config_lib.DATASETS
 TFDS_ONLY = config_lib.TFDS_ONLY_DATASETS
 # Datasets drawn from the dSprites images (file or renderer): they take source='render'.
 DSPRITES_BASED = ("dsprites", "dsprites_unfair", *dsprites_variants.VARIANTS)
+# (H, W, C) of each set's images as its loader gives them: a trained model's shape without its data.
+IMAGE_SHAPES = {**dict.fromkeys(DATASETS + TFDS_ONLY, (64, 64, 3)),
+                **dict.fromkeys(("mnist", "fashion_mnist"), (32, 32, 1)),
+                **dict.fromkeys(("dsprites", "dsprites_unfair", "dsprites_noshape", "chairs",
+                                 "smallnorb"), (64, 64, 1))}
 # The sets whose files `files.fetch` reads, so that their data folder may be a bucket URL.
 BUCKET_READABLE = tuple(n for n in DSPRITES_BASED if n != "scream_dsprites") + ("mnist",
                                                                                "fashion_mnist")

@@ -31,60 +31,38 @@ PAPER_NUM_VOTES = registry.PAPER_NUM_VOTES
 PAPER_VOTE_BATCH = registry.PAPER_VOTE_BATCH
 MIG_NUM_POINTS = registry.MIG_NUM_POINTS
 WHOLE_DATASET_MAX = 1_000_000  # largest ground-truth set encoded whole (as the metrics)
-# Images per encoder call. On XLA:CPU small batches stay in cache and run faster per image than
-# large ones; accelerators want large batches. Timings: benchmarks/HISTORY.md, "Evaluation batches".
-CPU_BATCH_SIZE = 192
-ACCELERATOR_BATCH_SIZE = 1000
-# Rows per step of `micro_batched` on CPU: each host call (CPU_BATCH_SIZE images) runs as a loop of
-# micro-batches inside one program, cache-sized without the per-call dispatch cost
-# (benchmarks/HISTORY.md, "Evaluation batches").
-CPU_MICRO_BATCH = 32
+# Images per encoder call, and rows per step of `micro_batched` inside it (a row-wise
+# ``represent``): one size on every backend. On XLA:CPU cache-sized micro-batches inside one
+# program run fastest: 192 / 32 as fast as 384 / 32 and faster than 96 or 1000 per call and 16,
+# 48, 64 or no micro-batches (benchmarks/HISTORY.md, "Evaluation batches"). No other backend
+# has measured a size of its own.
+ENCODE_BATCH = 192
+MICRO_BATCH = 32
 
 
-def default_batch_size() -> int:
-  """Encoder batch for the default backend: `CPU_BATCH_SIZE` on CPU, else 1000."""
-  return CPU_BATCH_SIZE if jax.default_backend() == "cpu" else ACCELERATOR_BATCH_SIZE
-
-
-def default_micro_batch() -> Optional[int]:
-  """`CPU_MICRO_BATCH` on CPU; None (whole batches) on accelerators."""
-  return CPU_MICRO_BATCH if jax.default_backend() == "cpu" else None
-
-
-def micro_batched(represent: Callable, micro_batch: Optional[int]) -> Callable:
-  """``represent(params, images)`` computed ``micro_batch`` rows at a time with ``lax.map``.
-
-  Only for a row-wise ``represent`` (row i depends on image i alone); the result is the same up
-  to float rounding. Batches that ``micro_batch`` does not divide, or no larger than it, are
-  computed whole.
-  """
-  if not micro_batch:
+def micro_batched(method) -> Callable:
+  """``method.represent(params, images)`` computed `MICRO_BATCH` rows at a time with ``lax.map``
+  when it is row-wise (row i depends on image i alone; the same result up to float rounding).
+  Batches that `MICRO_BATCH` does not divide, or no larger than it, are computed whole."""
+  represent = method.represent
+  if not method.rowwise_represent:
     return represent
 
   def fn(params, images):
     n = images.shape[0]
-    if n <= micro_batch or n % micro_batch:
+    if n <= MICRO_BATCH or n % MICRO_BATCH:
       return represent(params, images)
-    chunks = images.reshape((n // micro_batch, micro_batch) + images.shape[1:])
+    chunks = images.reshape((n // MICRO_BATCH, MICRO_BATCH) + images.shape[1:])
     out = jax.lax.map(lambda x: represent(params, x), chunks)
     return jax.tree_util.tree_map(lambda a: a.reshape((n,) + a.shape[2:]), out)
 
   return fn
 
 
-def jit_represent(method, config=None, micro_batch: Optional[int] = -1) -> Callable:
-  """The jitted ``method.represent`` of evaluation: micro-batched on CPU when row-wise.
-
-  Args:
-    method: a built method.
-    config: the run's config (compiler options, `disentangle.train.host.jit`).
-    micro_batch: rows per micro-batch; -1 = `default_micro_batch()`, None = whole batches.
-  """
-  if micro_batch == -1:
-    micro_batch = default_micro_batch()
-  if not method.rowwise_represent:
-    micro_batch = None
-  return host.jit(micro_batched(method.represent, micro_batch), config)
+def jit_represent(method, config=None) -> Callable:
+  """The jitted `micro_batched` ``method.represent`` of evaluation; ``config``: the run's
+  (compiler options, `disentangle.train.host.jit`)."""
+  return host.jit(micro_batched(method), config)
 
 
 def is_ground_truth(dataset) -> bool:
@@ -285,7 +263,7 @@ def encode_ground_truth(dataset, represent_jit, params, *, batch_size: Optional[
   and the metrics read it as the set, its factors drawn uniformly over its rows (``part``
   says what it is).
   """
-  batch_size = batch_size or default_batch_size()
+  batch_size = batch_size or ENCODE_BATCH
   rows, are_indices = enumerate_rows(dataset)
   if rows is None or len(rows) > whole_dataset_max:
     return None, False, {}

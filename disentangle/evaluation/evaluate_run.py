@@ -304,7 +304,7 @@ class RunSettings:
   num_votes: int = registry.PAPER_NUM_VOTES      # M of the disentanglement score
   vote_batch: int = registry.PAPER_VOTE_BATCH    # L, examples per vote
   mig_points: int = registry.MIG_NUM_POINTS      # points of the MIG estimate
-  encode_batch_size: int = encodings.CPU_BATCH_SIZE  # images per encoder call
+  encode_batch_size: int = encodings.ENCODE_BATCH  # images per encoder call
   # the largest ground truth encoded whole once (its metrics then look points up); a larger one,
   # or 0, has every metric encode the points it samples
   whole_dataset_max: int = encodings.WHOLE_DATASET_MAX
@@ -587,8 +587,7 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
     factor_score_votes: M of the disentanglement score (paper: 800).
     vote_batch: L, examples per vote (paper: 100).
     mig_points: points of the MIG estimate.
-    encode_batch_size: images per encoder call (None: `encodings.default_batch_size()`, 100 on
-      CPU, 1000 on accelerators).
+    encode_batch_size: images per encoder call (None: `encodings.ENCODE_BATCH`).
     whole_dataset_max: the largest ground truth encoded whole once; 0: every metric encodes the
       points it samples (cheaper when they are far fewer than the data set, e.g. a CPU budget).
     variance_points: points of the disentanglement score's global variances and of PartedVAE's
@@ -643,7 +642,7 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   params, facts = restore_params(workdir, config, method, step)
   cap = int(config.eval.max_points)
   settings = RunSettings(factor_score_votes, vote_batch, mig_points,
-                         encode_batch_size or encodings.default_batch_size(),
+                         encode_batch_size or encodings.ENCODE_BATCH,
                          whole_dataset_max=int(whole_dataset_max), variance_points=variance_points,
                          metrics=metrics, max_points=cap).capped()
   if cap:  # the points of the information estimates and of disentanglement_lib's suite

@@ -42,10 +42,6 @@ from disentangle.train import host
 from disentangle.train import seeds
 from disentangle.train import selection
 
-# Traversal ranges of the papers' figures (CascadeVAE Figs. 5, 8, 9).
-TRAVERSAL_RANGE = {"dsprites": 1.2, "mnist": 2.0, "fashion_mnist": 2.0, "chairs": 2.0,
-                   "celeba": 2.0}
-
 
 def eval_data_names(config, stage: str = "run") -> dict:
   """{'trained_on', 'evaluated_on', 'split'} of a config's evaluation data.
@@ -102,17 +98,18 @@ def save_pictures(method, params, images: np.ndarray, rep: metrics.Representatio
   recon = np.asarray(reconstruct(params, jax.device_put(images)))
   paths["reconstructions"] = img_dir / f"{prefix}reconstructions.png"
   viz.save_image_grid(paths["reconstructions"], viz.reconstruction_grid(images, recon), nrow=None)
-  kl = (metrics.kl_per_dim(rep.mean, rep.logvar) if rep.logvar is not None
-        else np.var(rep.mean, 0))
-  span = TRAVERSAL_RANGE.get(dataset_name, 2.0)
-  values = np.linspace(-span, span, 10)
+  if order is None:
+    order = viz.latent_order(metrics.kl_per_dim(rep.mean, rep.logvar) if rep.logvar is not None
+                             else np.var(rep.mean, 0))
+  values = viz.traversal_values(dataset_name)
   d0 = None if rep.discrete is None else int(rep.discrete[0])
 
-  def decode_z(z):
-    d = None if d0 is None else jnp.full((len(z),), d0, jnp.int32)
-    return np.asarray(decode(params, jnp.asarray(z, jnp.float32), d))
+  def decode_z(z, d=None):  # d: the first image's code unless given
+    if d is None and d0 is not None:
+      d = np.full(len(z), d0)
+    return np.asarray(decode(params, jnp.asarray(z, jnp.float32),
+                             None if d is None else jnp.asarray(d, jnp.int32)))
 
-  order = np.argsort(-kl, kind="stable") if order is None else np.asarray(order)
   traversed = viz.traversal_images(decode_z, rep.mean[0], order, values)
   paths["traversals"] = img_dir / f"{prefix}traversals.png"
   viz.save_image_grid(paths["traversals"], traversed.reshape((-1,) + traversed.shape[2:]),
@@ -120,13 +117,11 @@ def save_pictures(method, params, images: np.ndarray, rep: metrics.Representatio
   paths["traversals_gif"] = img_dir / f"{prefix}traversals.gif"
   viz.save_traversal_gif(paths["traversals_gif"], traversed)
   if rep.discrete is not None:
-    def decode_d(z, d):
-      return np.asarray(decode(params, jnp.asarray(z, jnp.float32), jnp.asarray(d)))
     paths["discrete_traversal"] = img_dir / f"{prefix}discrete_traversal.png"
     viz.save_image_grid(paths["discrete_traversal"],
-                        viz.discrete_traversal_grid(decode_d, rep.mean[:8], method.num_discrete),
+                        viz.discrete_traversal_grid(decode_z, rep.mean[:8], method.num_discrete),
                         nrow=8)
-  pictures = method.evaluation_pictures(params, images, rep, decode=decode, span=span,
+  pictures = method.evaluation_pictures(params, images, rep, decode=decode, span=values[-1],
                                        values=values)
   for kind, picture in pictures.items():
     paths[kind] = img_dir / f"{prefix}{kind}.png"
@@ -145,9 +140,7 @@ def information_row(info: dict) -> np.ndarray:
 
 def information_order(history, latent_dim: int):
   """The continuous dimensions by their latest I(x; z_j), largest first (None without one)."""
-  if not history:
-    return None
-  return np.argsort(-np.asarray(history[-1][1][:latent_dim]), kind="stable")
+  return viz.latent_order(history[-1][1][:latent_dim]) if history else None
 
 
 def plot_information(path, history, latent_dim: int) -> bool:
@@ -195,7 +188,7 @@ class Evaluator:
     self.method = method
     self.run_dir = paths.as_path(run_dir)
     self.dataset = dataset if dataset is not None else load_eval_data(config, "training")
-    self.batch_size = batch_size or encodings.default_batch_size()
+    self.batch_size = batch_size or encodings.ENCODE_BATCH
     self.indices = eval_indices(config, self.dataset.num_examples)
     labels = getattr(self.dataset, "labels", None)
     self.labels = None if labels is None else np.asarray(labels)[self.indices]
@@ -316,10 +309,7 @@ class RunsEncoder:
     self._get = lambda a, b: first.dataset.get_images(first.indices[a:b])
     row_bytes = 4 * int(np.prod(first.dataset.image_shape))
     self.chunk = self.batch_size * max(1, chunk_bytes // (self.batch_size * row_bytes))
-    represents = [encodings.micro_batched(
-        ev.method.represent,
-        encodings.default_micro_batch() if ev.method.rowwise_represent else None)
-                  for ev in evaluators]
+    represents = [encodings.micro_batched(ev.method) for ev in evaluators]
     multi, size = len(evaluators) > 1, self.batch_size
 
     def encode(params, images):

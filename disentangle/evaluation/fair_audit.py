@@ -72,7 +72,7 @@ def audit_run(run_dir, *, target: Optional[str] = None, subgroup=None, step: Opt
   for i, (p, seed_dir) in enumerate(zip(params, run_dirs)):
     rep, _ = encodings.encode_streamed(lambda a, b: dataset.get_images(rows_idx[a:b]),
                                        len(rows_idx), lambda x, p=p: represent(p, x),
-                                       encodings.default_batch_size())
+                                       encodings.ENCODE_BATCH)
     x = np.asarray(rep.mean, np.float32)
     if fair.representation == "sample":
       noise = np.random.default_rng([fair.seed, 2]).standard_normal(x.shape)
