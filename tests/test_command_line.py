@@ -108,7 +108,7 @@ def test_evaluate_on_a_folder_that_is_not_a_run_is_one_line(tmp_path, make, expe
     "data.files.MissingDataError", "train.trainer.NonFiniteError",
     "train.checkpoint.CheckpointError", "atomic.WriteError", "evaluation.evaluate_run.NotARun",
     "evaluation.aggregate.NotEvaluated", "evaluation.fair_audit.NotAnFFVAERun",
-    "data.files.DownloadError", "trained.ModelError"])
+    "data.files.DownloadError", "evaluation.score.ScoreError", "trained.ModelError"])
 def test_every_one_line_error_is_a_user_error_and_exits_with_its_line(error, capsys):
   module, name = error.rsplit(".", 1)
   cls = getattr(importlib.import_module(f"disentangle.{module}"), name)

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+import disentangle
 from disentangle import config as config_lib
 from disentangle import data as data_lib
 from disentangle import methods
@@ -303,6 +304,26 @@ def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_pat
   assert (saved["metrics"]["dci"]["num_train"], saved["metrics"]["dci"]["num_test"]) == (200, 100)
   assert saved["metrics"]["beta_vae"]["num_train"] == 200
   assert "not_computed" not in saved["metrics"]
+
+
+@pytest.mark.slow
+def test_the_runs_encoder_scored_by_disentangle_score_gives_what_evaluate_gives(trained, tmp_path):
+  # The run's checkpoint evaluated on a ground truth, and its encoder (disentangle.load) scored
+  # on the same set by disentangle.score with the run's [seed, step] and eval settings: the same
+  # encodings, points and streams, so every record is the same, number for number.
+  workdir = _copy(trained, tmp_path)
+  grid = TinyGrid()
+  names = ("factor_score", "mig", "shape_accuracy", "information", "factor_score_dlib", "dci")
+  run = evaluate_run.evaluate_run(workdir, dataset=grid, metrics=names, write=False,
+                                  selected_too=False)
+  model = disentangle.load(workdir, image_shape=grid.image_shape)
+  scored = disentangle.score(model.encode, grid, metrics=names, seed=[SEED, 6], log=None,
+                             eval_overrides={"eval.suite_points": 200})
+  as_json = lambda m: json.dumps(m, default=evaluator_lib.to_json, sort_keys=True)
+  assert set(scored["metrics"]) == set(run["metrics"]) >= set(names)
+  for name in names:
+    assert as_json(scored["metrics"][name]) == as_json(run["metrics"][name]), name
+  assert scored["settings"]["metrics"] == run["settings"]["metrics"] == names
 
 
 class TinyGridCopies(TinyGrid):

@@ -342,7 +342,49 @@ class RunSettings:
     return out
 
 
-class _Jitted(NamedTuple):
+def registered(names: Optional[Sequence[str]]) -> Optional[tuple]:
+  """``names`` as a tuple (None: every metric); `ConfigError` naming any not registered."""
+  if names is None:
+    return None
+  unknown = sorted(set(names) - set(registry.METRICS))
+  if unknown:
+    raise config_lib.ConfigError(f"metrics: {', '.join(map(repr, unknown))} not registered; "
+                                 f"known: {', '.join(registry.METRICS)}")
+  return tuple(names)
+
+
+def override(config, overrides: Optional[dict]) -> None:
+  """Sets ``config``'s ``eval.*`` / ``dataset.*`` fields named in ``overrides``."""
+  for field, value in (overrides or {}).items():
+    section, _, key = field.partition(".")
+    if section not in ("eval", "dataset") or not key:
+      raise config_lib.ConfigError(
+          f"eval_overrides: {field!r} is not an eval.* or dataset.* field")
+    config[section][key] = value
+
+
+def sized(config, settings: RunSettings) -> RunSettings:
+  """``settings`` within ``config.eval.max_points`` (`RunSettings.capped`), and the points of
+  the information estimates and of disentanglement_lib's suite in ``config`` within it too."""
+  cap = int(config.eval.max_points)
+  if cap:
+    config.eval.num_points = min(int(config.eval.num_points) or cap, cap)
+    config.eval.suite_points = min(int(config.eval.suite_points) or cap, cap)
+  return dataclasses.replace(settings, max_points=cap).capped()
+
+
+def recorded_settings(config, settings: RunSettings, overrides: Optional[dict]) -> dict:
+  """The settings written beside the metrics in ``results.json``."""
+  points = settings.variance_points
+  return dict(dataclasses.asdict(settings), score_protocol="cascadevae",
+              information_points=int(config.eval.num_points),
+              mig_estimator=config.eval.mig_estimator, mig_factors=config.eval.mig_factors,
+              partedvae_score_points="all" if points is None else int(points),
+              use_discrete=config.eval.use_discrete, representation=config.eval.representation,
+              eval_overrides=dict(overrides or {}))
+
+
+class Jitted(NamedTuple):
   represent: Callable
   decode: Callable
   reconstruct: Callable
@@ -462,14 +504,15 @@ def estimate_seconds(config, method, params, dataset, ground_truth, settings: Ru
 
 
 def evaluate_params(config, method, params, step: int, *, dataset, ground_truth, run_dir,
-                    settings: RunSettings, jitted: _Jitted,
-                    log: Optional[Callable[[str], None]] = None) -> dict:
-  """Every registered metric of one seed's ``params`` (see the module doc) and its pictures;
-  ``log``: a line as the encoding and each metric end."""
+                    settings: RunSettings, jitted: Jitted,
+                    log: Optional[Callable[[str], None]] = None, rng=None) -> dict:
+  """Every registered metric of one seed's ``params`` (see the module doc) and its pictures
+  (none without a ``run_dir``); ``log``: a line as the encoding and each metric end; ``rng``:
+  the evaluation's stream (default ``default_rng([config.seed, step])``)."""
   log = log or (lambda line: None)
   represent, batch = jitted.represent, settings.encode_batch_size
   host_fn = encodings.host_fn(represent, params)
-  rng = np.random.default_rng([config.seed, step])
+  rng = np.random.default_rng([config.seed, step]) if rng is None else rng
   timings = {}
   indices = evaluator_lib.eval_indices(config, dataset.num_examples)
   inputs = registry.Inputs("run", rng, encode_batch_size=batch,
@@ -543,6 +586,8 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
                         if encoded.part is None else f"{encoded.part['kind']}_encoded_once")
     if encoded is not None and encoded.part is not None:
       out["encoded_part"] = encoded.part  # what of the set the metrics read (eval.max_points)
+  if run_dir is None:
+    return {"metrics": out, "timings_s": timings}
   prefix = f"evaluate_step_{step}_"
   images = dataset.get_images(indices[:config.eval.num_images])
   history = [(s, v) for s, v in _information_history(run_dir) if s < step]
@@ -616,22 +661,12 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   Returns:
     The results of a single run, or ``{"workdir", "checkpoint", "seeds": [per-seed results]}``.
   """
-  if metrics is not None:
-    unknown = sorted(set(metrics) - set(registry.METRICS))
-    if unknown:
-      raise config_lib.ConfigError(f"metrics: {', '.join(map(repr, unknown))} not registered; "
-                                   f"known: {', '.join(registry.METRICS)}")
-    metrics = tuple(metrics)
+  metrics = registered(metrics)
   workdir = paths.as_path(workdir)
   config, run_dirs = locate_run(workdir)
   if conv_impl is not None:
     config.model.conv_impl = conv_impl
-  for field, value in (eval_overrides or {}).items():
-    section, _, key = field.partition(".")
-    if section not in ("eval", "dataset") or not key:
-      raise config_lib.ConfigError(
-          f"eval_overrides: {field!r} is not an eval.* or dataset.* field")
-    config[section][key] = value
+  override(config, eval_overrides)
   methods.validate(config)  # once, with the overrides, before data or compilation
   open_checkpoints(workdir, step)[0].close()  # a run without the checkpoint: before the data
   overridden = dataset is not None
@@ -641,15 +676,11 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
   method = methods.build(config, dataset.image_shape)
   params, facts = restore_params(workdir, config, method, step)
   cap = int(config.eval.max_points)
-  settings = RunSettings(factor_score_votes, vote_batch, mig_points,
-                         encode_batch_size or encodings.ENCODE_BATCH,
-                         whole_dataset_max=int(whole_dataset_max), variance_points=variance_points,
-                         metrics=metrics, max_points=cap).capped()
-  if cap:  # the points of the information estimates and of disentanglement_lib's suite
-    config.eval.num_points = min(int(config.eval.num_points) or cap, cap)
-    config.eval.suite_points = min(int(config.eval.suite_points) or cap, cap)
-  jitted = _Jitted(encodings.jit_represent(method, config), host.jit(method.decode, config),
-                   host.jit(method.reconstruct, config))
+  settings = sized(config, RunSettings(
+      factor_score_votes, vote_batch, mig_points, encode_batch_size or encodings.ENCODE_BATCH,
+      whole_dataset_max=int(whole_dataset_max), variance_points=variance_points, metrics=metrics))
+  jitted = Jitted(encodings.jit_represent(method, config), host.jit(method.decode, config),
+                  host.jit(method.reconstruct, config))
   if deadline is not None or log is not None:
     if not metric_s and (run_dirs[0] / "results.json").is_file():
       metric_s = previous_metric_seconds(run_dirs[0] / "results.json", settings,
@@ -669,14 +700,7 @@ def evaluate_run(workdir, step: Optional[int] = None, *, dataset=None, ground_tr
       raise preemption.DeadlineReached(
           f"its evaluation would take {estimate.words()}, {max(left, 0.0):.0f} s are left "
           "before the deadline: not started")
-  recorded = dict(dataclasses.asdict(settings), score_protocol="cascadevae",
-                  information_points=int(config.eval.num_points),
-                  mig_estimator=config.eval.mig_estimator,
-                  mig_factors=config.eval.mig_factors,
-                  partedvae_score_points="all" if variance_points is None else int(variance_points),
-                  use_discrete=config.eval.use_discrete,
-                  representation=config.eval.representation,
-                  eval_overrides=dict(eval_overrides or {}),
+  recorded = dict(recorded_settings(config, settings, eval_overrides),
                   conv_impl=config.model.conv_impl, metric_rng="default_rng([seed, step])")
   runs = []
   for i, run_dir in enumerate(run_dirs):

@@ -72,7 +72,7 @@ def selection_lines(result: dict) -> list[str]:
   return lines + [""]
 
 
-def _values(metrics: dict) -> tuple[str, list[str]]:
+def metric_values(metrics: dict) -> tuple[str, list[str]]:
   """("name value, ..." of the metrics with a per-run value, names of those without one)."""
   shown, without = [], []
   for name, m in metrics.items():
@@ -112,7 +112,7 @@ def summary_lines(results: dict) -> list[str]:
   lines = []
   for run in results.get("seeds", [results]):
     metrics = run["metrics"]
-    values, without = _values(metrics)
+    values, without = metric_values(metrics)
     lines.append(f"{run['run_dir']}: seed {run['seed']} step {run['checkpoint']['step']} "
                  f"(final: {run['checkpoint']['final']}): {values}")
     if without:
@@ -125,7 +125,7 @@ def summary_lines(results: dict) -> list[str]:
       lines.append(f"  not converged: {'; '.join(missed)}")
     selected = run.get("selected")
     if selected is not None and selected["rule"] != "final":
-      chosen, _ = _values(selected["metrics"])
+      chosen, _ = metric_values(selected["metrics"])
       lines.append(f"  selected, step {selected['step']}: {chosen}  [{selected['label']}]")
   return lines
 
