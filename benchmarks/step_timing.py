@@ -256,6 +256,7 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
     A :class:`StepBench` ready to step (not yet warmed up).
   """
   from disentangle import methods  # pylint: disable=g-import-not-at-top
+  from disentangle.train import codes  # pylint: disable=g-import-not-at-top
   from disentangle.train import host  # pylint: disable=g-import-not-at-top
   from disentangle.train import runs as runs_lib  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
@@ -276,7 +277,7 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
   state = methods.init_states_of(method, [x.seed for x in cfgs], out_shardings=program.states)
   if multi and seed_batching == "map":
     fixed = method.for_phase(phase)
-    step = host.jit(lambda s, b: jax.lax.map(lambda sb: fixed.train_step(*sb), (s, b)), c,
+    step = host.jit(lambda s, b: jax.lax.map(lambda sb: codes.step(fixed)(*sb), (s, b)), c,
                     donate_argnums=0, in_shardings=(program.states, program.batches),
                     out_shardings=(program.states, program.repl))
     rest = ()

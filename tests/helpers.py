@@ -18,11 +18,13 @@ from absl import flags
 from absl import logging as absl_logging
 import chex
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from disentangle import config as config_lib
 from disentangle import data
+from disentangle import losses
 from disentangle import methods
 from disentangle import paths
 from disentangle.data.labels import supervision
@@ -369,3 +371,22 @@ def run_in_process(module: str, *args: str):
     absl_logging.set_verbosity(verbosity)
     logging.root.handlers[:] = handlers
   return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def algorithm_1(method, solve):
+  """CascadeVAE's loss after t_d as Algorithm 1 writes it (Eq. 6): eps sampled once, u[i, k] =
+  log p(x_i | z_i, e_k) without gradient, d the exact assignment of u solved inside the loss,
+  then the decoder run afresh at (z, d) with d a constant."""
+
+  def loss(params, batch, rng, t):
+    vae, x = params["vae"], batch["image"]
+    mean, logvar = method.encode(vae, x)
+    z = losses.reparameterize(rng, mean, logvar)
+    u = method.unary(jax.lax.stop_gradient(vae), jax.lax.stop_gradient(z), x)
+    d = jax.lax.stop_gradient(solve(u))
+    rec = -jnp.mean(method.log_likelihood(method.decode_logits(vae, method.decoder_input(z, d)), x))
+    kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
+    total = rec + jnp.sum(method.betas(t) * kl) + method.regularizer(vae)
+    return total, {"loss": total, "reconstruction": rec, "d": d}
+
+  return loss

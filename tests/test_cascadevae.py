@@ -28,15 +28,25 @@ def _setup(**kw):
   return config, method, _initial_state(), batch
 
 
+def _discrete_phase(config, method, state, batch):
+  """The method in its discrete phase, the state at t = t_d + 1, the step's (rng, t), its costs
+  and codes as the trainer's step computes them (`train.codes.step`)."""
+  on = method.for_phase(True)
+  state = state.replace(step=jnp.asarray(config.cascade.discrete_start, jnp.int32))
+  costs = jax.jit(on.code_costs)(state, batch)
+  return on, state, on.step_key(state), costs, on.code_solve(costs.u)
+
+
 @pytest.mark.slow
 def test_decoder_sees_assignment_of_unary_at_same_eps():
   config, method, state, batch = _setup(**{"cascade.penalty": 2.0})
+  on, state, (rng, t), costs, d = _discrete_phase(config, method, state, batch)
   vae = state.params["vae"]
-  rng = jax.random.PRNGKey(3)
-  t = config.cascade.discrete_start + 1
-  loss, metrics, d = method.terms(vae, batch, rng, t)
-  np.testing.assert_array_equal(np.asarray(method.loss(state.params, batch, rng, t)[0]),
-                                np.asarray(loss))
+  loss, metrics, d_used = on.terms(vae, batch, rng, t, given=(d, costs.reuse))
+  np.testing.assert_array_equal(np.asarray(d_used), np.asarray(d))
+  np.testing.assert_array_equal(
+      np.asarray(on.loss(state.params, batch, rng, t, given=(d, costs.reuse))[0]),
+      np.asarray(loss))
 
   # Independent recomputation: same eps, one decoder call per class k (a Python loop).
   x = batch["image"]
@@ -46,6 +56,7 @@ def test_decoder_sees_assignment_of_unary_at_same_eps():
   u = np.stack([np.asarray(losses.bernoulli_log_likelihood(
       method.decode_logits(vae, jnp.concatenate(
           [z, jnp.tile(jax.nn.one_hot(k, 3)[None], (16, 1))], -1)), x)) for k in range(3)], 1)
+  np.testing.assert_allclose(np.asarray(costs.u), u, rtol=1e-5)
   expected = assignment.assign(u, 2.0)
   np.testing.assert_array_equal(np.asarray(d), expected)
   # ... and the reconstruction term is computed with exactly that code.
@@ -58,8 +69,7 @@ def test_decoder_sees_assignment_of_unary_at_same_eps():
 
 
 def test_before_t_d_decoder_sees_zero_code():
-  # The on-device solver: a program that calls the host (scipy) is compiled anew in each process.
-  config, method, state, batch = _setup(**{"cascade.solver": "hungarian"})
+  config, method, state, batch = _setup()
   vae = state.params["vae"]
   rng = jax.random.PRNGKey(1)
   t = config.cascade.discrete_start
@@ -82,7 +92,8 @@ def test_no_gradient_through_assignment_and_betas_follow_schedule():
   config, method, state, batch = _setup()
   t = 5  # r = 2: two dimensions relieved... of three: floor(5/2) = 2
   np.testing.assert_array_equal(np.asarray(method.betas(t)), [1.0, 1.0, 10.0])
-  grads = jax.jit(jax.grad(lambda p: method.loss(p, batch, jax.random.PRNGKey(0), t)[0]))(
+  on, state, (rng, _), costs, d = _discrete_phase(config, method, state, batch)
+  grads = jax.jit(jax.grad(lambda p: on.loss(p, batch, rng, t, given=(d, costs.reuse))[0]))(
       state.params)
   assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree_util.tree_leaves(grads))
 
@@ -128,7 +139,8 @@ def test_phases_are_declared_by_the_step_number(discrete_start):
   assert [method.phase(s) for s in range(5)] == [s + 1 > discrete_start for s in range(5)]
   assert method.for_phase(None) is method
   fixed = method.for_phase(True)
-  assert fixed is not method and fixed.discrete_phase is True and method.discrete_phase is None
+  assert fixed is not method and fixed.discrete_phase is True and not method.discrete_phase
+  assert method.code_solve is None and fixed.code_solve.penalty == config.cascade.penalty
 
 
 def test_a_method_of_one_phase_declares_none():

@@ -1,8 +1,10 @@
 """The step of a method with discrete codes (`disentangle.train.codes`): the composition of costs,
-solve and update is Algorithm 1 (the loss's own solve); the overlapped placement, the runs of a
+solve and update is Algorithm 1 as written (the solve inside the loss); the placement is decided
+once, with every condition, and recorded as decided; the overlapped placement, the runs of a
 program in two groups, ends bit for bit where the one-program step ends them, solves each group's
 problems once per step, and stays out of the way where there is nothing to overlap."""
 import contextlib
+import json
 
 import jax
 import jax.numpy as jnp
@@ -10,8 +12,10 @@ import numpy as np
 import pytest
 
 from disentangle import assignment
+from disentangle import config as config_lib
 from disentangle import methods
 from disentangle.train import codes
+from disentangle.train import runs as runs_lib
 from disentangle.train import trainer
 from tests import helpers
 
@@ -25,9 +29,9 @@ def _state_after_discrete_start(method, images):
 
 @pytest.mark.parametrize("solver", ["scipy", "hungarian"])
 def test_the_composed_step_is_algorithm_1(solver):
-  """The trainer's step (costs, solve, update) solves the codes the loss solves itself (Algorithm
-  1, the branch decided on the device) and updates alike: the same codes, the loss to float32
-  rounding (its decoder pass taken from the S passes rather than run again)."""
+  """The trainer's step (costs, solve, update) solves the codes Algorithm 1 solves inside its loss
+  and updates alike: the same codes, the loss to float32 rounding (its decoder pass taken from the
+  S passes rather than run again)."""
   data = helpers.TinyImages()
   images = jnp.asarray(data.get_images(np.arange(8)))
   method = methods.build(helpers.tiny_config("cascadevae", **{"cascade.solver": solver}),
@@ -36,19 +40,43 @@ def test_the_composed_step_is_algorithm_1(solver):
   on = method.for_phase(True)
   assert method.code_solve is None and on.code_solve.solver == solver
   composed, metrics = jax.jit(codes.step(on))(state, {"image": images})
-  alone, want = jax.jit(method.train_step)(state, {"image": images})  # lax.cond on t > t_d
-  assert float(want["discrete_active"]) == float(metrics["discrete_active"]) == 1.0
-  np.testing.assert_array_equal(metrics["discrete_fraction"], want["discrete_fraction"])
+  alone, want = jax.jit(lambda s, b: method.descend(s, b, helpers.algorithm_1(method, on.code_solve)))(
+      state, {"image": images})
+  assert float(metrics["discrete_active"]) == 1.0
+  np.testing.assert_array_equal(metrics["discrete_fraction"],
+                                np.bincount(np.asarray(want["d"]), minlength=3) / 8)
   np.testing.assert_allclose(metrics["loss"], want["loss"], rtol=1e-6)
   for a, b in zip(jax.tree_util.tree_leaves(composed.params),
                   jax.tree_util.tree_leaves(alone.params), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-  costs = jax.jit(on.code_costs)(state, {"image": images})
-  d = on.code_solve(costs.u)
-  np.testing.assert_array_equal(np.bincount(np.asarray(d), minlength=3) / 8,
-                                metrics["discrete_fraction"])
   assert codes.step(methods.build(helpers.tiny_config("betavae"), data.image_shape)).__name__ == (
       "train_step")  # a method without codes: its own step
+
+
+def _placement(**fields):
+  return codes.placement(config_lib.resolve_run(_config(**fields), "gpu"),
+                         len(runs_lib.run_configs(_config(**fields))))
+
+
+def test_the_placement_is_overlapped_only_where_every_condition_holds():
+  """A GPU's ``'auto'`` asks for the overlap; it is what a run records only with enough runs in
+  its layout, one process, no runs axis over devices, and codes solved on the host within the
+  run. Brute force over the conditions against the rule written out."""
+  vmap4 = {"num_seeds": 4, "seed_layout": "vmap"}
+  assert _placement(**vmap4) == "overlapped"
+  assert _placement(**vmap4, assignment_placement="step") == "step"
+  assert _placement() == "step"  # one run
+  assert _placement(num_seeds=3, seed_layout="vmap") == "step"
+  assert _placement(num_seeds=2, seed_layout="unroll") == "overlapped"
+  assert _placement(**vmap4, **{"cascade.solver": "hungarian"}) == "step"
+  assert _placement(**vmap4, **{"cascade.discrete_start": 4}) == "step"  # t_d = num_steps
+  config = config_lib.resolve_run(_config(**vmap4), "gpu")
+  assert codes.placement(config, 4, manual=True) == "step"
+  assert codes.placement(config, 4, processes=2) == "step"
+  assert codes.placement(config_lib.resolve_run(_config(**vmap4), "cpu"), 4) == "step"
+  beta = config_lib.resolve_run(helpers.tiny_config("betavae", num_seeds=4, seed_layout="vmap"),
+                                "gpu")
+  assert codes.placement(beta, 4) == "step"  # no codes at all
 
 
 @pytest.mark.parametrize("num_runs, want", [(2, [(0, 1), (1, 2)]), (3, [(0, 2), (2, 3)]),
@@ -151,6 +179,10 @@ def test_too_few_runs_keep_the_one_program_step(tmp_path, fields):
   c = _config(**fields)
   runs = (fields.get("num_seeds", 1),) if fields else ()
   assert shapes == [runs + (c.batch_size, c.cascade.num_discrete)] * 3
+  for path in (tmp_path / "run").glob("**/config.json"):  # what trained, beside what was asked
+    saved = json.loads(path.read_text())
+    assert (saved["assignment_placement"], saved["requested"]["assignment_placement"]) == (
+        "step", "overlapped")
 
 
 @pytest.mark.slow

@@ -24,6 +24,8 @@ from disentangle.evaluation import evaluate_run
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.metrics import registry
 from disentangle.train import checkpoint
+from disentangle.train import codes
+from disentangle.train import runs as runs_lib
 from disentangle.train import trainer
 from tests import helpers
 
@@ -484,6 +486,60 @@ def test_training_time_evaluator_on_rendered_dsprites(tmp_path):
   shape = dsprites.factors_of(evaluator.indices)[:, 0]
   assert out["eval/shape_accuracy"] == metrics.cluster_accuracy(shape, rep.discrete)["one_to_one"]
   assert (tmp_path / "images" / "reconstructions.png").is_file()
+
+
+GOLDEN = helpers.REPO / "tests" / "golden"
+
+
+def _written_configs(arg: str, backend: str, placement: str) -> list[dict]:
+  """The ``config.json`` of each run of ``dsprites_cascade.py:arg`` as the trainer writes them
+  on ``backend`` (`trainer.setup`): resolved for the backend, the solve's placement decided for
+  the program's runs (`runs.Program`), the training set's ``placement``, what was asked beside."""
+  requested = importlib.import_module("experiments.configs.dsprites_cascade").get_config(arg)
+  config = config_lib.resolve_run(requested, backend)
+  cfgs = runs_lib.run_configs(config)
+  where = codes.placement(config, len(cfgs))
+  out = []
+  for c in cfgs:
+    c = config_lib.resolve_run(c, backend, placement=placement)
+    c.assignment_placement = where
+    out.append(json.loads(config_lib.to_json(c, requested=requested)))
+  return out
+
+
+def test_runs_written_by_any_backend_or_version_form_their_published_row(tmp_path):
+  """``m6`` as the CPU writes it (two unrolled runs: the solve in the step), as a GPU writes it
+  (four vmapped runs: ``gemm``, the set on the device, the overlapped solve), and as the code of
+  6c59d96 (before resolved fields) and of 4f5475e (resolved, on a CPU and a GPU) wrote it: one
+  row, matching Table 1's ``m6`` exactly."""
+  cpu = _written_configs("m6,num_seeds=2", "cpu", "host")
+  gpu = _written_configs("m6,num_seeds=4,seed=2", "gpu", "device")
+  assert {c["assignment_placement"] for c in cpu} == {"step"}
+  assert {(c["assignment_placement"], c["model"]["conv_impl"], c["seed_layout"]) for c in gpu} == {
+      ("overlapped", "gemm", "vmap")}
+  earlier = [json.loads((GOLDEN / f"dsprites_cascade_m6_config_{name}.json").read_text())
+             for name in ("6c59d96", "4f5475e_cpu", "4f5475e_gpu")]
+  assert "assignment_overlap" in earlier[0] and earlier[2]["assignment_placement"] == "overlapped"
+  module = importlib.import_module("experiments.configs.dsprites_cascade")
+  candidates = aggregate.config_candidates([module])
+  runs = []
+  for i, saved in enumerate(cpu + gpu + earlier):
+    match = aggregate.match_experiment(saved, candidates)
+    assert (match["variant"], match["exact"]) == ("m6", True), (i, match["differences"])
+    saved["seed"] = i
+    path = tmp_path / f"run{i}"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(saved))
+    (path / "results.json").write_text(json.dumps({
+        "run_dir": str(path), "seed": i, "method": "cascadevae", "latent_dim": 6,
+        "dataset": {"name": "dsprites", "class": "DSprites", "source": "file",
+                    "comparable_with_published": True},
+        "checkpoint": {"step": 300_000, "num_steps": 300_000, "final": True},
+        "metrics": {"factor_score": {"value": 0.5 + 0.01 * i}}}))
+    runs.append(path)
+  (row,) = aggregate.aggregate_runs(runs, candidates=candidates)["rows"]
+  assert row["experiment"]["variant"] == "m6" and row["experiment"]["exact"]
+  assert row["metrics"]["factor_score"]["n"] == 9
 
 
 def test_aggregate_keeps_a_published_row_under_its_protocol_variant():

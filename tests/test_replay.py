@@ -1,4 +1,4 @@
-"""No decoder forward computed twice after t_d (`disentangle.nn.replay`): the update's pass taken
+"""No decoder forward computed twice after t_d (`disentangle.nn.networks.replay`): the update's pass taken
 from CascadeVAE's S passes (Algorithm 1, Eq. 6) has the loss and gradient of the pass recomputed."""
 import functools
 
@@ -10,7 +10,6 @@ import pytest
 from disentangle import methods
 from disentangle.methods import base
 from disentangle.nn import networks
-from disentangle.nn import replay
 from tests import helpers
 
 
@@ -29,7 +28,7 @@ def test_replayed_rows_have_the_gradient_of_their_pass(conv_impl):
   def replayed(p, z):
     out, inputs = networks.chain(layers, lambda name, layer, h: layer.apply(
         {"params": p[name]}, h), jax.lax.stop_gradient(z))
-    return jnp.vdot(replay.replay(layers, p, z, jax.lax.stop_gradient(inputs),
+    return jnp.vdot(networks.replay(layers, p, z, jax.lax.stop_gradient(inputs),
                                   jax.lax.stop_gradient(out)), cot)
 
   want, got = (jax.jit(jax.value_and_grad(f, argnums=(0, 1)))(params, latent)
@@ -42,7 +41,8 @@ def _updates(conv_impl, dtype, batching):
   """{reuse: ((loss, reconstruction, d, grads) of one run, the same of two vmapped runs)} of the
   update after t_d given the codes and the S passes of the costs (True: the trainer's step,
   `train.codes`) and with the codes solved inside the loss, its pass run afresh (False:
-  ``method.loss``): one compiled program for the four, at the same parameters and images."""
+  Algorithm 1 as written, `helpers.algorithm_1`): one compiled program for the four, at the same
+  parameters and images."""
   data = helpers.TinyImages()
   x = jnp.asarray(data.get_images(np.arange(32))).reshape((2, 16) + data.image_shape)
   method = methods.build(helpers.tiny_config("cascadevae", **{
@@ -51,11 +51,14 @@ def _updates(conv_impl, dtype, batching):
   t = 10
 
   def update(p, image, key, given=None):
-    (loss, (metrics, d)), grads = jax.value_and_grad(
-        lambda p: (lambda r: (r[0], r[1:]))(method.terms(p["vae"], {"image": image}, key, t,
-                                                         given)),
-        has_aux=True)(p)
-    return loss, metrics["reconstruction"], d, grads
+    if given is None:
+      loss_fn = lambda p: helpers.algorithm_1(method, method.code_solve)(p, {"image": image},
+                                                                           key, t)
+    else:
+      loss_fn = lambda p: (lambda r: (r[0], dict(r[1], d=r[2])))(
+          method.terms(p["vae"], {"image": image}, key, t, given))
+    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(p)
+    return loss, metrics["reconstruction"], metrics["d"], grads
 
   def reused_and_recomputed(p, image):
     state = base.TrainState(step=jnp.int32(t - 1), params=p, opt_state=None,

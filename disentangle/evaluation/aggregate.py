@@ -56,25 +56,26 @@ import numpy as np
 from disentangle import config as config_lib
 from disentangle import errors
 from disentangle import paths as paths_lib
+from disentangle.evaluation import evaluate_run
 from disentangle.metrics import registry
 from disentangle.metrics.dlib import udr as udr_lib
 
 STD_DDOF = 0
 # Fields that do not change what a run computes: seeds, logging, checkpointing, evaluation, the
-# data location and download policy, devices, profiling, and implementations with identical results
-# (``model.conv_impl``: same parameters and outputs; ``cascade.solver``: both exact).
-IGNORED_FIELDS = ("seed", "num_seeds", "seed_layout", "log_every", "eval_every", "checkpoint_every",
+# data location and download policy, devices, profiling, the exact solvers (``cascade.solver``),
+# and every field resolved when a run is set up (`config.RESOLVED_FIELDS`: the backend's and the
+# run layout's choices, implementations with identical numbers) with what was asked of them.
+IGNORED_FIELDS = ("seed", "num_seeds", "log_every", "eval_every", "checkpoint_every",
                   "keep_checkpoints", "progress_bar", "dataset.data_dir", "dataset.allow_download",
-                  "dataset.synthetic_if_missing", "dataset.source", "model.conv_impl",
-                  "cascade.solver", "cascade.unary_batching", "cascade.reuse_passes", "sweep",
-                  "dataset.placement")
-# ``requested.``: what a run asked of the fields resolved when it was set up (config.REQUESTED).
-IGNORED_PREFIXES = ("eval.", "mesh.", "distributed.", "profile.", "requested.")
+                  "dataset.synthetic_if_missing", "dataset.source", "cascade.solver", "sweep",
+                  *config_lib.RESOLVED_FIELDS)
+IGNORED_PREFIXES = ("eval.", "mesh.", "distributed.", "profile.", f"{config_lib.REQUESTED}.")
 
 
 def significant_fields(config) -> dict:
-  """Flattened config without `IGNORED_FIELDS` (tuples as lists)."""
-  flat = dict(config_lib.flatten(ml_collections.ConfigDict(config)))
+  """Flattened config without `IGNORED_FIELDS` (tuples as lists); a saved run's config is read
+  as the run it was (`config.drop_retired`)."""
+  flat = dict(config_lib.flatten(config_lib.drop_retired(ml_collections.ConfigDict(config))))
   return {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(flat.items())
           if k not in IGNORED_FIELDS and not k.startswith(IGNORED_PREFIXES)}
 
@@ -163,7 +164,7 @@ def load_runs(paths: Iterable) -> list[dict]:
       run_dir = paths_lib.as_path(seed_result["run_dir"])
       if not run_dir.is_dir():  # moved since evaluation: resolve relative to `path`
         run_dir = path if "seeds" not in results else path / run_dir.name
-      config = json.loads((run_dir / "config.json").read_text())
+      config = evaluate_run.load_config(run_dir / "config.json").to_dict()
       records.append({"run_dir": str(run_dir), "config": config, "results": seed_result})
   return records
 

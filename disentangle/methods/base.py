@@ -168,8 +168,15 @@ class VAEMethod:
     """The trunk's features h of ``images`` [B, hidden_units]."""
     return self.make_trunk().apply({"params": vae_params["encoder"]}, images)
 
+  def decoder_pass(self, vae_params, latent):
+    """(logits, every layer's input) of the decoder at ``latent``: the one form of its forward
+    pass (`networks.chain` of `networks.decoder_layers`), whose inputs let `networks.replay`
+    differentiate the pass without running it again."""
+    call = lambda name, layer, h: layer.apply({"params": vae_params["decoder"][name]}, h)
+    return networks.chain(networks.decoder_layers(self.decoder), call, latent)
+
   def decode_logits(self, vae_params, latent):
-    return self.decoder.apply({"params": vae_params["decoder"]}, latent)
+    return self.decoder_pass(vae_params, latent)[0]
 
   def log_likelihood(self, logits, images):
     """log p(x | logits) per image under ``model.likelihood`` (Bernoulli or L1)."""
@@ -241,6 +248,14 @@ class VAEMethod:
 
   # -- a discrete code chosen by an exact assignment (`disentangle.train.codes`) --------------
   code_solve = None  # how this step's codes are solved (`assignment.Solve`); None: no codes
+
+  @classmethod
+  def run_solve(cls, config, mesh=None):
+    """How a run of ``config`` on ``mesh`` solves its codes in the phases that have them (an
+    `assignment.Solve`), None where it never does: what decides the solve's placement
+    (`disentangle.train.codes.placement`) before any method is built."""
+    del config, mesh
+    return None
 
   def code_costs(self, state: TrainState, batch) -> Costs:
     """The costs of the step's codes at its own key and iteration (where ``code_solve``)."""

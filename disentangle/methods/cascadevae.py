@@ -15,19 +15,16 @@ Loss of one minibatch at iteration t (Algorithm 1, Eq. 6):
   ``discrete_start`` beyond the last step is the CascadeVAE-C ablation (no discrete code).
 - No KL term for d (its prior term is the pairwise penalty, Lemma 1).
 
-Two ways to run it, the same codes:
-
-- :meth:`CascadeVAE.loss` on a batch is Algorithm 1 as written: the discrete branch decided on
-  the device (``lax.cond`` on t > t_d), the assignment solved inside the loss, the update's
-  decoder pass run afresh.
-- The trainer's step (`disentangle.train.codes`) composes two pure parts with one solve:
-  :meth:`CascadeVAE.code_costs` (the encoder, the sample z and the S decoder passes: u and every
-  layer's input) and :meth:`CascadeVAE.train_step_given_codes` (the update, whose decoder pass at
-  (z, d) is the rows (d_i, i) of the S passes, differentiated from their cached inputs). It
-  compiles one program per phase (:meth:`CascadeVAE.phase` of the host's step number,
-  :meth:`CascadeVAE.for_phase`) and switches at t_d, so nothing of the discrete branch runs
-  before t_d, under ``vmap`` too (where a ``lax.cond`` on a batched step counter would become a
-  ``select`` running both branches), and no predicate is read back per step.
+The step: the trainer composes two pure parts with one solve (`disentangle.train.codes`, the
+one place that produces the step's codes): :meth:`CascadeVAE.code_costs` (the encoder, the sample
+z and the S decoder passes: u and every layer's input) and
+:meth:`CascadeVAE.train_step_given_codes` (the update, whose decoder pass at (z, d) is the rows
+(d_i, i) of the S passes, differentiated from their cached inputs). It compiles one program per
+phase (:meth:`CascadeVAE.phase` of the host's step number, :meth:`CascadeVAE.for_phase`) and
+switches at t_d, so nothing of the discrete branch runs before t_d, under ``vmap`` too, and no
+predicate is read back per step. :meth:`CascadeVAE.loss` takes the codes (``given``) or has
+none yet (before t_d: the zero code); Algorithm 1 as written, the solve inside the loss, is the
+oracle ``tests/test_codes.py`` holds the composed step against.
 
 Inference for new data: d = argmax_k log p(x | mu(x), e_k) (``eval_discrete='argmax'``) or the
 exact assignment over the evaluation batch (``'assignment'``).
@@ -47,7 +44,6 @@ from disentangle import losses
 from disentangle import schedules
 from disentangle.methods import base
 from disentangle.nn import networks
-from disentangle.nn import replay
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -99,7 +95,7 @@ class CascadeVAE(base.VAEMethod):
 
   def __init__(self, config, image_shape, *, mesh=None):
     self.num_discrete = config.cascade.num_discrete
-    self.discrete_phase = None  # None: decided on device; True / False: fixed (for_phase)
+    self.discrete_phase = False  # True: the step's codes are solved (for_phase, t > t_d)
     super().__init__(config, image_shape, mesh=mesh)
 
   def phase(self, step: int) -> bool:
@@ -107,8 +103,8 @@ class CascadeVAE(base.VAEMethod):
     return step + 1 > self.config.cascade.discrete_start
 
   def for_phase(self, active: Optional[bool]) -> "CascadeVAE":
-    """This method with the discrete branch fixed on (``True``) or off: no ``cond`` in the step;
-    ``None``: itself (the branch decided on the device)."""
+    """This method with the discrete branch on (``True``: :attr:`code_solve`) or off; ``None``:
+    itself."""
     if active is None:
       return self
     method = copy.copy(self)
@@ -117,19 +113,24 @@ class CascadeVAE(base.VAEMethod):
 
   @property
   def code_solve(self):
-    """How the step's codes are solved (`assignment.Solve`), where the discrete phase is fixed
-    on (:meth:`for_phase`); else None (before t_d, or the branch decided inside :meth:`loss`).
+    """How the step's codes are solved (`assignment.Solve`) in the discrete phase
+    (:meth:`for_phase`); else None."""
+    return self.run_solve(self.config, self.mesh) if self.discrete_phase else None
+
+  @classmethod
+  def run_solve(cls, config, mesh=None):
+    """The solve of lambda' (``cascade.penalty``) by ``cascade.solver``; None where t_d is past
+    the run's last step (the CascadeVAE-C ablation).
 
     ``assignment_scope='global'`` (default) solves one problem over the whole global batch: the
     paper's semantics when the global batch is the paper's 64 (the host callback receives the
     gathered unaries). ``'local'`` solves each device's shard on its own inside ``shard_map``, so
     the host calls run in parallel on every host; with one device both are the same.
     """
-    return self._solve() if self.discrete_phase is True else None
-
-  def _solve(self) -> assignment.Solve:
-    c = self.config.cascade
-    return assignment.Solve(c.penalty, c.solver, c.assignment_scope, self.mesh)
+    c = config.cascade
+    if c.discrete_start >= config.num_steps:
+      return None
+    return assignment.Solve(c.penalty, c.solver, c.assignment_scope, mesh)
 
   def betas(self, t):
     c = self.config.cascade
@@ -148,12 +149,12 @@ class CascadeVAE(base.VAEMethod):
     ``'auto'``: there the stacked activations outgrow the caches, `benchmarks.train_step`) or one
     call of S*B rows (``'stacked'``, other backends' ``'auto'``); the same numbers.
     """
-    decode = lambda latent: (self.decode_logits(vae_params, latent), ())
-    return self._passes(z, x, decode)[0]
+    return self._passes(vae_params, z, x)[0]
 
-  def _passes(self, z, x, decode):
-    """(u [B, S], ``decode``'s outputs of the S passes, each stacked [S, B, ...]), batched as
-    ``cascade.unary_batching`` says (:meth:`unary`); ``decode(latent) -> (logits, extra)``."""
+  def _passes(self, vae_params, z, x):
+    """(u [B, S], the S decoder passes (`decoder_pass`: logits and every layer's input), each
+    stacked [S, B, ...]), batched as ``cascade.unary_batching`` says (:meth:`unary`)."""
+    decode = lambda latent: self.decoder_pass(vae_params, latent)
     S, B = self.num_discrete, z.shape[0]
     if self.config.cascade.unary_batching == "per_class":
       outs = [decode(self.decoder_input(z, jnp.full((B,), k))) for k in range(S)]
@@ -173,56 +174,36 @@ class CascadeVAE(base.VAEMethod):
     vae_params, x = jax.lax.stop_gradient(state.params["vae"]), batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)
-    layers = networks.decoder_layers(self.decoder)
-    call = lambda name, layer, h: layer.apply({"params": vae_params["decoder"][name]}, h)
-    u, kept = self._passes(z, x, lambda latent: networks.chain(layers, call, latent))
-    return base.Costs(u, kept)
+    return base.Costs(*self._passes(vae_params, z, x))
 
   def train_step_given_codes(self, state, batch, costs: base.Costs, d):
     """The update with codes d: the decoder's pass at (z, d) is the rows (d_i, i) of the S
     passes of ``costs``, differentiated w.r.t. the decoder's parameters and z as a pass of its
-    own (:func:`disentangle.nn.replay.replay`: the backward of B rows from their cached inputs),
+    own (:func:`disentangle.nn.networks.replay`: the backward of B rows from their cached inputs),
     so no decoder forward runs twice."""
     return self.descend(state, batch,
                         lambda params, b, rng, t: self.loss(params, b, rng, t,
                                                             given=(d, costs.reuse)))
 
-  def _solved_in_loss(self, vae_params, z, x, active):
-    """d (int32 [B]; -1 = no code yet) solved inside the loss: the branch fixed by the phase,
-    or decided on the device (``lax.cond`` on t > t_d)."""
-    sg = jax.lax.stop_gradient
-
-    def solve(_):
-      return self._solve()(self.unary(sg(vae_params), sg(z), x)).astype(jnp.int32)
-
-    def none(_):
-      return jnp.full((z.shape[0],), -1, jnp.int32)
-
-    if self.discrete_phase is not None:  # fixed: only one branch is traced
-      return sg((solve if self.discrete_phase else none)(None))
-    return sg(jax.lax.cond(active, solve, none, None))
-
   def terms(self, vae_params, batch, rng, t, given=None):
     """(loss, metrics, d) of one batch at iteration t (counted from 1, as in Algorithm 1).
 
-    ``given``: (d, the S passes' layer inputs and logits) of :meth:`code_costs`, the codes solved
-    outside the loss; None: solved inside (:meth:`_solved_in_loss`), the decoder run afresh.
+    ``given``: (d, the S passes of :meth:`code_costs`), the codes the step solved
+    (`disentangle.train.codes`) and the decoder pass they pick; None: no code yet (before t_d:
+    the decoder sees the zero one-hot), d = -1.
     """
     x = batch["image"]
     mean, logvar = self.encode(vae_params, x)
     z = losses.reparameterize(rng, mean, logvar)  # eps sampled once, reused for the update
-    if given is not None:
+    if given is None:
+      d = jnp.full((z.shape[0],), -1, jnp.int32)
+      logits = self.decode_logits(vae_params, self.decoder_input(z, d))
+    else:
       d, (logits, inputs) = given
       d = jax.lax.stop_gradient(d)
-      active = jnp.asarray(True)
       rows = lambda a: jax.lax.stop_gradient(a[d, jnp.arange(z.shape[0])])
-      logits = replay.replay(networks.decoder_layers(self.decoder), vae_params["decoder"],
-                             self.decoder_input(z, d), tuple(map(rows, inputs)), rows(logits))
-    else:
-      active = (jnp.asarray(t) > self.config.cascade.discrete_start
-                if self.discrete_phase is None else jnp.asarray(self.discrete_phase))
-      d = self._solved_in_loss(vae_params, z, x, active)
-      logits = self.decode_logits(vae_params, self.decoder_input(z, d))
+      logits = networks.replay(networks.decoder_layers(self.decoder), vae_params["decoder"],
+                               self.decoder_input(z, d), tuple(map(rows, inputs)), rows(logits))
     log_px = self.log_likelihood(logits, x)
     rec = -jnp.mean(log_px)
     kl = jnp.mean(losses.gaussian_kl_per_dim(mean, logvar), axis=0)
@@ -230,7 +211,7 @@ class CascadeVAE(base.VAEMethod):
     loss = rec + jnp.sum(betas * kl) + self.regularizer(vae_params)
     counts = jnp.sum(jax.nn.one_hot(d, self.num_discrete), axis=0)
     metrics = dict(loss=loss, reconstruction=rec, betas=betas,
-                   discrete_active=active.astype(jnp.float32),
+                   discrete_active=jnp.asarray(given is not None, jnp.float32),
                    discrete_fraction=counts / x.shape[0], **base.kl_metrics(kl))
     return loss, metrics, d
 
@@ -248,7 +229,8 @@ class CascadeVAE(base.VAEMethod):
     mean, logvar = self.encode(params["vae"], images)
     u = self.unary(params["vae"], mean, images)
     if self.config.cascade.eval_discrete == "assignment":
-      d = self._solve()(u)
+      c = self.config.cascade
+      d = assignment.Solve(c.penalty, c.solver, c.assignment_scope, self.mesh)(u)
     else:
       d = jnp.argmax(u, axis=-1)
     return {"mean": mean, "logvar": logvar, "discrete": d.astype(jnp.int32)}

@@ -10,17 +10,17 @@ and says how its codes are solved (`disentangle.methods.base`):
 - ``method.code_solve``: an `assignment.Solve` (lambda', ``'scipy'`` on the host or
   ``'hungarian'`` on the device, global or per-shard scope), or None in a phase without codes.
 
-This module is the one place that composes them. For one run, or the runs of one program (their
-leading axis, `disentangle.train.runs.Runs`: ``vmap`` or unrolled, with or without a sweep),
-there are two placements of the solve, computing the same codes:
+This module is the one place that composes them, and the one place that decides where the
+solve runs. For one run, or the runs of one program (their leading axis,
+`disentangle.train.runs.Runs`: ``vmap`` or unrolled, with or without a sweep), there are two
+placements of the solve, computing the same codes:
 
 - **in the step** (:func:`step`, :func:`runs_step`; the default): costs, solve and update in one
   compiled program, the host's solve through ``jax.pure_callback`` (the problems of every run in
   one callback) or the on-device solver;
-- **overlapped** (:class:`Overlapped`; ``assignment_placement='overlapped'``, the GPU's
-  ``'auto'`` from :data:`MIN_RUNS` runs): the runs in two groups, A (the first ceil(R / 2)) and
-  B, each group's costs and update compiled as programs of their own and the host solving
-  between them::
+- **overlapped** (:func:`overlapped`; ``assignment_placement='overlapped'``, the GPU's
+  ``'auto'``): the runs in two groups, A (the first ceil(R / 2)) and B, each group's costs and
+  update compiled as programs of their own and the host solving between them::
 
       device:  costs(A)  costs(B)                update(A)             update(B)
       host:              solve(A) ............   solve(B) ............
@@ -32,9 +32,13 @@ there are two placements of the solve, computing the same codes:
   callback receives it, so the codes are the exact optimum of the same u; the update reuses the
   costs' passes as in the step. On the CPU the runs end bit for bit where the one program ends
   them (`tests/test_codes.py`); elsewhere XLA may fuse the split programs differently.
+
+:func:`placement` decides which, once, when the runs are set up (`runs.Program`), from every
+condition that decides it; the run's ``config.json`` records the outcome.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import jax
@@ -42,12 +46,38 @@ import jax.numpy as jnp
 import numpy as np
 
 from disentangle import assignment
+from disentangle import config as config_lib
+from disentangle import methods
 from disentangle.train import seeds
 
 # The fewest runs a program overlaps in each layout. Under ``vmap`` a group of one run compiles
 # plain convolutions where the program of all runs compiles grouped ones, which round
 # differently; two runs a group keep the grouped ones (and the one program's numbers).
 MIN_RUNS = {"unroll": 2, "vmap": 4}
+
+
+def placement(config, num_runs: int, *, mesh=None, manual: bool = False,
+              processes: int = 1) -> str:
+  """Where the codes of ``config``'s ``num_runs`` runs are solved: ``'overlapped'`` where
+  ``assignment_placement`` asks for it (its ``'auto'``: `config.BACKEND_DEFAULTS`) and every
+  condition of the overlap holds, else ``'step'``. The conditions: at least :data:`MIN_RUNS`
+  runs in the program's layout, one process (several each solve in their own callback), no runs
+  axis over devices (``manual``: each device solves its own runs inside ``shard_map``), and a
+  run whose codes are solved on the host (``method.run_solve``: the ``'scipy'`` solver, not
+  per shard of ``mesh``, t_d within the run)."""
+  asked = config_lib.resolve("assignment_placement", config.assignment_placement)
+  solve = methods.spec(config.method).cls.run_solve(config, None if manual else mesh)
+  overlaps = (asked == "overlapped" and not manual and processes == 1
+              and num_runs >= MIN_RUNS[seeds.layout(config)]
+              and solve is not None and solve.on_host)
+  return "overlapped" if overlaps else "step"
+
+
+def overlaps(config, method, phase) -> bool:
+  """Whether the step of ``phase`` is :func:`overlapped`: the runs' :func:`placement` (in
+  ``config``), in a phase with codes."""
+  return (config.assignment_placement == "overlapped"
+          and method.for_phase(phase).code_solve is not None)
 
 
 def step(method) -> Callable:
@@ -146,11 +176,23 @@ def concatenate(*trees):
   return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs), *trees)
 
 
+def overlapped(runs, values, compile_costs: Callable, compile_update: Callable) -> "Overlapped":
+  """The overlapped step of ``runs`` (`runs.Runs`, with their swept ``values``): each group's
+  costs and update (:func:`group_parts`) compiled by ``compile_costs`` / ``compile_update``
+  (the trainer's jit with its shardings; the update donating the state)."""
+  programs = []
+  for lo, hi in groups(len(runs.cfgs)):
+    costs, update = group_parts(runs, lo, hi)
+    programs.append((compile_costs(costs), compile_update(update), functools.cache(
+        lambda dtype, lo=lo, hi=hi: host_penalties(runs, values, lo, hi, dtype))))
+  return Overlapped(programs, jax.jit(concatenate))
+
+
 class Overlapped:
   """``step(state, batch, *rest) -> (state, metrics)`` of the two groups, dispatched as the
   module docstring draws it. ``programs``: per group ``(costs, update, penalties)``, the first
-  two jitted (``update`` donating the state), ``penalties(u_dtype)`` the group's penalties on
-  the host (:func:`host_penalties`); ``join``: the jitted :func:`concatenate`."""
+  two compiled, ``penalties(u_dtype)`` the group's penalties on the host
+  (:func:`host_penalties`); ``join``: the jitted :func:`concatenate`."""
 
   def __init__(self, programs, join: Callable):
     self.programs, self.join = programs, join

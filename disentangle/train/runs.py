@@ -288,6 +288,11 @@ class Program:
     self.mesh = (mesh_lib.make_mesh(n) if self.runs_axis == 1 else
                  mesh_lib.make_runs_mesh(self.runs_axis, self.data_axis))
     self.manual = self.runs_axis > 1 and self.data_axis == 1  # each device steps its own runs
+    # Where the codes are solved, decided once with every condition (`codes.placement`): the
+    # runs' configs, and so their config.json, hold the outcome.
+    where = codes.placement(self.config, len(cfgs), mesh=self.mesh, manual=self.manual,
+                            processes=jax.process_count())
+    self.config, self.cfgs = (_placed(c, where) for c in (self.config, cfgs))
     self.repl = mesh_lib.replicated(self.mesh)
     if self.runs_axis > 1:
       self.states = jax.sharding.NamedSharding(self.mesh, P(sharding.RUNS_AXIS))
@@ -325,16 +330,16 @@ class Program:
     return Runs(lambda c: methods.build(c, image_shape, mesh=inner_mesh), self.cfgs, layout,
                 phase=phase, concrete=not self.manual)
 
-  def overlaps(self, method, phase) -> bool:
-    """Whether the step of ``phase`` solves its codes outside the program, the runs in two groups
-    (``assignment_placement``, `disentangle.train.codes.Overlapped`): not with fewer runs than
-    ``codes.MIN_RUNS``, a runs axis over devices, several processes (each solves in its own
-    callback), or a phase without a host solve."""
-    solve = method.for_phase(phase).code_solve
-    return bool(self.config.assignment_placement == "overlapped" and not self.manual
-                and jax.process_count() == 1
-                and len(self.cfgs) >= codes.MIN_RUNS[seeds.layout(self.config)]
-                and solve is not None and solve.on_host)
+
+def _placed(configs, where: str):
+  """``configs`` (one config or a list) with ``assignment_placement = where``."""
+  if isinstance(configs, list):
+    return [_placed(c, where) for c in configs]
+  if configs.assignment_placement == where:
+    return configs
+  out = config_lib.copy(configs)
+  out.assignment_placement = where
+  return out
 
 
 def on_runs_axis(step: Callable, mesh) -> Callable:

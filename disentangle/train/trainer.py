@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import pathlib
 import time
@@ -240,7 +239,7 @@ def setup(config, workdir, *, dataset=None, evaluator_factory=None, validated=Fa
   source, on_device = device_data.prepare(config, dataset, spec, source, mesh)
 
   # Everything is valid: only now the run directories are created.
-  for d, cfg_i in zip(dirs, cfgs):
+  for d, cfg_i in zip(dirs, program.cfgs):  # as the program decided them (the solve's placement)
     d.mkdir(parents=True, exist_ok=True)
     if is_main:
       atomic.write_text(d / "config.json", config_lib.to_json(config_lib.resolve_run(
@@ -296,8 +295,8 @@ def phase_step(program: runs_lib.Program, method, phase,
 
   1. device data (``data``, `device_data.DeviceData.compose`): the step receives the batch's
      rows, takes the placed set in ``rest`` and gathers the batch on the device first;
-  2. the overlapped solve (``assignment_placement``, `runs.Program.overlaps`): the runs in two
-     groups, each step four programs around the host's solves (`codes.Overlapped`);
+  2. the overlapped solve (``assignment_placement`` as `codes.placement` decided it): the runs
+     in two groups, each step four programs around the host's solves (`codes.overlapped`);
   3. jit and shardings (`host.jit`): the state donated, states and batches laid out on the
      program's mesh, the metrics replicated;
   4. the runs (`runs.Program.runs_step`): several runs over the leading axis (``vmap`` or
@@ -314,19 +313,13 @@ def phase_step(program: runs_lib.Program, method, phase,
     rest, shardings = (data.placed,) + rest, (program.repl,) + shardings
     gathered = lambda step: data.compose(step, program.batches)
   ins = (program.states, program.batches) + shardings
-  if program.overlaps(method, phase):  # 2., each group's programs through 3. to 5.
-    runs, values = program.runs(image_shape, phase), rest[-1]
-    programs = []
-    for lo, hi in codes.groups(len(program.cfgs)):
-      costs, update = codes.group_parts(runs, lo, hi)
-      programs.append((
-          host.jit(gathered(costs), config, in_shardings=ins),
-          host.jit(gathered(update), config, donate_argnums=0,
-                   in_shardings=ins + (None, program.repl),
-                   out_shardings=(program.states, program.repl)),
-          functools.cache(lambda dtype, lo=lo, hi=hi: codes.host_penalties(runs, values, lo, hi,
-                                                                            dtype))))
-    return codes.Overlapped(programs, jax.jit(codes.concatenate)), rest
+  if codes.overlaps(config, method, phase):  # 2., each group's programs through 3. to 5.
+    compile_costs = lambda costs: host.jit(gathered(costs), config, in_shardings=ins)
+    compile_update = lambda update: host.jit(
+        gathered(update), config, donate_argnums=0, in_shardings=ins + (None, program.repl),
+        out_shardings=(program.states, program.repl))
+    return codes.overlapped(program.runs(image_shape, phase), rest[-1], compile_costs,
+                            compile_update), rest
   step = program.runs_step(image_shape, phase)  # 4. and 5.
   return host.jit(gathered(step), config, donate_argnums=0, in_shardings=ins,  # 3.
                   out_shardings=(program.states, program.repl)), rest
