@@ -268,7 +268,7 @@ def test_evaluate_earlier_step_is_flagged_not_final(trained, tmp_path):
 
 
 @pytest.mark.slow
-def test_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_path):
+def test_evaluated_ground_truth_metrics_equal_direct_calls_on_the_dataset(trained, tmp_path):
   workdir = _copy(trained, tmp_path)
   _, config, _, state = trained
   grid = TinyGrid()

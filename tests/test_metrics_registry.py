@@ -10,9 +10,9 @@ from disentangle import methods
 from disentangle import metrics
 from disentangle.data.ground_truth import InMemoryGroundTruth
 from disentangle.evaluation import aggregate
-from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluator as evaluator_lib
 from disentangle.evaluation import report
+from disentangle.evaluation import score as score_lib
 from disentangle.metrics import registry
 from disentangle.metrics.representation import as_representation
 from disentangle.metrics.representation import concatenate
@@ -189,30 +189,27 @@ def test_mig_default_is_disentanglement_libs_and_use_discrete_adds_the_rows():
   assert with_codes["score"] != pytest.approx(default["score"], abs=1e-3)
 
 
-def test_ground_truth_metrics_pass_use_discrete_and_estimator_from_the_config():
+def test_score_passes_use_discrete_and_estimator_from_the_config():
   factors = np.indices(SIZES).reshape(len(SIZES), -1).T
-  data = InMemoryGroundTruth(factors, factors.astype(np.float64),
+  # The factors as 1x3 images, which the encoder reads as its three inputs.
+  data = InMemoryGroundTruth(factors, factors[:, None, :].astype(np.float32),
                              factor_names=("shape", "b", "c"))
-  base = config_lib.base_config().eval
-  kw = dict(num_votes=60, vote_batch=20, mig_points=600, encode_batch_size=64)
-  out = encodings.ground_truth_metrics(data, _encoder, np.random.default_rng(1),
-                                       eval_config=base, **kw)
+  represent = lambda x: _encoder(x.reshape(len(x), -1))
+  kw = dict(metrics=("factor_score", "mig", "shape_accuracy"), max_points=600, seed=1,
+            encode_batch_size=64, log=None)
+  out = score_lib.score(represent, data, **kw)["metrics"]
   assert out["mig"]["protocol"] == "disentanglement_lib" and not out["mig"]["use_discrete"]
   assert out["mig"]["estimator"] == "histogram"
   assert out["factor_score"]["use_discrete"]  # CascadeVAE's protocol keeps d
-  assert out["shape_accuracy"]["points"] == "sample"
-  base.use_discrete = "include"
-  out = encodings.ground_truth_metrics(data, _encoder, np.random.default_rng(1),
-                                       eval_config=base, **kw)
+  assert out["shape_accuracy"]["points"] == "whole_dataset"
+  out = score_lib.score(represent, data, eval_overrides={"eval.use_discrete": "include"},
+                        **kw)["metrics"]
   assert out["mig"]["use_discrete"] and out["mig"]["mutual_information"].shape[0] == 4
-  base.use_discrete = "exclude"
-  base.mig_estimator = "sampled"
-  rep = lambda x: _encoder(x)._replace(logvar=np.zeros((len(x), 2)))
-  out = encodings.ground_truth_metrics(data, rep, np.random.default_rng(1),
-                                       eval_config=base, **kw)
+  rep = lambda x: represent(x)._replace(logvar=np.zeros((len(x), 2)))
+  out = score_lib.score(rep, data, eval_overrides={"eval.use_discrete": "exclude",
+                                                   "eval.mig_estimator": "sampled"},
+                        **kw)["metrics"]
   assert not out["factor_score"]["use_discrete"] and out["factor_score"]["discrete_dim"] is None
   assert out["mig"]["estimator"] == "sampled" and out["mig"]["protocol"] == "chen_et_al_2018"
   with pytest.raises(config_lib.ConfigError, match="eval.mig_estimator"):
-    bad = config_lib.base_config()
-    bad.eval.mig_estimator = "kde"
-    config_lib.validate(bad, config_lib.base_config())
+    score_lib.score(represent, data, eval_overrides={"eval.mig_estimator": "kde"}, **kw)

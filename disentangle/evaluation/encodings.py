@@ -7,9 +7,7 @@ the authors draw the votes from those encodings too), and MIG and the shape accu
 same encodings. `encode_streamed` encodes in batches, fetching the device's output of batch i only
 after producing the images of batch i+1 on the host, so rendering or reading overlaps encoding;
 `EncodedGroundTruth` serves the encodings through the ground-truth protocol (observations are row
-numbers), so no image is encoded twice; `ground_truth_metrics` runs the registered ground-truth
-metrics (`disentangle.metrics.registry`: the score with 800 votes x 100, the paper's protocol; MIG
-with ``eval.mig_estimator`` and ``eval.use_discrete``; the shape accuracy) with their settings.
+numbers), so no image is encoded twice.
 """
 from __future__ import annotations
 
@@ -21,15 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from disentangle import metrics
-from disentangle.metrics import registry
 from disentangle.metrics import representation as rep_lib
 from disentangle.train import host
 
-# CascadeVAE supplement C: M = 800 votes of L = 100 examples, variances over the whole dataset;
-# disentanglement_lib's MIG settings (histogram, 10,000 points, 20 bins).
-PAPER_NUM_VOTES = registry.PAPER_NUM_VOTES
-PAPER_VOTE_BATCH = registry.PAPER_VOTE_BATCH
-MIG_NUM_POINTS = registry.MIG_NUM_POINTS
 WHOLE_DATASET_MAX = 1_000_000  # largest ground-truth set encoded whole (as the metrics)
 # Images per encoder call, and rows per step of `micro_batched` inside it (a row-wise
 # ``represent``): one size on every backend. On XLA:CPU cache-sized micro-batches inside one
@@ -286,48 +278,3 @@ def encode_ground_truth(dataset, represent_jit, params, *, batch_size: Optional[
   encoded = EncodedGroundTruth(rows if picked is None else factor_rows, rep, sizes, sample,
                                part=None if part is None else part.record)
   return encoded, are_indices and picked is None, timings
-
-
-# -- metrics ----------------------------------------------------------------------------------
-
-def ground_truth_metrics(dataset, represent_fn, rng: np.random.Generator, *,
-                         encoded: Optional[EncodedGroundTruth] = None,
-                         num_votes: int = PAPER_NUM_VOTES, vote_batch: int = PAPER_VOTE_BATCH,
-                         mig_points: int = MIG_NUM_POINTS, encode_batch_size: int = 1000,
-                         eval_config=None, use_discrete: Optional[str] = None,
-                         mig_estimator: Optional[str] = None, suite: bool = False) -> dict:
-  """The registered ground-truth metrics (`metrics.registry`: disentanglement score, MIG, shape
-  accuracy of the discrete code) in the run stage's protocols, each with its settings.
-
-  With ``encoded`` (the whole dataset's encodings) every metric reads them; otherwise the metrics
-  sample and encode through ``represent_fn`` (global variances over a 100,000-point sample when
-  the dataset cannot be enumerated, see `metrics.factor_vae_score`). ``eval_config`` (a run's
-  ``config.eval``) gives ``use_discrete`` and ``mig_estimator``; the keyword arguments of the
-  same names override it (None: the config's, else the protocols' defaults). ``suite``: also
-  disentanglement_lib's suite (`metrics.dlib`: SAP, DCI, ...; minutes
-  on CPU).
-  """
-  eval_config = _with(eval_config, use_discrete=use_discrete, mig_estimator=mig_estimator)
-  if encoded is not None:
-    inputs = registry.Inputs("run", rng, ground_truth=encoded, represent=encoded.represent,
-                             factors=encoded.factors, factor_rep=encoded.rep,
-                             factor_points="whole_dataset")
-  else:
-    inputs = registry.Inputs("run", rng, ground_truth=dataset, represent=represent_fn)
-  inputs.factor_names = tuple(getattr(dataset, "factor_names", ()))
-  inputs.encode_batch_size = encode_batch_size
-  overrides = {"factor_score": {"num_votes": num_votes, "batch_size": vote_batch},
-               "mig": {"num_points": mig_points}, "shape_accuracy": {"num_points": mig_points}}
-  dlib = metrics.dlib.NAMES
-  names = [m.name for m in registry.ordered("run")
-           if m.ground_truth and (suite or m.name not in dlib)]
-  out, timings = registry.run(inputs, eval_config, names=names, overrides=overrides)
-  out["encodings"] = "whole_dataset_encoded_once" if encoded is not None else "sampled"
-  return dict(out, timings=timings)
-
-
-def _with(eval_config, **fields) -> dict:
-  """``eval_config`` as a dict with the given non-None fields replaced."""
-  base = {} if eval_config is None else dict(eval_config.items())
-  base.update({k: v for k, v in fields.items() if v is not None})
-  return base
