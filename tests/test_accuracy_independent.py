@@ -71,7 +71,7 @@ def test_one_to_one_accuracy_recomputed_independently_from_the_checkpoint(tmp_pa
   test = data_lib.load_dataset("mnist", data_dir=str(MNIST.parent), split="test",
                                allow_download=False)
   method = methods.build(config, test.image_shape)
-  target = methods.init_states(method, config.seed, 1)  # the restore target's structure
+  target = methods.init_states_of(method, [config.seed])  # the restore target's structure
   params = checkpoint.Checkpointer(tmp_path, read_only=True).restore(target).params
   batches = [c for c in calls if len(c[1]) == 500]
   assert len(batches) == len(labels) // 500

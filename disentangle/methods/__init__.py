@@ -155,11 +155,6 @@ def init_fn(method, num_seeds: int) -> Callable:
   return lambda keys: method.init(keys[0])
 
 
-def init_states(method, seed: int, num_seeds: int, *, out_shardings=None) -> TrainState:
-  """The initial state of seeds ``seed, ..., seed + N - 1`` (stacked when N > 1), jit-built."""
-  return init_states_of(method, range(seed, seed + num_seeds), out_shardings=out_shardings)
-
-
 def init_states_of(method, seeds, *, out_shardings=None) -> TrainState:
   """The initial state of each run of ``seeds`` (``PRNGKey(seed)``; a sweep repeats seeds),
   stacked when there are several, jit-built."""
