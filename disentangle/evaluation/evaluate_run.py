@@ -78,7 +78,6 @@ from disentangle import backend
 from disentangle import config as config_lib
 from disentangle import errors
 from disentangle import methods
-from disentangle import metrics
 from disentangle import paths
 from disentangle.evaluation import encodings
 from disentangle.evaluation import evaluator as evaluator_lib
@@ -511,7 +510,9 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
   the evaluation's stream (default ``default_rng([config.seed, step])``)."""
   log = log or (lambda line: None)
   represent, batch = jitted.represent, settings.encode_batch_size
-  host_fn = encodings.host_fn(represent, params)
+  encode = lambda rows: encodings.encode_streamed(
+      lambda a, b: dataset.get_images(rows[a:b]), len(rows), lambda x: represent(params, x),
+      batch)[0]
   rng = np.random.default_rng([config.seed, step]) if rng is None else rng
   timings = {}
   indices = evaluator_lib.eval_indices(config, dataset.num_examples)
@@ -531,16 +532,15 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
       log(f"  encoded {encoded.num_examples:,} images of the ground truth in "
           f"{enc_t['total_s']:.1f} s")
     else:
-      inputs.ground_truth, inputs.represent, sampled = ground_truth, host_fn, True
+      inputs.ground_truth, sampled = ground_truth, True
+      inputs.represent = encodings.host_fn(represent, params)
     if encoded is not None and are_indices and ground_truth is dataset:
       rep_eval = encoded.rep.take(indices)  # row i is example i: no second encoding
   labels = getattr(dataset, "labels", None)
   target_names = evaluator_lib.target_names_of(method, dataset)
   if labelled_whole(method, dataset, settings):
     t0 = time.perf_counter()
-    rep_all, _ = encodings.encode_streamed(lambda a, b: dataset.get_images(np.arange(a, b)),
-                                           dataset.num_examples,
-                                           lambda x: represent(params, x), batch)
+    rep_all = encode(np.arange(dataset.num_examples))
     inputs.labels = None if labels is None else np.asarray(labels)
     inputs.labelled_rep = rep_all
     if target_names:  # K label columns of K discrete codes (PartedVAE on CelebA)
@@ -553,7 +553,7 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
     log(f"  encoded the {dataset.num_examples:,} examples of the evaluation split in "
         f"{timings['encode_labelled_s']:.1f} s")
   if rep_eval is None:
-    rep_eval = metrics.encode_in_batches(host_fn, dataset.get_images(indices), batch)
+    rep_eval = encode(indices)
   if inputs.labelled_rep is None and (labels is not None or target_names) and \
       method.num_discrete:  # the split beyond max_points: the accuracies on the eval points
     inputs.labels = None if labels is None else np.asarray(labels)[indices]
