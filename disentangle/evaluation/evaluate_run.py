@@ -281,22 +281,6 @@ def describe_dataset(dataset, config, overridden: bool, capped: bool = False) ->
           "comparable_with_published": comparable}
 
 
-def _information_history(run_dir: pathlib.Path) -> list[tuple[int, np.ndarray]]:
-  """(step, I(x; z_j) then I(x; d)) of the run's evaluations (`evaluator.information_row`)."""
-  history = []
-  path = run_dir / "metrics.jsonl"
-  for line in path.read_text().splitlines() if path.is_file() else ():
-    try:
-      record = json.loads(line)
-    except json.JSONDecodeError:
-      continue
-    if "eval/mi_per_dim" in record:
-      history.append((int(record["step"]), evaluator_lib.information_row(
-          {"mi_per_dim": record["eval/mi_per_dim"],
-           "discrete_mi": record.get("eval/discrete_mi")})))
-  return history
-
-
 @dataclasses.dataclass(frozen=True)
 class RunSettings:
   """Settings of `evaluate_run`'s metrics (defaults: the papers' protocols)."""
@@ -590,7 +574,7 @@ def evaluate_params(config, method, params, step: int, *, dataset, ground_truth,
     return {"metrics": out, "timings_s": timings}
   prefix = f"evaluate_step_{step}_"
   images = dataset.get_images(indices[:config.eval.num_images])
-  history = [(s, v) for s, v in _information_history(run_dir) if s < step]
+  history = evaluator_lib.information_history(run_dir, step)
   if "information" in out:
     history.append((step, evaluator_lib.information_row(out["information"])))
   latent_dim = rep_eval.mean.shape[1]

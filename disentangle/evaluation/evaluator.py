@@ -155,6 +155,19 @@ def plot_information(path, history, latent_dim: int) -> bool:
   return True
 
 
+def information_history(run_dir: pathlib.Path, before: int) -> list[tuple[int, np.ndarray]]:
+  """(step, `information_row`) of the run's evaluations written before step ``before``
+  (``eval/step_<n>.json``), by step."""
+  out = []
+  for path in (run_dir / "eval").glob("step_*.json"):
+    tail = path.stem.split("_", 1)[1]
+    if tail.isdigit() and int(tail) < before:
+      info = json.loads(path.read_text()).get("information") or {}
+      if "mi_per_dim" in info:
+        out.append((int(tail), information_row(info)))
+  return sorted(out, key=lambda e: e[0])
+
+
 def code_named_by_labels(method) -> bool:
   """True when the method names its discrete code by labels (its `BatchSpec.targets`, set by the
   semi-supervised variants): only then do the identity-mapping (``*_direct``) accuracies mean
@@ -256,7 +269,7 @@ class Evaluator:
                   for k, v in registry.METRICS[name].log_values(result).items()})
     if "information" in results:
       if not self.history:  # a resumed run: the evaluations before it, from their files
-        self.history = self._earlier_information(step)
+        self.history = information_history(self.run_dir, step)
       self.history.append((step, information_row(results["information"])))
     self.pictures(params, rep, step)
     self._write_details(step, details)
@@ -271,17 +284,6 @@ class Evaluator:
                   decode=self._decode, reconstruct=self._reconstruct,
                   order=information_order(self.history, rep.mean.shape[1]))
     plot_information(img_dir / "information.png", self.history, rep.mean.shape[1])
-
-  def _earlier_information(self, step: int) -> list[tuple[int, np.ndarray]]:
-    """(step, I(x; z_j)) of the evaluations written before ``step`` (``eval/step_<n>.json``)."""
-    out = []
-    for path in (self.run_dir / "eval").glob("step_*.json"):
-      tail = path.stem.split("_", 1)[1]
-      if tail.isdigit() and int(tail) < step:
-        info = json.loads(path.read_text()).get("information") or {}
-        if "mi_per_dim" in info:
-          out.append((int(tail), information_row(info)))
-    return sorted(out, key=lambda e: e[0])
 
   def _write_details(self, step: int, details: dict) -> None:
     atomic.write_text(self.run_dir / "eval" / f"step_{step}.json",
