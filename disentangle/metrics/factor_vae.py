@@ -212,6 +212,19 @@ def _vote_matrix(winners: np.ndarray, vote_factors: np.ndarray, num_dims: int,
   return votes
 
 
+def _points(dataset, num_points: Optional[int], whole_dataset_max: int, sample_size: int,
+            rng: np.random.Generator) -> tuple[np.ndarray, str]:
+  """(factor rows, source) of the global statistics: with ``num_points`` None every row of a
+  dataset that can be enumerated within ``whole_dataset_max`` ('whole_dataset'), else
+  ``num_points`` (None: ``sample_size``) rows drawn from it ('sample')."""
+  if num_points is None:
+    rows = enumerate_factors(dataset)
+    if rows is not None and len(rows) <= whole_dataset_max:
+      return rows, "whole_dataset"
+  num = sample_size if num_points is None else num_points
+  return np.asarray(dataset.sample_factors(int(num), rng)), "sample"
+
+
 def factor_vae_score(dataset, representation_fn: Callable[[np.ndarray], Any],
                      rng: np.random.Generator, *, protocol: str = "cascadevae",
                      num_votes: Optional[int] = None, batch_size: Optional[int] = None,
@@ -272,19 +285,8 @@ def factor_vae_score(dataset, representation_fn: Callable[[np.ndarray], Any],
                             encode_batch_size, whole_dataset_max, variance_sample_size)
 
   # Global variances: the whole dataset, or a sample.
-  rows = None
-  if settings["num_variance_points"] is None:
-    rows = enumerate_factors(dataset)
-    if rows is not None and len(rows) <= whole_dataset_max:
-      variance_source = "whole_dataset"
-    else:
-      rows = None
-      variance_source = "sample"
-      settings["num_variance_points"] = variance_sample_size
-  else:
-    variance_source = "sample"
-  if rows is None:
-    rows = np.asarray(dataset.sample_factors(int(settings["num_variance_points"]), rng))
+  rows, variance_source = _points(dataset, settings["num_variance_points"], whole_dataset_max,
+                                  variance_sample_size, rng)
   settings["num_variance_points"] = len(rows)
   rep = encode_factors(dataset, representation_fn, rows, rng, encode_batch_size)
   use_discrete = bool(use_discrete and rep.discrete is not None)
@@ -411,16 +413,8 @@ def _partedvae_score(dataset, representation_fn, rng, settings, sizes, factors_u
       stored.num_examples == len(getattr(dataset, "factors", ())):
     rows, rep, source = np.asarray(dataset.factors, np.int64), stored, "whole_dataset_encodings"
   else:
-    rows, source = None, "sample"
-    if settings["num_variance_points"] is None:
-      rows = enumerate_factors(dataset)
-      if rows is not None and len(rows) <= whole_dataset_max:
-        source = "whole_dataset"
-      else:
-        rows = None
-    if rows is None:
-      num = settings["num_variance_points"] or variance_sample_size
-      rows = np.asarray(dataset.sample_factors(int(num), rng))
+    rows, source = _points(dataset, settings["num_variance_points"], whole_dataset_max,
+                           variance_sample_size, rng)
     rep = encode_factors(dataset, representation_fn, rows, rng, encode_batch_size)
   votes, std, info = partedvae_votes(rep.mean, rows, factors_used, length, rng)
   prune_std = float(settings["prune_std"])
