@@ -27,9 +27,7 @@ from disentangle.methods import ffvae
 from disentangle.methods import jointvae
 from disentangle.methods import partedvae
 from disentangle.methods import weakvae
-from disentangle.methods.base import TrainState  # noqa: F401
-from disentangle.methods.base import VAEMethod  # noqa: F401
-from disentangle.methods.optimizers import Optimizer  # noqa: F401
+from disentangle.methods.base import TrainState
 
 
 @dataclasses.dataclass(frozen=True)

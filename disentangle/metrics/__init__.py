@@ -19,10 +19,8 @@ from disentangle.metrics.accuracy import classification_accuracy
 from disentangle.metrics.accuracy import per_variable_accuracy
 from disentangle.metrics.clustering import cluster_accuracy
 from disentangle.metrics.factor_vae import factor_vae_score
-from disentangle.metrics.information import discrete_entropy
 from disentangle.metrics.information import discrete_mutual_information
 from disentangle.metrics.information import estimate_entropies
-from disentangle.metrics.information import gaussian_entropy_per_dim
 from disentangle.metrics.information import information_report
 from disentangle.metrics.information import kl_per_dim
 from disentangle.metrics.information import mutual_information_per_dim
@@ -31,7 +29,6 @@ from disentangle.metrics.information import total_correlation
 from disentangle.metrics.mig import mig
 from disentangle.metrics.representation import Representation
 from disentangle.metrics.representation import as_representation
-from disentangle.metrics.representation import encode_factors
 from disentangle.metrics.representation import encode_in_batches
 
 __all__ = [
@@ -39,14 +36,11 @@ __all__ = [
     "as_representation",
     "classification_accuracy",
     "cluster_accuracy",
-    "discrete_entropy",
     "discrete_mutual_information",
     "dlib",
-    "encode_factors",
     "encode_in_batches",
     "estimate_entropies",
     "factor_vae_score",
-    "gaussian_entropy_per_dim",
     "information_report",
     "kl_per_dim",
     "mig",
