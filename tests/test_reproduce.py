@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from disentangle import config as config_lib
+from disentangle.evaluation import aggregate
 from disentangle.reproduce import plan
 from disentangle.reproduce import render
 from disentangle.reproduce import run
@@ -374,7 +375,7 @@ def test_a_tiny_table_trains_evaluates_resumes_without_retraining_and_prints(tmp
   assert table_json["lines"] == json.loads(json.dumps(first["lines"]))
   assert table_json["seeds"] == 2 and table_json["device"]["backend"] == "cpu"
   text = (tmp_path / "table.md").read_text()
-  assert render.cell_text(lo["metrics"]["accuracy"]["final"]) in text
+  assert aggregate.cell_text(lo["metrics"]["accuracy"]["final"]) in text
   assert "50.00 (1.00) / 52.00" in text and "| VAE | 6 | no config |" in text
   assert len(json.loads((tmp_path / run.RECORD).read_text())["commands"]) == 2
 

@@ -340,7 +340,10 @@ def swept_means(rows: Sequence[dict]) -> list[dict]:
   return out
 
 
-def _cell(s: Optional[dict]) -> str:
+def cell_text(s: Optional[dict]) -> str:
+  """``mean (std) / best`` of a summary (`summarize`; std '-' for one value), the mean std
+  across ``eval.repeats`` in brackets where recorded, and ``‡`` the mean with outliers excluded
+  where there are enough values for the fences."""
   if not s:
     return "-"
   std = "-" if s["n"] < 2 else f"{s['std']:.2f}"
@@ -399,9 +402,9 @@ def markdown_table(table: dict) -> str:
     step = f"{row['step']}" + ("" if row["final"] else f" of {row['num_steps']} (not final)")
     cells = [label + marks, row["method"], str(row["latent_dim"]), str(len(row["seeds"])), step]
     for n in names:
-      cells += [_cell(row["metrics"].get(n))]
-      cells += [_cell(row.get("metrics_selected", {}).get(n))] if both else []
-      cells += [_cell_published(row["metrics"].get(n))]
+      cells += [cell_text(row["metrics"].get(n))]
+      cells += [cell_text(row.get("metrics_selected", {}).get(n))] if both else []
+      cells += [published_cell((row["metrics"].get(n) or {}).get("published"))]
     lines.append("| " + " | ".join(cells) + " |")
   footer = ["", "Values in percent: mean (std) / best over seeds; std with "
             f"ddof={table['std_ddof']} (population); best = max. Published numbers: the config "
@@ -438,7 +441,7 @@ def mig_lines(table: dict) -> list[str]:
     for e, st in settings.items():
       names = ", ".join(map(str, st["factor_names"] or []))
       figures = (": the MIG column" if e not in by or by[e]["values"] == headline
-                 else f": {_cell(by[e])}")
+                 else f": {cell_text(by[e])}")
       parts.append(f"{e} estimator over {st['factor_set']} factors ({names}){figures}")
     lines.append(f"MIG row {i}: " + "; ".join(parts))
   swept = [s for s in table.get("swept_means", ()) if s["metric"].startswith("mig")]
@@ -475,9 +478,8 @@ def per_seed_lines(table: dict, names: Sequence[str]) -> list[str]:
   return lines
 
 
-def _cell_published(s: Optional[dict]) -> str:
+def published_cell(p: Optional[dict]) -> str:
   """``mean (std) / best`` of a published entry; a missing std or best prints as ``-``."""
-  p = (s or {}).get("published")
   if not p:
     return "-"
   def fmt(key):

@@ -169,28 +169,9 @@ def _line(table, row, key, specs, program, records, published) -> dict:
   return line
 
 
-def cell_text(s: Optional[dict]) -> str:
-  """``mean (std) / best`` of a summary (std '-' for one seed), and the mean with outliers
-  excluded where `aggregate.summarize` gives it and prints it (enough values for the fences)."""
-  if not s:
-    return "-"
-  std = "-" if s["n"] < 2 else f"{s['std']:.2f}"
-  text = f"{s['mean']:.2f} ({std}) / {s['best']:.2f}"
-  trimmed = s.get("mean_outliers_excluded")
-  if trimmed is not None and s["n"] >= getattr(aggregate, "OUTLIER_MIN_PRINTED", 4):
-    text += f" [{trimmed:.2f} without outliers]"
-  return text
-
-
 def published_text(p, metric: str) -> str:
   """The published cell: ``mean (std) / best`` ('-' where not published) or the row's words."""
-  if isinstance(p, str):
-    return p
-  p = (p or {}).get(metric)
-  if not p:
-    return "-"
-  fmt = lambda k: "-" if p.get(k) is None else f"{p[k]:.2f}"
-  return f"{fmt('mean')} ({fmt('std')}) / {fmt('best')}"
+  return p if isinstance(p, str) else aggregate.published_cell((p or {}).get(metric))
 
 
 def shared_published_words(lines) -> str | None:
@@ -270,8 +251,8 @@ def markdown(data: dict) -> str:
       elif line["status"] == "pending":
         ours = ["pending"] * (2 if selected else 1)
       else:
-        ours = [cell_text(cell.get("final"))] + ([cell_text(cell.get("selected"))]
-                                                 if selected else [])
+        ours = [aggregate.cell_text(cell.get(k))
+                for k in (("final", "selected") if selected else ("final",))]
       cells += ours + ([] if figure is not None else [published_text(line["published"], m)])
     cells += [str(len(line["seeds"])) if line["seeds"] else "-", line["comparable_words"]]
     out.append("| " + " | ".join(cells) + " |")
@@ -279,6 +260,8 @@ def markdown(data: dict) -> str:
           "(population), best = max." + (" The paper's cell: mean (std) / best as published ('-': "
                                          "not published)." if figure is None else "") + (" Selected: the checkpoint kept by eval.select (validation data; "
                            "the test set never selects)." if selected else "")]
+  if any("‡" in line for line in out):
+    out.append(f"‡: the mean with outliers excluded ({aggregate.OUTLIER_RULE}).")
   out += _factor_set_lines(data)
   if data.get("figures"):
     out += ["", "Pictures beside this file, from the evaluated runs: "
