@@ -282,8 +282,17 @@ class IndexedRows:
 class FactorTargets:
   """Named supervision (`disentangle.data.labels.supervision`) of a ground-truth set whose
   factors are its target columns and which has no attributes: ``target_names`` are its
-  ``factor_names``, ``targets_of`` reads ``factors_of``; ``name`` names the set in errors."""
+  ``factor_names``, ``targets_of`` reads ``factors_of``; ``name`` names the set in errors. The
+  factors are dSprites' (``FACTOR_SIZES``, ``FACTOR_NAMES``) unless a subclass says otherwise."""
   name = "dSprites"
+
+  @property
+  def factor_sizes(self) -> tuple[int, ...]:
+    return FACTOR_SIZES
+
+  @property
+  def factor_names(self) -> tuple[str, ...]:
+    return FACTOR_NAMES
 
   @property
   def target_names(self) -> tuple[str, ...]:
@@ -438,19 +447,7 @@ class DSprites(FactorTargets, IndexedRows):
     """Official ``latents_classes`` [n, 6] (color class 0 first) of rows ``indices``."""
     return factors_to_latents(self.factors_of(indices))[0]
 
-  def latents_values(self, indices) -> np.ndarray:
-    """Official ``latents_values`` [n, 6] of rows ``indices``."""
-    return factors_to_latents(self.factors_of(indices))[1]
-
   # --- ground-truth interface (disentangle.data.ground_truth.GroundTruthData) ------------------
-  @property
-  def factor_sizes(self) -> tuple[int, ...]:
-    return FACTOR_SIZES
-
-  @property
-  def factor_names(self) -> tuple[str, ...]:
-    return FACTOR_NAMES
-
   def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
     """Factor classes [num, 5], uniform over the stored rows (full grid: independent factors)."""
     if self._classes is None:

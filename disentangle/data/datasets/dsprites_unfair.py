@@ -212,10 +212,6 @@ class DSpritesUnfair(dsprites.FactorTargets, dsprites.IndexedRows):
     """Official ``latents_classes`` [n, 6] (color class 0 first) of rows ``indices``."""
     return dsprites.factors_to_latents(self.factors_of(indices))[0]
 
-  def latents_values(self, indices) -> np.ndarray:
-    """Official ``latents_values`` [n, 6] of rows ``indices``."""
-    return dsprites.factors_to_latents(self.factors_of(indices))[1]
-
   # --- side information (disentangle.data.labels.batch_spec) -------------------------------------------
   @property
   def attribute_names(self) -> tuple[str, ...]:
@@ -226,14 +222,6 @@ class DSpritesUnfair(dsprites.FactorTargets, dsprites.IndexedRows):
     return binarize(self.factors_of(indices), tuple(names))
 
   # --- ground-truth interface (disentangle.data.ground_truth.GroundTruthData) ------------------
-  @property
-  def factor_sizes(self) -> tuple[int, ...]:
-    return dsprites.FACTOR_SIZES
-
-  @property
-  def factor_names(self) -> tuple[str, ...]:
-    return dsprites.FACTOR_NAMES
-
   def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
     """Factor classes [num, 5]: stored rows drawn uniformly (each a draw of the unfair law)."""
     return self.factors_of(rng.integers(0, self.num_examples, size=num))

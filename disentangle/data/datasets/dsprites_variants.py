@@ -121,14 +121,6 @@ class _Variant(FactorTargets, IndexedRows):
     return self.base.factors_of(indices)
 
   # --- ground-truth interface ------------------------------------------------------------------
-  @property
-  def factor_sizes(self) -> tuple[int, ...]:
-    return dsprites.FACTOR_SIZES
-
-  @property
-  def factor_names(self) -> tuple[str, ...]:
-    return dsprites.FACTOR_NAMES
-
   def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
     return self.base.sample_factors(num, rng)
 
