@@ -20,6 +20,7 @@ folder exists once an object lies under it.
 """
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -47,6 +48,15 @@ def as_path(path) -> Path:
   if is_remote(text):
     return path if isinstance(path, epath.Path) else epath.Path(text)
   return pathlib.Path(text[len("file://"):] if text.startswith("file://") else text)
+
+
+def read_json(path):
+  """The JSON value of the file at ``path`` (local or a URL); {} when it is missing, unreadable
+  or not JSON (a record not written yet)."""
+  try:
+    return json.loads(as_path(path).read_text())
+  except (OSError, ValueError):
+    return {}
 
 
 def filesystem(path):

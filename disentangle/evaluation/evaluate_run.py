@@ -428,10 +428,7 @@ def metric_seconds(result: dict) -> float:
 def previous_metric_seconds(path, settings: RunSettings, num_runs: int) -> float:
   """The metrics' seconds (`metric_seconds`) of the evaluation recorded in ``path`` (a run's
   ``results.json``) per run times ``num_runs``, when it had ``settings``' points; else 0."""
-  try:
-    previous = json.loads(paths.as_path(path).read_text())
-  except (OSError, ValueError):
-    return 0.0
+  previous = paths.read_json(path)
   same = previous.get("settings", {}).get("max_points", 0) == settings.max_points and \
       previous.get("settings", {}).get("metrics") == (
           None if settings.metrics is None else list(settings.metrics))

@@ -180,12 +180,8 @@ def finished(directory: pathlib.Path, program: plan_lib.Program) -> bool:
 def evaluated(directory: pathlib.Path, program: plan_lib.Program, table: plan_lib.Table) -> bool:
   """``results.json`` is of the final checkpoint, for every run, with the selected checkpoint
   where the table's protocol keeps one."""
-  path = directory / "results.json"
-  if not path.is_file():
-    return False
-  try:
-    results = json.loads(path.read_text())
-  except ValueError:
+  results = paths.read_json(directory / "results.json")
+  if not results:
     return False
   per_run = results.get("seeds", [results])
   if results.get("checkpoint", {}).get("step") != program.num_steps or \
@@ -290,19 +286,12 @@ def program_record(workdir: pathlib.Path, program: plan_lib.Program) -> pathlib.
   return workdir / plan_lib.RUNS_DIR / f"{program.name}.json"
 
 
-def _read_json(path) -> dict:
-  try:
-    return json.loads(path.read_text()) if path.is_file() else {}
-  except ValueError:
-    return {}
-
-
 def _meta(workdir, programs, *, command: str, seeds: int, fraction, eval_points: int,
           record: dict) -> dict:
   """The table's facts besides its cells: the command, the budget, the device, the wall time
   (the whole-table commands' and every program call's)."""
   wall = float(record.get("wall_s", 0.0)) + sum(
-      float(_read_json(program_record(workdir, p)).get("wall_s", 0.0)) for p in programs)
+      float(paths.read_json(program_record(workdir, p)).get("wall_s", 0.0)) for p in programs)
   return {"command": command, "seeds": seeds, "fraction": str(fraction), "device": device(),
           "eval_points": eval_points, "evaluation": plan_lib.evaluation_words(eval_points),
           "workdir": str(workdir), "wall_s": wall,
@@ -454,7 +443,7 @@ def run_program(table: plan_lib.Table, workdir, modules: Mapping, number, *, sca
     atomic.write_text(workdir / RECORD, json.dumps(
         new_record(table, seeds=seeds, fraction=fraction, eval_points=eval_points), indent=1))
   path = program_record(workdir, p)
-  mine = _read_json(path) or {"program": k, "name": p.name, "commands": [], "wall_s": 0.0}
+  mine = paths.read_json(path) or {"program": k, "name": p.name, "commands": [], "wall_s": 0.0}
   mine["commands"].append(command)
   base_wall, started = float(mine.get("wall_s", 0.0)), time.perf_counter()
 
@@ -495,7 +484,7 @@ def render_table(table: plan_lib.Table, workdir, modules: Mapping, programs, *, 
   if missing and not always:
     return None, missing
   published = {i: plan_lib.published_of(r, modules) for i, r in enumerate(table.rows)}
-  record = _read_json(workdir / RECORD)
+  record = paths.read_json(workdir / RECORD)
   return write_table(workdir, table, programs, published, _meta(
       workdir, programs, command=command, seeds=seeds, fraction=fraction,
       eval_points=eval_points, record=record)), missing

@@ -292,9 +292,7 @@ def write_summary(slot: Slot, call: dict, status: Mapping[str, dict],
   shown = set()  # entries of some rows share their table's folder: its table.md once
   for entry in slot.queue:
     folder = slot.table_dir(entry)
-    data = None
-    if (folder / "table.json").is_file():
-      data = json.loads((folder / "table.json").read_text())
+    data = paths.read_json(folder / "table.json") or None
     state = status.get(entry.spec, {"status": "not started in this call"})
     tables.append(dict(queue=entry.spec, workdir=str(folder), **state, table=data))
     text.append(f"## {entry.spec}: {state['status']}\n")
@@ -359,13 +357,6 @@ def run_slot(slot: Slot, *, modules: Mapping, scale: Callable, measure: Optional
                        started=time.time() if started is None else started)
 
 
-def _read_json(path: pathlib.Path) -> dict:
-  try:
-    return json.loads(path.read_text())
-  except (OSError, ValueError):
-    return {}
-
-
 def _run_locked(slot: Slot, *, measure, modules, scale, dataset, evaluate_kwargs,
                 started: float) -> int:
   """`run_slot`'s work, under the workdir's lock."""
@@ -387,7 +378,7 @@ def _run_locked(slot: Slot, *, measure, modules, scale, dataset, evaluate_kwargs
   deadline = started + slot_s - margin
   throughput_end = started + slot.throughput_s()
   log = Log(slot.workdir / "slot.log")
-  previous = _read_json(slot.out / "slot.json")
+  previous = paths.read_json(slot.out / "slot.json")
   history = previous.pop("previous_calls", []) + ([previous] if previous else [])
   cache = slot.workdir / CACHE
   call: dict[str, Any] = {
@@ -439,7 +430,7 @@ def _run_locked(slot: Slot, *, measure, modules, scale, dataset, evaluate_kwargs
           state["status"], failed = f"failed: {e}", True
           print(f"error: {entry.spec}: {e}", file=sys.stderr, flush=True)
         finally:
-          state.update(progress(_read_json(folder / "table.json")),
+          state.update(progress(paths.read_json(folder / "table.json")),
                        wall_s=round(time.time() - began, 1),
                        **sampler.window(began, time.time()))
           status[entry.spec] = state
