@@ -138,7 +138,7 @@ def _planted(n=9000, seed=0):
 @pytest.mark.parametrize("remove", fc.REMOVE_MODES)
 def test_removing_the_planted_a_dimension_lowers_parity_gap(remove):
   rep, attrs = _planted()
-  rows = fc.audit(rep, None, attrs, ("a", "y"), {"a": 0}, "a", "y", remove, seed=0,
+  rows = fc.audit(rep, attrs, ("a", "y"), {"a": 0}, "a", "y", remove, seed=0,
                   sizes=(4000, 1000, 4000))
   base, removed = rows
   assert base["removed"] == [] and removed["removed"] == ["a"] and removed["removed_dims"] == [0]
@@ -161,7 +161,7 @@ def test_removing_the_planted_a_dimension_lowers_parity_gap(remove):
 
 def _bad(**overrides):
   rep, attrs = _planted(n=200)
-  args = dict(representation=rep, targets=None, attributes=attrs, attribute_names=("a", "y"),
+  args = dict(representation=rep, attributes=attrs, attribute_names=("a", "y"),
               sensitive_dims={"a": 0}, subgroup="a", target_name="y", remove="drop", seed=0,
               sizes=(100, 50, 50))
   args.update(overrides)
@@ -175,7 +175,6 @@ def _bad(**overrides):
     (dict(sensitive_dims={"y": 1}), "no sensitive dimension b for \\['a'\\]"),
     (dict(sensitive_dims={"a": 5}), "outside the representation's 5 columns"),
     (dict(remove="zero"), "remove must be one of \\['drop', 'noise'\\]"),
-    (dict(targets=np.zeros(200, int)), "targets differ from the attribute column 'y'"),
     (dict(sizes=(150, 50, 50)), "only 200 available"),
 ])
 def test_bad_input_raises_naming_it(overrides, message):

@@ -78,7 +78,7 @@ def audit_run(run_dir, *, target: Optional[str] = None, subgroup=None, step: Opt
       noise = np.random.default_rng([fair.seed, 2]).standard_normal(x.shape)
       x = (x + np.exp(0.5 * np.asarray(rep.logvar)) * noise).astype(np.float32)
     rows = fair_classification.audit(
-        x, None, attributes, names, method.sensitive_dims, subgroup, target,
+        x, attributes, names, method.sensitive_dims, subgroup, target,
         remove=fair.remove, seed=fair.seed, sizes=sizes, batch_size=fair.batch_size,
         max_epochs=fair.max_epochs)
     name = label or run_dir.name

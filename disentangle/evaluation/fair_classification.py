@@ -266,7 +266,7 @@ def _labels(y, what: str) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # The audit.
 
-def audit(representation, targets, attributes, attribute_names: Sequence[str],
+def audit(representation, attributes, attribute_names: Sequence[str],
           sensitive_dims: Mapping[str, int], subgroup: str | Sequence[str], target_name: str,
           remove: str = "drop", seed: int = 0, *, sizes: Sequence[int] = DEFAULT_SIZES,
           hidden_units: Sequence[int] = HIDDEN_UNITS, learning_rate: float = LEARNING_RATE,
@@ -276,8 +276,6 @@ def audit(representation, targets, attributes, attribute_names: Sequence[str],
 
   Args:
     representation: [n, m] per example (e.g. posterior means of [z, b]).
-    targets: [n] 0/1 labels of ``target_name``, or None to read the column ``target_name`` of
-      ``attributes``; when given, they must equal that column.
     attributes: [n, A] 0/1, column j named ``attribute_names[j]``.
     attribute_names: the A names; the target and every subgroup attribute must be among them.
     sensitive_dims: attribute name -> column of its b_j in ``representation``.
@@ -319,12 +317,7 @@ def audit(representation, targets, attributes, attribute_names: Sequence[str],
                      f"shape {representation.shape}")
   if not np.isfinite(representation).all():
     raise ValueError("representation holds non-finite values")
-  target_column = attributes[:, attribute_names.index(target_name)]
-  if targets is None:
-    targets = target_column
-  targets = _labels(targets, "targets")
-  if targets.shape != target_column.shape or not np.array_equal(targets, target_column):
-    raise ValueError(f"targets differ from the attribute column {target_name!r}")
+  targets = _labels(attributes[:, attribute_names.index(target_name)], target_name)
   removed_dims = _columns(representation, sensitive_dims, subgroup)
 
   split = split_indices(representation.shape[0], sizes, seed)
