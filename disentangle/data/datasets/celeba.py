@@ -41,9 +41,9 @@ _BINARY_VARIABLES = {"bangs": "Bangs", "receding_hairline": "Receding_Hairline",
 PARTED_LABELS_FILE = "parted_labels.csv"
 
 
-def parted_labels_path(data_dir: str | os.PathLike, folder: str = "celeba") -> pathlib.Path:
+def parted_labels_path(data_dir: str | os.PathLike) -> pathlib.Path:
   """Where the optional hand labels are read: ``<data_dir>/celeba/parted_labels.csv``."""
-  return pathlib.Path(data_dir) / folder / PARTED_LABELS_FILE
+  return pathlib.Path(data_dir) / "celeba" / PARTED_LABELS_FILE
 
 
 def read_parted_labels(path: str | os.PathLike) -> np.ndarray:
@@ -149,24 +149,21 @@ def _read_partition(path: pathlib.Path) -> dict[str, int]:
   return out
 
 
-def load_celeba(data_dir: str | os.PathLike, split: str = "all", *, folder: str = "celeba",
-                size: int = 64, crop_size: int = CROP_SIZE) -> CelebAImages:
-  """CelebA from ``<data_dir>/<folder>``.
+def load_celeba(data_dir: str | os.PathLike, split: str = "all") -> CelebAImages:
+  """CelebA from ``<data_dir>/celeba``: the central `CROP_SIZE` square of each aligned image,
+  resized to 64x64.
 
   Args:
     data_dir: the data folder.
     split: 'all', or 'train' / 'valid' / 'test' (official partition; needs
       ``list_eval_partition.txt``).
-    folder: sub-folder holding ``img_align_celeba/`` and the text files.
-    size: output side (64).
-    crop_size: side of the central square cut out before resizing.
 
   Raises:
     MissingDataError: the image folder (or a needed text file) is missing.
   """
   if split not in ("all", *SPLITS):
     raise ValueError(f"split must be 'all', 'train', 'valid' or 'test', got {split!r}")
-  root = pathlib.Path(data_dir) / folder
+  root = pathlib.Path(data_dir) / "celeba"
   img_dir = root / "img_align_celeba"
   how = (f"Download 'img_align_celeba.zip' and 'list_attr_celeba.txt' (and "
          f"'list_eval_partition.txt') from {CELEBA_URL} (non-commercial research use only; no "
@@ -188,11 +185,11 @@ def load_celeba(data_dir: str | os.PathLike, split: str = "all", *, folder: str 
     names_in_order = [n for n, k in zip(names_in_order, keep) if k]
     attributes = None if attributes is None else attributes[keep]
   hand_labels = None  # the authors' label rows cover the first training images
-  if split in ("all", "train") and parted_labels_path(data_dir, folder).is_file():
-    hand_labels = read_parted_labels(parted_labels_path(data_dir, folder))
+  if split in ("all", "train") and parted_labels_path(data_dir).is_file():
+    hand_labels = read_parted_labels(parted_labels_path(data_dir))
   paths = [img_dir / n for n in names_in_order]
   if not paths or not paths[0].is_file() or not paths[-1].is_file():
     raise files.MissingDataError(f"CelebA images listed in {attr_path} are missing from "
                                  f"{img_dir}. {how}")
-  return CelebAImages(paths, attributes, attribute_names, size=size, channels=3,
-                      crop_size=crop_size, hand_labels=hand_labels)
+  return CelebAImages(paths, attributes, attribute_names, size=64, channels=3,
+                      crop_size=CROP_SIZE, hand_labels=hand_labels)

@@ -22,30 +22,21 @@ CHAIRS_URL = "https://www.di.ens.fr/willow/research/seeing3Dchairs/data/rendered
 CROP_FRACTION = 400 / 600
 
 
-def load_chairs(data_dir: str | os.PathLike, *, folder: str = "chairs", size: int = 64,
-                grayscale: bool = True,
-                crop_fraction: float = CROP_FRACTION) -> image_folder.FolderImages:
-  """3D Chairs from ``<data_dir>/<folder>`` (png/jpg files, any nesting).
-
-  Args:
-    data_dir: the data folder.
-    folder: sub-folder holding the images.
-    size: output side (64 in the papers).
-    grayscale: 1 channel (the papers) or RGB.
-    crop_fraction: central square kept from larger images before resizing.
+def load_chairs(data_dir: str | os.PathLike) -> image_folder.FolderImages:
+  """3D Chairs from ``<data_dir>/chairs`` (png/jpg files, any nesting) as the papers read it:
+  the central `CROP_FRACTION` square of each render, resized to 64x64, one grey channel.
 
   Raises:
     MissingDataError: the folder is missing or holds no images (the message says where to get them).
   """
-  root = pathlib.Path(data_dir) / folder
+  root = pathlib.Path(data_dir) / "chairs"
   how = (f"Download {CHAIRS_URL} (Aubry et al. 2014; ~2.4 GB), extract it with "
          f"`tar -xf rendered_chairs.tar -C {root}` so the renders lie below {root} "
          f"(any nesting, png or jpg), or point DISENTANGLE_DATA_DIR at a folder holding "
-         f"'{folder}/'.")
+         "'chairs/'.")
   if not root.is_dir():
     raise files.MissingDataError(f"3D Chairs folder {root} not found. {how}")
   paths = image_folder.list_images(root)
   if not paths:
     raise files.MissingDataError(f"3D Chairs folder {root} holds no png/jpg images. {how}")
-  return image_folder.FolderImages(paths, size, 1 if grayscale else 3,
-                                   crop_fraction=crop_fraction)
+  return image_folder.FolderImages(paths, 64, 1, crop_fraction=CROP_FRACTION)
