@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from disentangle import methods
+from disentangle.train import codes
 from tests import helpers
 
 PATH = pathlib.Path(__file__).parent / "golden" / "five_steps.json"
@@ -46,11 +47,14 @@ def run(method: str) -> dict:
   data = helpers.TinyImages()
   m = methods.build(config, data.image_shape)
   state = m.init(jax.random.PRNGKey(0))
-  step = jax.jit(m.train_step)
+  steps = {}  # the trainer's step of each phase (`codes.step`), chosen by the step number
   losses = []
   for i in range(NUM_STEPS):
     batch = {"image": jnp.asarray(data.get_images(np.arange(BATCH * i, BATCH * (i + 1))))}
-    state, metrics = step(state, batch)
+    phase = m.phase(i)
+    if phase not in steps:
+      steps[phase] = jax.jit(codes.step(m.for_phase(phase)))
+    state, metrics = steps[phase](state, batch)
     losses.append(float(metrics["loss"]))
   leaves = {}
   for path, leaf in jax.tree_util.tree_leaves_with_path(state.params):

@@ -12,6 +12,7 @@ import pytest
 from disentangle import config as config_lib
 from disentangle import methods
 from disentangle.nn import networks
+from disentangle.train import codes
 from disentangle.train import trainer
 from tests import helpers
 
@@ -78,8 +79,9 @@ def test_bfloat16_step_keeps_float32_where_the_policy_says(conv_impl):
 
   # After t_d (t = 3 > t_d = 2), the whole update: the convolutions and the trunk's and decoder's
   # matmuls take bfloat16 operands; the heads' matmuls (float32 kernels) take float32.
-  step = jax.jit(method.train_step)
-  jaxpr = jax.make_jaxpr(method.train_step)(state, batch).jaxpr
+  composed = codes.step(method.for_phase(True))
+  step = jax.jit(composed)
+  jaxpr = jax.make_jaxpr(composed)(state, batch).jaxpr
   dtypes = _operand_dtypes(jaxpr)
   assert dtypes.count("bfloat16") > dtypes.count("float32") > 0
   for _ in range(3):
