@@ -80,15 +80,6 @@ def significant_fields(config) -> dict:
           if k not in IGNORED_FIELDS and not k.startswith(IGNORED_PREFIXES)}
 
 
-def metric_names() -> tuple[str, ...]:
-  """The tabulated metrics of the registry, in its order."""
-  return registry.tabulated()
-
-
-def metric_titles() -> dict[str, str]:
-  return registry.titles()
-
-
 def config_candidates(modules: Iterable) -> list[dict]:
   """Every (module, variant) of the given config modules: config, published numbers and path.
 
@@ -235,7 +226,7 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
     group["seeds"].append(res["seed"])
     seed_row = {"seed": res["seed"], "run_dir": rec["run_dir"],
                 "final_step": res["checkpoint"]["step"], "final": {}, "selected": None}
-    for name in metric_names():
+    for name in registry.tabulated():
       if isinstance(res["metrics"].get(name), dict) and "value" in res["metrics"][name]:
         group["_values"].setdefault(name, []).append(res["metrics"][name]["value"])
         seed_row["final"][name] = res["metrics"][name]["value"]
@@ -252,7 +243,7 @@ def aggregate(records: Sequence[dict], candidates: Sequence[dict]) -> dict:
       seed_row.update(selected={}, selected_step=selected["step"],
                       selection_label=selected["label"],
                       selection_value=selected.get("selection_value"))
-      for name in metric_names():
+      for name in registry.tabulated():
         m = selected.get("metrics", {}).get(name)
         if isinstance(m, dict) and "value" in m:
           group["_selected"].setdefault(name, []).append(m["value"])
@@ -380,8 +371,8 @@ def udr_of_row(samples: Sequence[tuple], correlation: str = "lasso") -> Optional
 
 def markdown_table(table: dict) -> str:
   """The papers' format: method, m, n, step, then ours and published per metric."""
-  titles = metric_titles()
-  names = [n for n in metric_names() if any(n in r["metrics"] for r in table["rows"])]
+  titles = registry.titles()
+  names = [n for n in registry.tabulated() if any(n in r["metrics"] for r in table["rows"])]
   both = any(r.get("metrics_selected") for r in table["rows"])  # final and selected columns
   head = ["experiment", "method", "m", "seeds", "step"]
   for n in names:
@@ -459,7 +450,7 @@ def mig_lines(table: dict) -> list[str]:
 
 def per_seed_lines(table: dict, names: Sequence[str]) -> list[str]:
   """Each seed's final and selected figures (percent), labelled with steps and the rule."""
-  titles = metric_titles()
+  titles = registry.titles()
   lines = ["", "Per seed (percent): final checkpoint | selected checkpoint"]
   for row in table["rows"]:
     exp = row["experiment"]

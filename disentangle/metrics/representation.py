@@ -120,15 +120,15 @@ def concatenate(parts: list[Representation]) -> Representation:
 
 
 def encode_in_batches(representation_fn: Callable[[np.ndarray], Any], images: np.ndarray,
-                      batch_size: int, *, pad_last: bool = True) -> Representation:
-  """Applies `representation_fn` to `images` in batches and concatenates the results.
+                      batch_size: int) -> Representation:
+  """Applies `representation_fn` to `images` in batches and concatenates the results; the last
+  batch is padded with copies of its last example, so that every call sees exactly
+  `batch_size` rows (a jitted encoder then compiles once, whatever n is).
 
   Args:
     representation_fn: maps observations [k, ...] to a `Representation` (or array) of k rows.
     images: observations [n, ...].
     batch_size: examples per call.
-    pad_last: repeat the last example so that every call sees exactly `batch_size` rows (a jitted
-      encoder then compiles once, whatever n is); the padded rows are dropped from the result.
 
   Returns:
     The `Representation` of all n examples, numpy arrays (mean float64).
@@ -141,7 +141,7 @@ def encode_in_batches(representation_fn: Callable[[np.ndarray], Any], images: np
   for start in range(0, n, batch_size):
     batch = images[start:start + batch_size]
     k = len(batch)
-    if pad_last and k < batch_size:
+    if k < batch_size:
       filler = np.repeat(batch[-1:], batch_size - k, axis=0)
       batch = np.concatenate([batch, filler], axis=0)
     out = as_representation(representation_fn(batch))

@@ -15,6 +15,7 @@ from typing import Mapping, Optional, Sequence
 
 from disentangle.evaluation import aggregate
 from disentangle.metrics import postprocess
+from disentangle.metrics import registry
 from disentangle.reproduce import plan as plan_lib
 
 
@@ -41,7 +42,7 @@ def _value(result: Optional[dict], column: str) -> Optional[float]:
 def column_titles(table: plan_lib.Table) -> dict:
   """{cell key: title}; under ``eval.representation`` 'sampled' / 'both' each title names its
   representation ('MIG [mean]', 'MIG [sampled]')."""
-  titles = aggregate.metric_titles()
+  titles = registry.titles()
   out = {}
   for key in table.columns:
     metric, representation = plan_lib.column_of(key)
