@@ -29,16 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from disentangle import backend
+from disentangle.data import loading
 from disentangle.reproduce import utilisation
 
-# Image shapes of the loaders (``disentangle.data``), so that synthetic batches need no data.
-IMAGE_SHAPES = {
-    "dsprites": (64, 64, 1),
-    "mnist": (32, 32, 1),
-    "fashion_mnist": (32, 32, 1),
-    "chairs": (64, 64, 1),
-    "celeba": (64, 64, 3),
-}
 DATA_NOTE = ("synthetic batches: uniform random images in [0, 1] of the configured shape, on "
              "device before timing (data loading and host-to-device copies excluded)")
 CONFIGS = (("dsprites_cascade", "m6"), ("mnist_cascade", "m10"))
@@ -81,12 +74,8 @@ def environment() -> dict[str, Any]:
 
 
 def image_shape(config) -> tuple[int, int, int]:
-  """The dataset's image shape, without loading the data when the shape is known."""
-  name = config.dataset.name
-  if name in IMAGE_SHAPES:
-    return IMAGE_SHAPES[name]
-  from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  return tuple(trainer.load_training_data(config).image_shape)
+  """The dataset's image shape as its loader gives it (`loading.IMAGE_SHAPES`), without the data."""
+  return loading.IMAGE_SHAPES[config.dataset.name]
 
 
 def model_summary(config) -> dict[str, Any]:
