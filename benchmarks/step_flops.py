@@ -18,6 +18,7 @@ from ml_collections import config_flags
 
 from benchmarks import step_timing
 from disentangle import config as config_lib
+from disentangle.reproduce import throughput
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment config", lock_config=False)
 _RUNS = flags.DEFINE_list("runs", ["1", "2"], "runs vmapped in one program")
@@ -27,7 +28,7 @@ _CONV_IMPLS = flags.DEFINE_list("conv_impls", ["flax", "fast"], "model.conv_impl
 def main(argv):
   del argv
   config = _CONFIG.value
-  image = step_timing.image_shape(config)
+  image = throughput.image_shape(config)
   gflop = lambda runs, phase: step_timing.build_step(config, image, num_seeds=runs,
                                                 phase=phase).flops / runs / 1e9
   for impl in _CONV_IMPLS.value:
