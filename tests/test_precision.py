@@ -77,8 +77,9 @@ def test_bfloat16_step_keeps_float32_where_the_policy_says(conv_impl):
   u = method.unary(vae, mean, batch["image"])
   assert (mean.dtype, logvar.dtype, logits.dtype, u.dtype) == (jnp.float32,) * 4
 
-  # After t_d (t = 3 > t_d = 2), the whole update: the convolutions and the trunk's and decoder's
-  # matmuls take bfloat16 operands; the heads' matmuls (float32 kernels) take float32.
+  # The trainer's step of the discrete phase (after t_d: costs, solve, update): the convolutions
+  # and the trunk's and decoder's matmuls take bfloat16 operands; the heads' matmuls (float32
+  # kernels) take float32.
   composed = codes.step(method.for_phase(True))
   step = jax.jit(composed)
   jaxpr = jax.make_jaxpr(composed)(state, batch).jaxpr

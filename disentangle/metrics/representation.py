@@ -123,7 +123,8 @@ def encode_in_batches(representation_fn: Callable[[np.ndarray], Any], images: np
                       batch_size: int) -> Representation:
   """Applies `representation_fn` to `images` in batches and concatenates the results; the last
   batch is padded with copies of its last example, so that every call sees exactly
-  `batch_size` rows (a jitted encoder then compiles once, whatever n is).
+  `batch_size` rows (a jitted encoder then compiles once, whatever n is); the padded rows are
+  dropped from the result.
 
   Args:
     representation_fn: maps observations [k, ...] to a `Representation` (or array) of k rows.
