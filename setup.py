@@ -13,10 +13,15 @@ them). ``tests/test_install_ranges.py`` checks the bounds against the lock and t
 keeps a JAX newer than any tested.
 """
 import pathlib
+import re
 
 import setuptools
 
 HERE = pathlib.Path(__file__).parent
+# The version has one home, disentangle/__init__.py (``disentangle.__version__``), read as text:
+# the build needs none of the requirements installed.
+VERSION = re.search(r'^__version__ = "([^"]+)"$', (HERE / "disentangle" / "__init__.py").read_text(),
+                    re.MULTILINE)[1]
 
 # The lock's versions (requirements.txt) as lower bounds; no release is known to break the
 # project, so none has an upper bound.
@@ -57,7 +62,7 @@ EXTRAS = {
 
 setuptools.setup(
     name="disentangle-jax",
-    version="0.1.0",
+    version=VERSION,
     description="CascadeVAE, PartedVAE, FFVAE and baselines in JAX/Flax, exact to the papers.",
     license="Apache-2.0",
     long_description=(HERE / "README.md").read_text(),

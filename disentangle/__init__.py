@@ -11,7 +11,9 @@ numbers on a ground-truth set (docs/scoring_a_model.md). Both are imported on fi
 ``import disentangle`` stays light.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one home of the version: setup.py reads it, every run records it
+
+__all__ = ["load", "score"]
 
 
 def __getattr__(name):  # PEP 562: `trained.load` and `evaluation.score.score` themselves, with

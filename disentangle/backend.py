@@ -17,6 +17,8 @@ from typing import Callable, Mapping
 
 import jax
 
+import disentangle
+
 # The distributions that put JAX on an accelerator (jax[cuda12], jax[cuda13], jax[tpu]).
 GPU_PLUGINS = ("jax-cuda13-plugin", "jax-cuda12-plugin")
 TPU_RUNTIMES = ("libtpu", "libtpu-nightly")
@@ -24,15 +26,17 @@ TPU_RUNTIMES = ("libtpu", "libtpu-nightly")
 
 def describe() -> dict:
   """The backend, the devices (kind and count, this process's and all processes') and the
-  versions of JAX, jaxlib and Python."""
+  versions of this library (``disentangle.__version__``), JAX, jaxlib, Flax, scikit-learn and
+  Python."""
   devices = jax.devices()
   return {"backend": jax.default_backend(),
           "device_kind": getattr(devices[0], "device_kind", str(devices[0])),
           "device_count": jax.device_count(),
           "local_device_count": jax.local_device_count(),
           "process_count": jax.process_count(),
-          "jax": jax.__version__, "jaxlib": _version("jaxlib"),
-          "python": platform.python_version()}
+          "disentangle": disentangle.__version__,
+          "jax": jax.__version__, "jaxlib": _version("jaxlib"), "flax": _version("flax"),
+          "scikit-learn": _version("scikit-learn"), "python": platform.python_version()}
 
 
 def summary(record: Mapping) -> str:

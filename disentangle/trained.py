@@ -52,10 +52,72 @@ class ModelError(errors.UserError, ValueError):
 
 
 def shipped() -> list[str]:
-  """The names of the models shipped with the package."""
+  """The names of the models shipped with the package (their cards: the site's Shipped models
+  page, written by :func:`card`)."""
   if not PRETRAINED.is_dir():
     return []
   return sorted(p.name for p in PRETRAINED.iterdir() if (p / MODEL).is_file())
+
+
+def model_info(name: str) -> dict:
+  """A shipped model's ``model.json``: what it is, how it was trained and what it scored."""
+  if name not in shipped():
+    raise ModelError(f"{name}: not a shipped model ({', '.join(shipped()) or 'none'})")
+  return json.loads((PRETRAINED / name / MODEL).read_text())
+
+
+# The scores a card shows, in this order, where a model's results hold them.
+_CARD_SCORES = {"accuracy_direct": "accuracy of the code, identity mapping",
+                "accuracy": "accuracy of the code, one-to-one (Hungarian) mapping",
+                "accuracy_many_to_one": "accuracy of the code, many-to-one mapping"}
+
+
+def _published(info: dict, metric: str) -> str:
+  published = info["results"].get("published", {})
+  if metric in published:
+    return f"{published[metric]:g}"
+  if metric == "accuracy" and "mean" in published:
+    return (f"{published['mean']:g} ({published['std']:g}) over {published['seeds']} seeds, "
+            f"best {published['best']:g}")
+  return ""
+
+
+def card(name: str) -> str:
+  """The card of a shipped model (Markdown), written from its ``model.json`` alone: data and
+  split, command, seed, steps, device, training time, versions, every score with its settings
+  beside the published number, intended use and known limits."""
+  info = model_info(name)
+  r, v = info["results"], info["versions"]
+  hours, rest = divmod(int(info["training_seconds"]), 3600)
+  settings = "; ".join(f"{k}: {val}" for k, val in r["settings"].items())
+  stack = ", ".join(f"{k} {v[k]}" for k in ("jax", "jaxlib", "flax", "scikit-learn", "numpy",
+                                            "python"))
+  lines = [
+      f"# `{name}`", "", info["paper"] + ".", "",
+      "```python", "import disentangle", "", f'model = disentangle.load("{name}")', "```", "",
+      "| | |", "|---|---|",
+      f"| method | `{info['method']}` |",
+      f"| data | {info['data']} |",
+      f"| split | trained on {info['split']['train']}; scored on {info['split']['evaluation']} |",
+      f"| command | `{info['command']}` |",
+      f"| seed | {info['seed']} |",
+      f"| steps | {info['step']:,} |",
+      f"| device | {info['device']} |",
+      f"| training time | {info['training_seconds']:,} s ({hours} h {rest // 60} min) |",
+      f"| trained and scored with | disentangle {v['disentangle']} (commit `{v['commit']}`): "
+      f"{stack}; {v['stack']} |",
+      f"| image shape | {' x '.join(map(str, info['image_shape']))} |",
+      f"| parameters | {info['params_bytes']:,} bytes, sha256 `{info['params_sha256']}` "
+      f"(checked at every load) |", "",
+      "## Scores", "",
+      "| score | value | published | comparable with the published number |", "|---|---|---|---|",
+      *[f"| {title} (`{metric}`) | {r[metric]} ({100 * r[metric]:.2f} %) | "
+        f"{_published(info, metric)} | {r['comparable_with_published']} |"
+        for metric, title in _CARD_SCORES.items() if metric in r], "",
+      f"What each is: {r['accuracy_is']}. Settings: {settings}.", "",
+      "## Intended use", "", info["intended_use"], "",
+      "## Known limits", "", *[f"- {limit}" for limit in info["limits"]], ""]
+  return "\n".join(lines)
 
 
 @dataclasses.dataclass

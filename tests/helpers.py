@@ -29,6 +29,7 @@ from disentangle import methods
 from disentangle import paths
 from disentangle.data.labels import supervision
 from disentangle.data.tfds import builders
+from disentangle.train import writers
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # The offline data folder beside the checkout (real MNIST, 12 real dSprites images).
@@ -284,18 +285,8 @@ def lines(folder):
 
 
 def events(folder):
-  """(step, tag, value) of every scalar in the TensorBoard event files of ``folder`` (TFRecord:
-  length, its CRC, the Event proto, its CRC)."""
-  from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
-  out = []
-  for path in sorted(folder.iterdir()):
-    data, i = path.read_bytes(), 0
-    while i < len(data):
-      n = int.from_bytes(data[i:i + 8], "little")
-      event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
-      out += [(event.step, v.tag, v.simple_value) for v in event.summary.value]
-      i += 12 + n + 4
-  return out
+  """(step, tag, value) of every scalar in the TensorBoard event files of ``folder``."""
+  return writers.read_tensorboard(folder)
 
 
 def steps(folder):

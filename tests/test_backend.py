@@ -1,11 +1,15 @@
 """The backend record, its line, and the warning of an accelerator JAX does not use."""
 import fnmatch
+import importlib.metadata
 import json
 
+import flax
 import jax
 import jaxlib
 import pytest
+import sklearn
 
+import disentangle
 from disentangle import backend
 from disentangle.train import trainer
 
@@ -21,6 +25,9 @@ def test_describe_names_this_process_backend_and_versions():
   assert record["device_count"] == jax.device_count() == 8  # the tests' forced CPU devices
   assert record["jax"] == jax.__version__
   assert record["jaxlib"] == jaxlib.__version__
+  assert record["disentangle"] == disentangle.__version__ == importlib.metadata.version(
+      "disentangle-jax")  # one version: the package's, the distribution's and the record's
+  assert record["flax"] == flax.__version__ and record["scikit-learn"] == sklearn.__version__
   line = backend.summary(record)
   assert line.startswith("device: cpu, 8 x cpu (1 process), jax ")
 

@@ -226,6 +226,22 @@ def _complete(line: str) -> bool:
   return True
 
 
+def read_tensorboard(folder) -> list[tuple[int, str, float]]:
+  """(step, tag, value) of every scalar in the TensorBoard event files of ``folder`` (a run's
+  ``tensorboard/``), in the order written; read without TensorBoard (TFRecord: length, its CRC,
+  the ``Event`` proto, its CRC)."""
+  from tensorboardX.proto import event_pb2  # pylint: disable=g-import-not-at-top
+  out = []
+  for path in sorted(paths.as_path(folder).iterdir()):
+    data, i = path.read_bytes(), 0
+    while i < len(data):
+      n = int.from_bytes(data[i:i + 8], "little")
+      event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+      out += [(event.step, v.tag, v.simple_value) for v in event.summary.value]
+      i += 12 + n + 4
+  return out
+
+
 class _TensorBoard:
   """Scalars in a TensorBoard event file (tensorboardX's), written and flushed synchronously."""
 

@@ -4,9 +4,9 @@ As disentanglement_lib computes it (`evaluation/metrics/beta_vae.py::compute_bet
 study settings `config/unsupervised_study_v1/metric_configs/beta_vae_sklearn.gin`): a training
 point fixes one factor k drawn uniformly from all K factors, draws two batches of L =
 `batch_size` = 64 factor rows that agree on factor k (the other factors independent), and its
-feature is the mean over the batch of |z(x1) - z(x2)| per dimension (posterior means); its label
-is k. `num_train` = 10,000 training points fit a scikit-learn ``LogisticRegression`` with default
-settings (L2, C = 1; lbfgs multinomial today, liblinear one-vs-rest as the 2019 study ran it:
+feature is the mean over the batch of ``|z(x1) - z(x2)|`` per dimension (posterior means);
+its label is k. `num_train` = 10,000 training points fit a scikit-learn ``LogisticRegression``
+with default settings (L2, C = 1; lbfgs multinomial today, liblinear one-vs-rest as the 2019 study ran it:
 ``estimators``, `metrics.estimators`); the score is the accuracy on `num_eval` = 5,000 fresh
 points (``eval_accuracy``; ``train_accuracy`` beside it). Chance is 1/K.
 

@@ -5,7 +5,7 @@ settings `config/tests/methods/udr/udr.gin`: 1,000 points, Lasso correlation, KL
 every run of one configuration (the seeds of a sweep) encodes the same `NUM_POINTS` observations;
 each run's posterior means are standardised (scikit-learn ``StandardScaler``) and latents with
 mean KL(q(z_j|x) || N(0, 1)) <= 0.01 are zeroed and left out. For each ordered pair of runs
-(i, j), R = |coef| of ``Lasso(alpha=0.1)`` regressing run j's latents on run i's, transposed
+(i, j), R = ``|coef|`` of ``Lasso(alpha=0.1)`` regressing run j's latents on run i's, transposed
 [latents of i, latents of j], restricted to the informative latents of both, and
 
   UDR_ij = (mean_b max_a R_ab^2 / sum_a R_ab + mean_a max_b R_ab^2 / sum_b R_ab) / 2
