@@ -56,6 +56,11 @@ EXTRAS = {
              "gcsfs>=2026.10.1"],
     # Runs and data on a bucket (gs://) without TensorFlow: fsspec's Cloud Storage client.
     "gcs": ["gcsfs>=2026.10.1"],
+    # The documentation site (docs/conf.py; README, Documentation): Sphinx, MyST-NB to read the
+    # guides and execute the tutorials (an IPython kernel), the book theme. The lock CI builds
+    # with: docs/requirements.txt.
+    "docs": ["sphinx>=9.0.4", "myst-nb>=1.4.0", "myst-parser>=5.2.0",
+             "sphinx-book-theme>=1.4.0", "ipykernel>=7.4.0"],
     # Benchmark-only: the PyTorch reference step (never imported by the library).
     "torch": ["torch>=2.13.0"],
 }

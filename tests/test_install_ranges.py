@@ -48,9 +48,9 @@ def _declared() -> list[tuple[str, requirements.Requirement, str]]:
           for where, node in lists.items() for item in node.elts]
 
 
-def _lock() -> dict[str, str]:
+def _lock(path: str = "requirements.txt") -> dict[str, str]:
   pins = {}
-  for line in (helpers.REPO / "requirements.txt").read_text().splitlines():
+  for line in (helpers.REPO / path).read_text().splitlines():
     if line.strip() and not line.startswith("#"):
       req = requirements.Requirement(line)
       (spec,) = req.specifier
@@ -70,6 +70,14 @@ def test_the_lock_is_each_install_requirement_lower_bound():
   for name, req in install.items():
     assert _lower(req) == lock[name], req
     assert lock[name] in req.specifier, req
+
+
+def test_the_docs_lock_pins_each_docs_requirement_at_its_lower_bound():
+  lock = _lock("docs/requirements.txt")
+  docs = {r.name.lower(): r for where, r, _ in _declared() if where == "docs"}
+  assert docs and set(docs) <= set(lock)
+  for name, req in docs.items():
+    assert _lower(req) == lock[name], req
 
 
 def test_every_requirement_admits_far_newer_releases_unless_a_comment_names_a_break():
