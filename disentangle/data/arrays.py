@@ -28,17 +28,21 @@ class ImageDataset(Protocol):
 
   @property
   def num_examples(self) -> int:
+    """The number of examples."""
     ...
 
   @property
   def image_shape(self) -> tuple[int, int, int]:
+    """(H, W, C) of every image."""
     ...
 
   @property
   def labels(self) -> np.ndarray | None:
+    """int64 [num_examples], or None for a set without labels."""
     ...
 
   def get_images(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+    """float32 images [n, H, W, C] in [0, 1] of rows ``indices``."""
     ...
 
 
@@ -143,20 +147,26 @@ class ArrayImages(supervision.Supervision):
 
   @property
   def num_examples(self) -> int:
+    """N, the number of images."""
     return len(self.images)
 
   @property
   def image_shape(self) -> tuple[int, int, int]:
+    """(H, W, C) of the stored images."""
     return tuple(int(s) for s in self.images.shape[1:])
 
   @property
   def labels(self) -> np.ndarray | None:
+    """int64 [N], also the target column ``label_name``; None without labels."""
     return self._labels
 
   def get_images(self, indices) -> np.ndarray:
+    """float32 images [n, H, W, C] in [0, 1] of rows ``indices`` (``to_float_images``)."""
     return to_float_images(self.images[np.asarray(indices, dtype=np.int64)])
 
   def compact_images(self) -> CompactImages | None:
+    """The images as stored (``compact_of``): uint8 as they are, floats as float32; None for
+    other dtypes."""
     return compact_of(self.images, to_float_images)
 
   def __len__(self) -> int:

@@ -27,13 +27,17 @@ class GroundTruthData(Protocol):
 
   @property
   def factor_sizes(self) -> Sequence[int]:
+    """The number of values of each of the K factors."""
     ...
 
   def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
+    """int array [num, K] of factor classes drawn from the data distribution."""
     ...
 
   def sample_observations_from_factors(self, factors: np.ndarray,
                                        rng: np.random.Generator) -> np.ndarray:
+    """float32 images [num, H, W, C] in [0, 1] showing ``factors`` [num, K] (one drawn with
+    ``rng`` where several examples share them)."""
     ...
 
 
@@ -100,20 +104,24 @@ class InMemoryGroundTruth(supervision.Supervision):
 
   @property
   def factor_names(self) -> tuple[str, ...]:
+    """The names of the K factors, also their target names (``targets_of``)."""
     return self._names
 
   # --- training-set interface (image observations) ---------------------------------------------
   @property
   def num_examples(self) -> int:
+    """N, the number of stored observations."""
     return len(self._factors)
 
   @property
   def image_shape(self) -> tuple[int, ...]:
+    """The shape of one observation; [H, W] images read as (H, W, 1)."""
     shape = self._observations.shape[1:]
     return tuple(int(s) for s in (shape + (1,) if len(shape) == 2 else shape))
 
   @property
   def labels(self) -> None:
+    """None: no label column (the factors are the target columns, ``targets_of``)."""
     return None
 
   def get_images(self, indices) -> np.ndarray:
@@ -128,16 +136,19 @@ class InMemoryGroundTruth(supervision.Supervision):
 
   @property
   def factor_sizes(self) -> tuple[int, ...]:
+    """The number of values of each factor (those given, else ``factors.max(0) + 1``)."""
     return self._sizes
 
   @property
   def factors(self) -> np.ndarray:
+    """int64 [N, K]: the factor classes of every stored observation."""
     return self._factors
 
   def __len__(self) -> int:
     return len(self._factors)
 
   def sample_factors(self, num: int, rng: np.random.Generator) -> np.ndarray:
+    """int64 [num, K]: rows of ``factors`` drawn uniformly (the empirical factor distribution)."""
     return self._factors[rng.integers(0, len(self._factors), size=num)]
 
   def factors_of(self, indices) -> np.ndarray:
@@ -157,5 +168,8 @@ class InMemoryGroundTruth(supervision.Supervision):
     return self._order[lo + offset]
 
   def sample_observations_from_factors(self, factors, rng: np.random.Generator) -> np.ndarray:
+    """For each row of ``factors`` [n, K], a random stored observation with exactly those
+    factors: images as float32 NHWC in [0, 1], feature vectors as float32; ``KeyError`` for a
+    combination never seen."""
     obs = self._observations[self.indices_of_factors(factors, rng)]
     return _as_images(obs) if obs.ndim >= 3 else obs.astype(np.float32)

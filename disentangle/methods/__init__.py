@@ -32,6 +32,18 @@ from disentangle.methods.base import TrainState
 
 @dataclasses.dataclass(frozen=True)
 class MethodSpec:
+  """A registered method: what ``config.method`` builds and how its config is checked. One entry
+  of ``REGISTRY``, made by :func:`register`.
+
+  Attributes:
+    cls: the `base.VAEMethod` subclass that :func:`build` instantiates.
+    section: its config section, e.g. ``"cascade"``.
+    default_config: ``() -> ConfigDict``, the section's defaults.
+    rules: ``"section.field" -> (predicate, description)``, checked by :func:`validate`.
+    step_fields: the dotted fields that count iterations (:func:`step_fields`).
+    smoke: ``smoke(config, **kwargs)``, the method's part of the smoke shrinking; None: none.
+    check: ``check(config)``, cross-field rules raising ``ConfigError``; None: none.
+  """
   cls: type                                 # a VAEMethod subclass
   section: str                              # its config section, e.g. "cascade"
   default_config: Callable[[], ml_collections.ConfigDict]

@@ -48,6 +48,14 @@ from disentangle.nn import networks
 
 @flax.struct.dataclass
 class TrainState:
+  """A run's state; the runs trained at once stack theirs along a leading axis.
+
+  Attributes:
+    step: int32 scalar, the updates completed.
+    params: one parameter tree per group, e.g. ``{'vae': {'encoder': ..., 'decoder': ...}}``.
+    opt_state: one optax state per optimiser name, e.g. ``{'vae': ...}``.
+    rng: the base key; the key of a step is ``fold_in(rng, step)`` (:meth:`VAEMethod.step_key`).
+  """
   step: jax.Array    # int32 scalar: completed updates
   params: Any        # {'vae': {'encoder': ..., 'decoder': ...}, ...}: one tree per group
   opt_state: Any     # {'vae': optax state, ...}: one state per optimiser name
@@ -61,7 +69,8 @@ class Costs(NamedTuple):
 
 
 class ElboOutputs(NamedTuple):
-  """What :meth:`VAEMethod.elbo` computed on a batch, handed to ``latent_regularizer``."""
+  """What :meth:`VAEMethod.elbo <disentangle.methods.base.VAEMethod.elbo>` computed on a batch,
+  handed to ``latent_regularizer``."""
   batch: dict           # the pipeline's batch ("image", and what ``batch_spec`` asks)
   mean: jax.Array       # [B, m] posterior means
   logvar: jax.Array     # [B, m] posterior log-variances
@@ -132,6 +141,7 @@ class VAEMethod:
                           architecture=m.architecture, dtype=m.dtype, precision=m.precision)
 
   def decoder_input_dim(self) -> int:
+    """The decoder's input width: m latents plus the one-hot discrete code (``num_discrete``)."""
     return self.latent_dim + self.num_discrete
 
   def init_params(self, rng):
@@ -162,6 +172,8 @@ class VAEMethod:
 
   # -- pure pieces -----------------------------------------------------------------------------
   def encode(self, vae_params, images):
+    """(mean, logvar) [B, m] of q(z | x) for ``images`` (and the extra head's output where
+    :meth:`make_encoder` adds one), from the ``vae`` group's encoder."""
     return self.encoder.apply({"params": vae_params["encoder"]}, images)
 
   def hidden(self, vae_params, images):
@@ -176,6 +188,7 @@ class VAEMethod:
     return networks.chain(networks.decoder_layers(self.decoder), call, latent)
 
   def decode_logits(self, vae_params, latent):
+    """The decoder's pixel logits at ``latent`` [B, :meth:`decoder_input_dim`]."""
     return self.decoder_pass(vae_params, latent)[0]
 
   def log_likelihood(self, logits, images):
@@ -200,14 +213,19 @@ class VAEMethod:
   rowwise_represent = True
 
   def represent(self, params, images):
+    """What the metrics see of ``images``: ``{"mean", "logvar"}`` [B, m] of the posterior
+    (methods with a discrete code add ``"discrete"``)."""
     mean, logvar = self.encode(params["vae"], images)
     return {"mean": mean, "logvar": logvar}
 
   def reconstruct(self, params, images):
+    """Pixel means decoded at the posterior mean of ``images`` (and their discrete code, if any)."""
     rep = self.represent(params, images)
     return self.decode(params, rep["mean"], rep.get("discrete"))
 
   def regularizer(self, vae_params):
+    """The L2 penalty on the kernels of ``vae_params`` with coefficient ``config.weight_decay``
+    (`losses.l2_kernel_penalty`); 0 when that is 0."""
     wd = self.config.weight_decay
     return losses.l2_kernel_penalty(vae_params, wd) if wd else jnp.zeros((), jnp.float32)
 
@@ -295,6 +313,7 @@ class VAEMethod:
     return state.replace(params=params, opt_state=dict(state.opt_state, **{name: new}))
 
   def advance(self, state: TrainState) -> TrainState:
+    """``state`` with ``step`` incremented, the end of every step."""
     return state.replace(step=state.step + 1)
 
   def train_step(self, state: TrainState, batch):

@@ -34,10 +34,12 @@ class Representation(NamedTuple):
 
   @property
   def num_examples(self) -> int:
+    """n, the number of examples."""
     return int(self.mean.shape[0])
 
   @property
   def num_continuous(self) -> int:
+    """m, the number of continuous dimensions."""
     return int(self.mean.shape[1])
 
   @property

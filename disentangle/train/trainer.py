@@ -175,6 +175,7 @@ class Run:
 
   @property
   def multi(self) -> bool:
+    """Whether the program trains several runs at once (more than one of ``dirs``)."""
     return len(self.dirs) > 1
 
 

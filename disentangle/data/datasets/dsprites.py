@@ -408,10 +408,13 @@ class DSprites(FactorTargets, IndexedRows):
   # --- training-set interface -------------------------------------------------------------------
   @property
   def num_examples(self) -> int:
+    """737280 (the full grid) for the official file and the renderer; for a file given by
+    ``path``, its rows."""
     return NUM_EXAMPLES if self.source == "render" else self._num
 
   @property
   def image_shape(self) -> tuple[int, int, int]:
+    """(64, 64, 1)."""
     return IMAGE_SHAPE
 
   def get_images(self, indices) -> np.ndarray:

@@ -180,14 +180,18 @@ class DSpritesUnfair(dsprites.FactorTargets, dsprites.IndexedRows):
   # --- training-set interface -------------------------------------------------------------------
   @property
   def source(self) -> str:
+    """The base's ``source``, where the images come from ('render': not comparable with
+    published numbers)."""
     return self.base.source
 
   @property
   def num_examples(self) -> int:
+    """The number of rows drawn."""
     return len(self._factors)
 
   @property
   def image_shape(self) -> tuple[int, int, int]:
+    """The base's image shape, (64, 64, 1)."""
     return self.base.image_shape
 
   def get_images(self, indices) -> np.ndarray:
@@ -215,6 +219,7 @@ class DSpritesUnfair(dsprites.FactorTargets, dsprites.IndexedRows):
   # --- side information (disentangle.data.labels.batch_spec) -------------------------------------------
   @property
   def attribute_names(self) -> tuple[str, ...]:
+    """App. B's binarised factors (``ATTRIBUTE_NAMES``, thresholds ``ATTRIBUTE_THRESHOLDS``)."""
     return ATTRIBUTE_NAMES
 
   def attributes_of(self, indices, names) -> np.ndarray:

@@ -84,9 +84,12 @@ class BatchSpec:
 
   @property
   def images_only(self) -> bool:
+    """Whether the batches carry images alone (no targets, attributes, labelled stream or
+    pairs)."""
     return not (self.targets or self.attributes or self.labelled or self.pairs)
 
   def field(self, kind: str) -> str:
+    """The config field that named ``kind`` ("targets" or "attributes"); unmapped: ``kind``."""
     return dict(self.fields).get(kind, kind)
 
 

@@ -3,12 +3,14 @@
 As disentanglement_lib computes it (`evaluation/metrics/dci.py`, study settings
 `config/unsupervised_study_v1/metric_configs/dci.gin`: ``num_train`` = 10,000, ``num_test`` =
 5,000): one scikit-learn ``GradientBoostingClassifier()`` (default: 100 stages, depth 3, learning
-rate 0.1) per factor on the posterior means; R_ik = |feature importance| of latent i for factor k.
-The classifiers are fitted by `boosted_trees` (``trees='together'``: the same trees, every
-factor's trees of a stage grown at once; 100 stages x 113 trees on dSprites; under
+rate 0.1) per factor on the posterior means; R_ik = ``|feature importance|`` of latent i for
+factor k. The classifiers are fitted by `boosted_trees` (``trees='together'``: the same trees,
+every factor's trees of a stage grown at once; 100 stages x 113 trees on dSprites; under
 ``eval.estimators='study2019'`` scikit-learn 0.20's multi-class fit, as the study ran it) or by
 scikit-learn itself (``trees='sklearn'``, one tree after the other, its factors on `NUM_JOBS`
 threads; today's fit only).
+
+::
 
   disentanglement = sum_i rho_i (1 - H_K(P_i.)),  P_ik = R_ik / sum_k R_ik,  rho_i = sum_k R_ik /
                     sum R  (Eq. 1-2; the entropy in base K, 1e-11 added as disentanglement_lib);

@@ -4,6 +4,8 @@ As disentanglement_lib computes it (`evaluation/metrics/irs.py`, settings
 `config/sample/irs/irs.gin`: ``num_train`` = 10,000, histogram discretisation of the factors with
 20 bins, ``diff_quantile`` = 0.99): with the latents that vary on the points (variance > 0),
 
+::
+
   EMPIDA_jk = mean over the values g of factor k of the 99th percentile of |z_j - E[z_j | v_k = g]|
               over the points with v_k = g,
   IRS_j     = 1 - min_k EMPIDA_jk / max |z_j - E z_j|,

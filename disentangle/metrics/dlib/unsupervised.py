@@ -3,7 +3,7 @@
 As disentanglement_lib computes them (`evaluation/metrics/unsupervised_metrics.py`, study
 settings `config/unsupervised_study_v1/metric_configs/unsupervised.gin`: ``num_train`` = 10,000
 points, histogram discretisation with 20 bins), from the covariance S (ddof 1) of the posterior
-means over the points:
+means over the points::
 
   gaussian_total_correlation      = KL(N(0, S) || N(0, diag S)) = (sum_j log S_jj - log|S|) / 2;
   gaussian_wasserstein_correlation = W_2^2(N(0, S), N(0, diag S)) = 2 tr S - 2 tr sqrtm(S diag S)
