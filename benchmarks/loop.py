@@ -8,13 +8,14 @@ Runs :func:`disentangle.train.trainer.train` on the config as a user does (real 
 ``input_pipeline.make_source`` / ``prefetch``, the device transfer, the metric reads and
 ``metrics.jsonl`` / TensorBoard writes every ``log_every`` steps, the progress bar; no evaluation;
 one checkpoint at the end, after timing) for ``--warmup + --steps`` steps, and interleaves it, in
-the same process, with the bare step: the trainer's jitted step compiled separately by
-:func:`benchmarks.step_timing.build_step` (same config and seed, fed 4 real batches of the same run,
-already on the device). A trainer hook splits the run into rounds: after ``--block`` loop steps it
-waits for the state (one ``block_until_ready`` per block), records the loop block's wall time,
-pauses 0.2 s (the prefetch thread refills its queue, worker threads go idle), runs ``--block`` bare
-steps back to back (dispatched like the loop's, one wait at the end), pauses again and hands back
-to the loop. The hook's own time is excluded from the loop's.
+the same process, with the bare step (:func:`bare_step`): the trainer's jitted step of the timed
+steps' phase compiled separately by :func:`benchmarks.step_timing.build_step` (same config and
+seed, fed 4 real batches of the same run, already on the device). A trainer hook splits the run
+into rounds: after ``--block`` loop steps it waits for the state (one ``block_until_ready`` per
+block), records the loop block's wall time, pauses 0.2 s (the prefetch thread refills its queue,
+worker threads go idle), runs ``--block`` bare steps back to back (dispatched like the loop's, one
+wait at the end), pauses again and hands back to the loop. The hook's own time is excluded from
+the loop's.
 
 ``--config.num_seeds=N`` times the loop of one N-run program against its bare step (the step
 over the N runs' stacked states and batches in the trainer's seed layout, fed N runs' real
@@ -68,6 +69,28 @@ _WORKDIR = flags.DEFINE_string("workdir", "", "Run directory ('' = a temporary o
 flags.mark_flag_as_required("config")
 
 _PAUSE_S = 0.2
+
+
+def bare_step(config, warmup: int) -> step_timing.StepBench:
+  """The bare step of the loop's timed steps (``warmup`` to ``config.num_steps``): the trainer's
+  step of their phase (``method.phase``; CascadeVAE after t_d: the codes' costs, their solve and
+  the update), compiled on its own. ``--config.num_seeds=N``: the step over the N runs' stacked
+  states and batches, in the trainer's seed layout.
+
+  Raises:
+    ValueError: the timed steps are in two phases (t_d among them).
+  """
+  from disentangle import methods  # pylint: disable=g-import-not-at-top
+  from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
+  image = throughput.image_shape(config)
+  method = methods.build(config, image)
+  phase = method.phase(warmup)
+  if method.phase(config.num_steps - 1) != phase:
+    raise ValueError(f"the timed steps {warmup} to {config.num_steps} are in two phases of "
+                     f"{config.method} (t_d among them): time one (--warmup, --steps, "
+                     f"--force_discrete)")
+  return step_timing.build_step(config, image, num_seeds=config.num_seeds, seed=config.seed,
+                                seed_batching=seeds.layout(config), phase=phase)
 
 
 class _Interleaver:
@@ -258,11 +281,7 @@ def main(argv) -> None:
   config.checkpoint_every = config.num_steps  # one checkpoint, at the end, after timing
   config.eval_every = config.num_steps        # no evaluator is passed: no evaluation at all
   config.progress_bar = _PROGRESS_BAR.value
-  # ``--config.num_seeds=N``: the loop of one N-run program against its bare step (the step
-  # over the N runs' stacked states and batches, the trainer's seed layout).
-  from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
-  bench = step_timing.build_step(config, throughput.image_shape(config), num_seeds=config.num_seeds,
-                            seed=config.seed, seed_batching=seeds.layout(config))
+  bench = bare_step(config, warmup)
   bench.batches = real_batches(config, bench)
   hook = _Interleaver(bench, warmup, block, rounds)
   load_start = throughput.load_average()
@@ -286,7 +305,8 @@ def main(argv) -> None:
       step_cpu_median_ms=round(1e3 * float(np.median(hook.step_cpu_s)) / block, 3),
       cpu_ratio=round(float(np.median(np.asarray(hook.step_cpu_s) / np.asarray(hook.loop_cpu_s))),
                       4),
-      rounds=len(ratios), block=block, warmup_steps=warmup, log_every=int(config.log_every),
+      phase=bench.phase, rounds=len(ratios), block=block, warmup_steps=warmup,
+      log_every=int(config.log_every),
       progress_bar=bool(config.progress_bar), loadavg_start=load_start,
       cpu_ratio_note="median over rounds of bare-step CPU ms / loop CPU ms (process CPU time, all "
                      "threads: the host work the loop adds, less sensitive to other processes)",

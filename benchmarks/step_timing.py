@@ -1,7 +1,8 @@
 """Shared pieces of the speed benchmarks: the trainer's jitted step on synthetic batches.
 
 Every benchmark times the step exactly as :func:`disentangle.train.trainer.train` compiles it
-(:func:`disentangle.train.trainer.phase_step` of the runs' program, for one run or N), fed with
+(:func:`disentangle.train.trainer.phase_step` of the runs' program, for one run or N) in the phase
+its figure names (:func:`build_step`'s ``phase``: CascadeVAE's step after t_d unless told), fed with
 synthetic batches of the configured shape (uniform random images in [0, 1], placed on the devices
 before timing) so that data loading and host-to-device copies are excluded.
 
@@ -30,6 +31,9 @@ from disentangle.reproduce import throughput
 
 # N seeds in one program: the trainer's layouts, and ``jax.lax.map`` over the seeds.
 SEED_BATCHINGS = (*config_lib.SEED_LAYOUTS_RESOLVED, "map")
+# The phase every benchmark times unless told otherwise: CascadeVAE's step after t_d
+# (`CascadeVAE.phase`), whose codes are solved; a method of one phase has no other.
+AFTER_T_D = True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,6 +194,7 @@ class StepBench:
   """A compiled train step with its (donated) state and a few synthetic batches on device."""
 
   method: Any
+  phase: Any             # the method's phase of the step (``method.phase``; None: one phase)
   compiled: Any          # the trainer's compiled step, called (state, batch)
   state: Any
   batches: list[dict]
@@ -231,8 +236,9 @@ class StepBench:
 
 
 def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches: int = 4,
-               seed: int = 0, seed_batching: str = "vmap", phase=None) -> StepBench:
-  """Builds, initialises and compiles the trainer's step for ``config`` on synthetic batches.
+               seed: int = 0, seed_batching: str = "vmap", phase=AFTER_T_D) -> StepBench:
+  """Builds, initialises and compiles the trainer's step of ``phase`` for ``config`` on synthetic
+  batches.
 
   The step is :func:`disentangle.train.trainer.phase_step`'s, for every run count: the runs'
   program (`disentangle.train.runs.Program`) of ``num_seeds`` seeds in the layout
@@ -249,8 +255,10 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
     seed_batching: how N > 1 seeds are batched in one program: ``'vmap'`` or ``'unroll'`` (the
       trainer's layouts, ``seeds.layout``: unroll on CPU), or ``'map'`` (``jax.lax.map`` over the
       seeds: not a layout of the trainer, the alternative ``benchmarks.multi_seed`` measures).
-    phase: the method's phase fixed as the trainer fixes it (``method.for_phase``; CascadeVAE:
-      ``True`` after t_d, ``False`` before), or None: decided in the step.
+    phase: the method's phase, as the trainer takes it from the step number (``method.phase``)
+      and fixes it (``method.for_phase``): CascadeVAE's ``True`` after t_d (the default: the
+      codes' costs, their solve and the update given them) or ``False`` before t_d (no codes). A
+      method of one phase (``method.phase`` None) has one step, whatever ``phase`` says.
 
   Returns:
     A :class:`StepBench` ready to step (not yet warmed up).
@@ -274,6 +282,7 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
     raise ValueError(f"batch_size {c.batch_size} is not divisible by the "
                      f"{program.mesh.devices.size} devices")
   method = methods.build(c, image, mesh=program.mesh)
+  phase = _phase_of(method, phase)
   state = methods.init_states_of(method, [x.seed for x in cfgs], out_shardings=program.states)
   if multi and seed_batching == "map":
     fixed = method.for_phase(phase)
@@ -299,8 +308,19 @@ def build_step(config, image: Sequence[int], *, num_seeds: int = 1, num_batches:
     compiled, flops = step, None
   compile_s = time.perf_counter() - t0
   call = (lambda s, b: compiled(s, b, *rest)) if rest else compiled
-  return StepBench(method=method, compiled=call, state=state, batches=batches,
+  return StepBench(method=method, phase=phase, compiled=call, state=state, batches=batches,
                    num_seeds=num_seeds, compile_s=compile_s, flops=flops)
+
+
+def _phase_of(method, phase):
+  """``phase`` as the trainer names it (``method.phase(step)``): None for a method of one phase
+  (`methods.base.VAEMethod.phase`); a method with phases needs one of its own."""
+  if method.phase(0) is None:
+    return None
+  if phase is None:
+    raise ValueError(f"{method.name} has phases (method.phase): build_step needs one of them "
+                     f"(CascadeVAE: True after t_d, False before), not None")
+  return phase
 
 
 def _flops(compiled) -> float | None:
