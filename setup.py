@@ -18,9 +18,9 @@ import re
 import setuptools
 
 HERE = pathlib.Path(__file__).parent
-# The version has one home, disentangle/__init__.py (``disentangle.__version__``), read as text:
+# The version has one home, disentangle/version.py (``disentangle.__version__``), read as text:
 # the build needs none of the requirements installed.
-VERSION = re.search(r'^__version__ = "([^"]+)"$', (HERE / "disentangle" / "__init__.py").read_text(),
+VERSION = re.search(r'^__version__ = "([^"]+)"$', (HERE / "disentangle" / "version.py").read_text(),
                     re.MULTILINE)[1]
 
 # The lock's versions (requirements.txt) as lower bounds; no release is known to break the

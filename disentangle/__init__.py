@@ -11,7 +11,7 @@ numbers on a ground-truth set (docs/scoring_a_model.md). Both are imported on fi
 ``import disentangle`` stays light.
 """
 
-__version__ = "0.1.0"  # the one home of the version: setup.py reads it, every run records it
+from disentangle.version import __version__  # noqa: F401  (the one home of the version)
 
 __all__ = ["load", "score"]
 

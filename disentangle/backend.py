@@ -17,7 +17,7 @@ from typing import Callable, Mapping
 
 import jax
 
-import disentangle
+from disentangle import version
 
 # The distributions that put JAX on an accelerator (jax[cuda12], jax[cuda13], jax[tpu]).
 GPU_PLUGINS = ("jax-cuda13-plugin", "jax-cuda12-plugin")
@@ -34,7 +34,7 @@ def describe() -> dict:
           "device_count": jax.device_count(),
           "local_device_count": jax.local_device_count(),
           "process_count": jax.process_count(),
-          "disentangle": disentangle.__version__,
+          "disentangle": version.__version__,
           "jax": jax.__version__, "jaxlib": _version("jaxlib"), "flax": _version("flax"),
           "scikit-learn": _version("scikit-learn"), "python": platform.python_version()}
 

@@ -53,7 +53,7 @@ class ModelError(errors.UserError, ValueError):
 
 def shipped() -> list[str]:
   """The names of the models shipped with the package (their cards: the site's Shipped models
-  page, written by :func:`card`)."""
+  page, written by :func:`~disentangle.trained.card`)."""
   if not PRETRAINED.is_dir():
     return []
   return sorted(p.name for p in PRETRAINED.iterdir() if (p / MODEL).is_file())
@@ -233,7 +233,10 @@ class TrainedModel:
 
 def load(name_or_path, *, step: Optional[int] = None, seed: Optional[int] = None,
          run: Optional[str] = None, image_shape: Optional[Sequence[int]] = None) -> TrainedModel:
-  """A shipped model by name (:func:`shipped`) or a run directory (local or ``gs://``).
+  """A shipped model by name (:func:`~disentangle.trained.shipped`) or a run directory (local or
+  ``gs://``). The shipped models, each with its card (data, command, seed, steps, device,
+  versions, scores beside the published ones, intended use and limits): the site's *Shipped
+  models* page, written from each model's ``model.json`` (:func:`~disentangle.trained.card`).
 
   Args:
     name_or_path: a shipped model's name, a shipped-model folder, or a run directory (one run,

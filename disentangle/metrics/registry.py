@@ -173,9 +173,13 @@ class Metric:
   describe: Callable[[dict], str] = lambda result: ""
 
   def log_values(self, result: dict) -> dict:
+    """The flat ``eval/...`` scalars of ``result`` logged at eval steps (``logged``'s, or
+    ``{name: value}``)."""
     return self.logged(result) if self.logged else {self.name: result["value"]}
 
   def enabled(self, eval_config, stage: str) -> bool:
+    """Whether ``stage`` (``"training"`` or ``"run"``) computes the metric under ``eval_config``
+    (its ``training_flag`` / ``run_flag``)."""
     if stage == "run":
       return self.run_flag is None or bool(setting(eval_config, self.run_flag, False))
     if self.training_flag is None:

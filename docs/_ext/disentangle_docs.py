@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import pathlib
 import re
+import sys
 
 import api_coverage
 from docutils import nodes
@@ -135,7 +136,8 @@ def config_fields_comments(source: str) -> dict[str, str]:
 def internal_reference(app, env, node, contnode):
   """A Python reference to a name of this package that imports but has no page of the reference
   (an internal module's class, say) is shown as text; a name that does not import is left
-  unresolved, and ``-n`` reports it."""
+  unresolved, and ``-n`` reports it. An unqualified name of an autosummary table's line (which
+  has no module context) is looked up in the package's imported modules."""
   del app, env
   if node.get("refdomain") != "py":
     return None
@@ -148,6 +150,10 @@ def internal_reference(app, env, node, contnode):
         api_coverage.resolve(name)
       except (ImportError, AttributeError):
         continue
+      return contnode
+  if not context[0] and "." not in target:
+    modules = [m for name, m in list(sys.modules.items()) if name.startswith("disentangle.")]
+    if any(target in vars(m) for m in modules if m is not None):
       return contnode
   return None
 
