@@ -20,7 +20,6 @@ import sys
 
 import api_coverage
 from docutils import nodes
-from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
@@ -67,26 +66,28 @@ class RegisteredMetrics(SphinxDirective):
     from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
     from disentangle.metrics import registry  # pylint: disable=g-import-not-at-top
     eval_config = config_lib.base_config().eval
-    lines = []
+    lines, seen = [], set()  # MyST markdown: the page's own syntax
     for m in registry.METRICS.values():
       fn = m.compute
-      title = f"``{m.name}``: {m.title}"
-      lines += [title, "~" * len(title), ""]
+      name = f"{fn.__module__}.{fn.__qualname__}"
       stages = []
       if m.training_flag is None:
         stages.append("at eval steps whenever it applies")
       elif m.training_flag:
-        stages.append(f"at eval steps where ``eval.{m.training_flag}``")
-      stages.append("in the run stage" + (f" where ``eval.{m.run_flag}``" if m.run_flag else ""))
+        stages.append(f"at eval steps where `eval.{m.training_flag}`")
+      stages.append("in the run stage" + (f" where `eval.{m.run_flag}`" if m.run_flag else ""))
       traits = [t for t, on in (("ground truth", m.ground_truth), ("sampled", m.sampled),
                                 ("postprocessed", m.postprocessed),
                                 ("tabulated", m.tabulated)) if on]
-      lines += [f"- computed: {'; '.join(stages)}",
-                f"- reads: {', '.join(traits) or 'the encodings alone'}"]
       settings = m.settings(eval_config, "run")
-      lines += ["- settings at the protocols' defaults: " + (", ".join(
-          f"``{k}={v!r}``" for k, v in settings.items()) or "none"), ""]
-      lines += [f".. autofunction:: {fn.__module__}.{fn.__qualname__}", "", ""]
+      lines += [f"### `{m.name}`: {m.title}", "",
+                f"- computed: {'; '.join(stages)}",
+                f"- traits: {', '.join(traits) or 'none'}",
+                "- settings at the protocols' defaults: " + (", ".join(
+                    f"`{k}={v!r}`" for k, v in settings.items()) or "none"), "",
+                "```{eval-rst}", f".. autofunction:: {name}",
+                *(["   :no-index:"] if name in seen else []), "```", ""]
+      seen.add(name)  # two metrics of one function (the downstream tasks): documented once
     node = nodes.section()
     node.document = self.state.document
     nested_parse_with_titles(self.state, StringList(lines, source="registered-metrics"), node)
@@ -95,26 +96,23 @@ class RegisteredMetrics(SphinxDirective):
 
 class ConfigFields(SphinxDirective):
   """`disentangle.config.base_config`'s fields: default, the source's comment, the rule."""
-  option_spec = {"section": directives.unchanged}
 
   def run(self):
     from disentangle import config as config_lib  # pylint: disable=g-import-not-at-top
     comments = config_fields_comments(inspect.getsource(config_lib.base_config))
-    flat = config_lib.flatten(config_lib.base_config())
-    rows = [".. list-table::", "   :header-rows: 1", "   :widths: 25 15 40 20", "",
-            "   * - field", "     - default", "     - what it is", "     - accepted"]
-    for field, default in flat:
+    rows = ["| field | default | what it is | accepted |", "|---|---|---|---|"]
+    for field, default in config_lib.flatten(config_lib.base_config()):
       rule = config_lib.RULES.get(field)
-      rows += [f"   * - ``{field}``", f"     - ``{default!r}``",
-               f"     - {_escape(comments.get(field, ''))}",
-               f"     - {_escape(rule[1]) if rule else ''}"]
+      rows.append(f"| `{field}` | `{default!r}` | {_escape(comments.get(field, ''))} | "
+                  f"{_escape(rule[1]) if rule else ''} |")
     node = nodes.container()
     self.state.nested_parse(StringList(rows, source="config-fields"), self.content_offset, node)
     return [node]
 
 
 def _escape(text: str) -> str:
-  return re.sub(r"([*`|_\\])", r"\\\1", text) or " "
+  """A comment as a table cell's text: Markdown's special characters taken literally."""
+  return re.sub(r"([*|_\\<>\[\]])", r"\\\1", text) or " "
 
 
 def config_fields_comments(source: str) -> dict[str, str]:
