@@ -15,7 +15,10 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-GUIDES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+GUIDES = ["README.md", "CONTRIBUTING.md",
+          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*/*.md")
+                  if p.parent.name != "models"),
           "benchmarks/README.md"]
 MARKDOWN = GUIDES + ["benchmarks/HISTORY.md"]
 CODE = sorted(str(p.relative_to(ROOT)) for folder in ("disentangle", "experiments", "benchmarks")
@@ -57,11 +60,19 @@ def _headings(path: pathlib.Path) -> tuple[list[str], set[str]]:
   return titles, anchors
 
 
+# The pages the site's build writes (docs/_ext/disentangle_docs.py): the list of shipped models
+# and a card per model, one for each disentangle/pretrained/<name>/model.json.
+GENERATED = {ROOT / "docs" / "models" / "index.md"} | {
+    ROOT / "docs" / "models" / f"{p.parent.name}.md"
+    for p in (ROOT / "disentangle" / "pretrained").glob("*/model.json")}
+
+
 def _target(source: str, name: str) -> pathlib.Path | None:
-  """The file a pointer in ``source`` names: beside the source, else from the repository root."""
+  """The file a pointer in ``source`` names: beside the source, else from the repository root;
+  a page the site's build writes counts as existing."""
   for base in ((ROOT / source).parent, ROOT):
     path = (base / name).resolve()
-    if path.is_file():
+    if path.is_file() or path in GENERATED:
       return path
   return None
 
@@ -95,7 +106,7 @@ def _pointers(source: str):
 def _why(path, anchor, section) -> str | None:
   if path is None:
     return "no such file"
-  if path.suffix != ".md":
+  if path.suffix != ".md" or path in GENERATED:
     return None
   titles, anchors = _headings(path)
   if anchor and anchor not in anchors:
