@@ -1,24 +1,32 @@
-"""What the command lines share: bad input in one line, the exit mapping and ``--deadline``.
+"""What the command lines share: their start, bad input in one line, the exit mapping and
+``--deadline``.
 
-The training entry points (`disentangle.launch`), ``experiments.reproduce`` and
+Every command line starts through `run` (absl's ``app.run``): the libraries' INFO lines (absl's
+handler at its default verbosity: JAX probing for a TPU on a machine without one, orbax restoring
+a checkpoint) are kept out of its output, so that its first line is the project's own, and the
+project's log lines read as its other lines, ``warning: <message>`` (`quiet_libraries`). The
+training entry points (`disentangle.launch`), ``experiments.reproduce`` and
 ``experiments.evaluate`` run their work inside `exits`: an `errors.UserError` is one line
 ``error: ...`` on stderr and exit status 2 (`BAD_INPUT_STATUS`); `preemption.Preempted` (SIGTERM,
 SIGINT, the deadline) prints its line with the command that resumes and exits with its status
 (143, 130; 124 for the deadline); a Python warning is one line, ``warning: <category>:
-<message>``. ``--deadline`` (seconds or a number with s / m / h, from the
-command's start) is defined by the commands that take it (`define_deadline`) and parsed here
-once (`parse_deadline`). The behaviour, for users: docs/reliability.md.
+<message>``. ``--deadline`` (seconds or a number with s / m / h, from the command's start) is
+defined by the commands that take it (`define_deadline`) and parsed here once
+(`parse_deadline`). The behaviour, for users: docs/reliability.md.
 """
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import sys
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 import warnings
 
+from absl import app
 from absl import flags
+from absl import logging as absl_logging
 
 from disentangle import errors
 
@@ -27,6 +35,37 @@ UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smh]?)\s*$")
+
+
+class _ProjectLines(absl_logging.PythonFormatter):
+  """absl's format (``W1207 13:20:36.346772 1398 file.py:849] ...``) for the libraries' log
+  records; the project's own (loggers ``disentangle.*``) as ``<level>: <message>``, as the command
+  lines print a warning (`one_line_warning`)."""
+
+  def format(self, record: logging.LogRecord) -> str:
+    if record.name.partition(".")[0] != "disentangle":
+      return super().format(record)
+    text = f"{record.levelname.lower()}: {record.getMessage()}"
+    return text + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
+
+
+def quiet_libraries() -> None:
+  """The libraries' log lines below WARNING out of the command's output, unless the command was
+  given ``--verbosity`` (``-v``), and the project's log lines in its own form (`_ProjectLines`).
+  The libraries' warnings still show: JAX's, on a machine whose GPU or TPU it does not use, says
+  why beside `disentangle.backend.fallback_warning`'s line."""
+  if not flags.FLAGS["verbosity"].present:
+    absl_logging.set_verbosity(absl_logging.WARNING)
+  absl_logging.get_absl_handler().setFormatter(_ProjectLines())
+
+
+def run(main: Callable, argv: list[str] | None = None, **kwargs) -> None:
+  """absl's ``app.run(main, argv, **kwargs)`` with `quiet_libraries` before ``main``: the start
+  of every command line."""
+  def quiet_main(args):
+    quiet_libraries()
+    return main(args)
+  app.run(quiet_main, argv, **kwargs)
 
 
 def fail(message: str) -> None:

@@ -25,9 +25,7 @@ import shlex
 import sys
 import time
 
-from absl import app
 from absl import flags
-from absl import logging as absl_logging
 from ml_collections import config_flags
 
 from disentangle import command_line
@@ -173,8 +171,6 @@ def _run(defined: dict[str, flags.FlagHolder], _):
   from disentangle import methods  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import evaluator  # pylint: disable=g-import-not-at-top
   from disentangle.train import trainer  # pylint: disable=g-import-not-at-top
-  # Our messages go to stdout; library INFO chatter (orbax) is kept out of the console.
-  absl_logging.set_verbosity(absl_logging.WARNING)
   config = defined["config"].value
   workdir = paths.as_path(defined["workdir"].value)  # a folder or a bucket URL (gs://bucket/run)
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
@@ -222,5 +218,5 @@ def main(default_config: str | None = None) -> None:
   if not any(a.startswith("--workdir=") for a in sys.argv):
     sys.argv.append(f"--workdir={default_workdir(config_arg)}")
   defined = define_flags()
-  app.run(functools.partial(_run, defined),
-          flags_parser=functools.partial(parse_flags, config=defined["config"]))
+  command_line.run(functools.partial(_run, defined),
+                   flags_parser=functools.partial(parse_flags, config=defined["config"]))

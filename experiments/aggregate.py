@@ -17,7 +17,6 @@ import pkgutil
 import shlex
 import sys
 
-from absl import app
 from absl import flags
 
 from disentangle import command_line
@@ -54,4 +53,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -30,9 +30,7 @@ labelled (``"final"`` and ``"selected"``: rule, step, validation value); ``--nos
 import shlex
 import sys
 
-from absl import app
 from absl import flags
-from absl import logging
 
 from disentangle import command_line
 from disentangle import config as config_lib
@@ -78,8 +76,6 @@ _CONV = flags.DEFINE_enum("conv_impl", None, ["flax", "fast"],
 def main(_):
   from disentangle.evaluation import evaluate_run  # pylint: disable=g-import-not-at-top
   from disentangle.evaluation import report  # pylint: disable=g-import-not-at-top
-  if not flags.FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
   with command_line.exits(shlex.join(getattr(sys, "orig_argv", sys.argv))):
     storage.check(_WORKDIR.value, "--workdir")
     storage.check_data_dir()
@@ -102,4 +98,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -18,8 +18,9 @@ import sys
 
 
 def main(argv=None):
-  from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
+
+  from disentangle import command_line  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string("workdir", None, "The FFVAE run (or multi-seed workdir).", required=True)
   flags.DEFINE_string("target", None, "Attribute predicted (default ffvae.fair.target).")
   flags.DEFINE_string("sensitive", None, "Comma-separated subgroup whose b is removed "
@@ -29,14 +30,10 @@ def main(argv=None):
   flags_ = flags.FLAGS
 
   def run(_):
-    from absl import logging  # pylint: disable=g-import-not-at-top
     import jax  # pylint: disable=g-import-not-at-top
 
-    from disentangle import command_line  # pylint: disable=g-import-not-at-top
     from disentangle import storage  # pylint: disable=g-import-not-at-top
     from disentangle.evaluation import fair_audit  # pylint: disable=g-import-not-at-top
-    if not flags_["verbosity"].present:
-      logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
     if jax.process_index() != 0:
       return
     subgroup = (tuple(s.strip() for s in flags_.sensitive.split(",") if s.strip())
@@ -52,7 +49,7 @@ def main(argv=None):
     print(md_path.read_text())
     print(f"wrote {json_path} and {md_path}")
 
-  app.run(run, argv)
+  command_line.run(run, argv)
 
 
 if __name__ == "__main__":

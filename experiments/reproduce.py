@@ -44,9 +44,7 @@ import shlex
 import sys
 import time
 
-from absl import app
 from absl import flags
-from absl import logging as absl_logging
 
 from disentangle import command_line
 from disentangle import storage
@@ -165,7 +163,6 @@ def main(argv):
   from disentangle.reproduce import run  # pylint: disable=g-import-not-at-top
   if len(argv) > 1:
     fail(f"unexpected argument {argv[1]!r}; see --helpfull")
-  absl_logging.set_verbosity(absl_logging.WARNING)  # orbax's INFO lines, reading checkpoints
   try:
     tables = tables_module()
     if _LIST.value:
@@ -228,4 +225,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -16,7 +16,6 @@ import importlib
 import shlex
 import sys
 
-from absl import app
 from absl import flags
 
 from disentangle import command_line
@@ -68,4 +67,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

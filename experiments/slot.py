@@ -15,7 +15,6 @@ import shlex
 import sys
 import time
 
-from absl import app
 from absl import flags
 
 from disentangle import command_line
@@ -62,14 +61,11 @@ def main(argv) -> None:
     storage.check_data_dir()
   except errors.UserError as e:
     command_line.fail(str(e))
-  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
-
   from disentangle.train import host  # pylint: disable=g-import-not-at-top
   from experiments import aggregate  # pylint: disable=g-import-not-at-top
   from experiments.configs import common as configs  # pylint: disable=g-import-not-at-top
   host.configure_malloc()  # as the trainer does, before JAX starts its threads
   slot_lib.use_compilation_cache(slot.workdir / slot_lib.CACHE)
-  absl_logging.set_verbosity(absl_logging.WARNING)
   modules = {m.__name__.rpartition(".")[2]: m for m in aggregate.config_modules()}
   scale = functools.partial(configs.scale_schedule, round_steps=True)
   with command_line.exits(command):
@@ -78,4 +74,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

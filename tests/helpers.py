@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import runpy
 import socket
 import subprocess
@@ -335,14 +336,28 @@ def flags_of_one_command(module: str):
     registry.unparse_flags()
 
 
+# A line a library wrote: absl's log format (``I1207 13:20:36.346772 1398 file.py:849] ...``, which
+# TensorFlow Datasets' and orbax's loggers use too), JAX probing for backends, TensorFlow Datasets'
+# printed notices (its folder's name, ``~/tensorflow_datasets``, is in lines of the project's own).
+_LIBRARY_LINE = re.compile(r"^[IWEF]\d{4} |xla_bridge|Unable to initialize backend|"
+                           r"Downloading and preparing dataset|Subsequent calls will reuse")
+
+
+def library_log_lines(text: str) -> list[str]:
+  """The lines of a command's output that a library's logger wrote rather than the project."""
+  return [line for line in text.splitlines() if _LIBRARY_LINE.search(line)]
+
+
 def run_in_process(module: str, *args: str):
   """``python -m <module> *args`` run here (`runpy`, absl's flags reset before and after), for the
   bad-input paths that end before any training: what `subprocess.run` would return (returncode,
   stdout, stderr; an uncaught exception is its traceback and status 1). Each command line keeps a
   test in its own process too (a fresh interpreter's whole stderr)."""
   out, err, argv, cwd = io.StringIO(), io.StringIO(), sys.argv, os.getcwd()
-  # absl's app.run sets the verbosity and puts its handler on the root logger: both put back
+  # absl's app.run sets the verbosity and puts its handler on the root logger, the command line
+  # its handler's formatter (`command_line.quiet_libraries`): each put back
   verbosity, handlers = absl_logging.get_verbosity(), logging.root.handlers[:]
+  formatter = absl_logging.get_absl_handler().python_handler.formatter
   sys.argv = [module, *map(str, args)]
   code = 0
   os.chdir(REPO)  # as the command lines are run: from the checkout
@@ -361,6 +376,7 @@ def run_in_process(module: str, *args: str):
     sys.argv = argv
     absl_logging.set_verbosity(verbosity)
     logging.root.handlers[:] = handlers
+    absl_logging.get_absl_handler().setFormatter(formatter)
   return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 

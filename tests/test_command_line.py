@@ -58,12 +58,14 @@ def test_command_lines_refuse_a_bad_deadline_in_one_line(tmp_path, module, args,
 def test_smoke_run_stops_at_its_deadline_with_a_checkpoint_and_resumes(tmp_path):
   """``--deadline=2s`` counts from the start: start-up and the first compilation take longer, so
   the first step ends past it; the run stops there with its checkpoint, one line on stdout with
-  the command that resumes, status 124, nothing on stderr but the data's warnings. The same
-  command without a deadline then resumes and completes."""
+  the command that resumes, status 124, nothing on stderr but the data's warnings, no library's
+  log line (the first line is the run's own). The same command without a deadline then resumes
+  and completes."""
   workdir = tmp_path / "run"
   args = _SMOKE + ("--config.num_steps=20", f"--workdir={workdir}")
   proc = _run("experiments.dsprites_betavae", *args, "--deadline=2s")
   assert proc.returncode == 124, proc.stderr[-3000:]
+  assert proc.stdout.startswith(f"run directory: {workdir}  "), proc.stdout[:500]
   [line] = [l for l in proc.stdout.splitlines() if l.startswith("stopped")]
   found = re.match(r"stopped at the deadline at step (\d+) of 20, checkpoint (\d+) in (\S+); "
                    r"the same command resumes: .*--deadline=2s", line)
@@ -76,6 +78,8 @@ def test_smoke_run_stops_at_its_deadline_with_a_checkpoint_and_resumes(tmp_path)
   done = _run("experiments.dsprites_betavae", *args)
   assert done.returncode == 0, done.stderr[-3000:]
   assert f"at step {step}" in done.stdout and "done:" in done.stdout
+  for p in (proc, done):  # restoring the checkpoint too: orbax's INFO lines stay out
+    assert not helpers.library_log_lines(p.stdout + p.stderr), p.stdout[-3000:] + p.stderr[-3000:]
 
 
 @pytest.mark.parametrize("make,expected", [

@@ -377,6 +377,7 @@ def test_builds_past_the_shuffle_buffer_without_tensorflow(tmp_path):
   proc = subprocess.run([sys.executable, "-c", _NO_TF_BUILD, str(tmp_path)], capture_output=True,
                         text=True, cwd=helpers.REPO, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
+  assert not helpers.library_log_lines(proc.stdout + proc.stderr), proc.stdout[-3000:]  # TFDS'
   out = json.loads(proc.stdout.strip().splitlines()[-1])
   assert out["spilled"] in ("ImportError", "ModuleNotFoundError")
   # 4096 image bytes and five int64 factors a row: 253 rows in each 1 MB shard, 9 shards.

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from disentangle import launch
+from tests import helpers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = ("README.md", "docs/results.md")
@@ -75,9 +76,10 @@ def test_a_training_command_passes_its_dry_run(page, module, args, monkeypatch):
 
 
 def _flags_of(module: str) -> set[str]:
-  text = subprocess.run([sys.executable, "-m", module, "--helpfull"], cwd=ROOT,
-                        capture_output=True, text=True, timeout=300).stdout
-  return set(re.findall(r"^\s+--(?:\[no\])?([a-z_0-9]+)", text, flags=re.M))
+  done = subprocess.run([sys.executable, "-m", module, "--helpfull"], cwd=ROOT,
+                        capture_output=True, text=True, timeout=300)
+  assert not helpers.library_log_lines(done.stdout + done.stderr), (module, done.stderr[-500:])
+  return set(re.findall(r"^\s+--(?:\[no\])?([a-z_0-9]+)", done.stdout, flags=re.M))
 
 
 @pytest.mark.slow
@@ -96,6 +98,7 @@ def test_the_other_commands_run_as_written(tmp_path):
       done = subprocess.run([sys.executable, "-m", module, *args, "--dry_run"], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
       assert done.returncode == 0, (page, args, done.stdout[-500:], done.stderr[-500:])
+      assert not helpers.library_log_lines(done.stdout + done.stderr), (page, done.stderr[-500:])
 
 
 def test_the_dry_run_flag_trains_nothing(tmp_path):
@@ -104,5 +107,6 @@ def test_the_dry_run_flag_trains_nothing(tmp_path):
        "--config=experiments/configs/mnist_cascade.py:m10", f"--workdir={tmp_path / 'w'}",
        "--dry_run"], cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert done.returncode == 0, done.stderr[-800:]
-  assert "dry run: cascadevae on mnist, 120,000 steps, seed 0" in done.stdout
+  assert done.stdout.startswith("dry run: cascadevae on mnist, 120,000 steps, seed 0")
+  assert not helpers.library_log_lines(done.stdout + done.stderr), done.stderr[-800:]
   assert not (tmp_path / "w").exists()

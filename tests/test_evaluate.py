@@ -653,6 +653,7 @@ def test_the_command_line_finishes_a_dsprites_cascadevae_smoke_run_with_one_line
       capture_output=True, text=True, cwd=helpers.REPO, env=env, timeout=900, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "ConvergenceWarning" not in proc.stderr and "Traceback" not in proc.stderr
+  assert not helpers.library_log_lines(proc.stdout + proc.stderr), proc.stderr[-3000:]
   lines = proc.stdout.strip().splitlines()
   saved = json.loads((run_dir / "results.json").read_text())
   head = f"{run_dir}: seed 0 step 4 (final: True): "

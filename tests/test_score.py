@@ -4,6 +4,8 @@ trained run's encoder scores what ``experiments.evaluate`` gives its run: tests/
 the guide's examples: tests/test_docs_scoring.py."""
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -38,14 +40,27 @@ _ARGS = {"--representation": "tests.test_score:moments", "--dataset": "dsprites"
          "--source": "render", "--metrics": "mig", "--max_points": "100"}
 
 
-def _score(**changes):
+def _score(run=helpers.run_in_process, **changes):
   args = dict(_ARGS, **{f"--{k}": v for k, v in changes.items()})
-  return helpers.run_in_process("experiments.score", *(f"{k}={v}" for k, v in args.items()))
+  return run("experiments.score", *(f"{k}={v}" for k, v in args.items()))
 
 
-def test_the_command_line_prints_its_estimate_first_and_writes_the_results(tmp_path):
-  proc = _score(output=tmp_path / "scores.json")
+def _own_process(module, *args):
+  return subprocess.run([sys.executable, "-m", module, *args], cwd=helpers.REPO,
+                        capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.parametrize("run", [helpers.run_in_process,
+                                 pytest.param(_own_process, marks=pytest.mark.slow)],
+                         ids=["in_process", "own_process"])
+def test_the_command_line_prints_its_estimate_first_and_writes_the_results(tmp_path, run):
+  """In its own process too: a fresh interpreter's first line is the estimate, and no library's
+  log line (JAX probing for a TPU) comes before or after it."""
+  proc = _score(run, output=tmp_path / "scores.json")
   assert proc.returncode == 0, proc.stderr[-3000:]
+  assert not helpers.library_log_lines(proc.stdout + proc.stderr), proc.stderr[-3000:]
+  assert all(l.startswith("warning: ProceduralDataWarning: ") for l in proc.stderr.splitlines()
+             if l.strip()), proc.stderr[-3000:]
   lines = proc.stdout.splitlines()
   assert lines[0].startswith("estimate: about ") and "images in" in lines[0], lines[0]
   assert lines[1].startswith("ground truth: a thinned grid encoded once, ")

@@ -80,6 +80,13 @@ class _ArrayBuilder(tfds.core.ShardBasedBuilder, skip_registration=True):
     ``importlib_resources`` fails for an editable install, and nothing is downloaded)."""
     return None
 
+  def _log_download_bytes(self) -> None:
+    """Nothing: TFDS prints "Downloading and preparing dataset ..." here, but nothing is
+    downloaded; the command that prepares (`disentangle.data.build`) prints its own line."""
+
+  def _log_download_done(self) -> None:
+    """Nothing: TFDS prints "Dataset ... downloaded and prepared to ..." here."""
+
   def _features(self) -> dict:
     raise NotImplementedError
 
