@@ -78,7 +78,7 @@ def test_ffvae_sweep_table_states_the_factor_sets_and_the_outlier_excluded_means
   assert swept[0]["mean_outliers_excluded"] == pytest.approx(22.0)
   assert any(s["metric"] == "mig_sampled" and s["mean_outliers_excluded"] == pytest.approx(11.0)
              for s in table["swept_means"])
-  text = aggregate.markdown_table(table)
+  text = aggregate.markdown_table(table, "all")
   assert "39.00 (29.48) / 90.00 ‡22.00" in text
   assert "‡: the mean with outliers excluded (Tukey's fences" in text
   assert ("histogram estimator over all factors (shape, scale, orientation, pos_x, pos_y): the MIG "
@@ -86,3 +86,9 @@ def test_ffvae_sweep_table_states_the_factor_sets_and_the_outlier_excluded_means
           "sampled estimator over chen_et_al factors (scale, orientation, pos_x, pos_y): "
           "19.50 (14.74) / 45.00 ‡11.00") in text
   assert "- mig, ffvae ffvae.alpha = 300.0: 39.00 / 22.00 (n = 4, excluded 90.00)" in text
+  # The compact table (no config matched, nothing published: MIG as the headline) shows mean
+  # (std) in its MIG column; the notes under it keep the outlier-excluded means.
+  compact = aggregate.markdown_table(table)
+  assert "| experiment | method | seeds | step | MIG | MIG (paper) |" in compact
+  assert "| 39.00 (29.48) | - |" in compact and "| 39.00 (29.48) / " not in compact
+  assert "19.50 (14.74) / 45.00 ‡11.00" in compact and "‡: the mean with outliers" in compact

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import disentangle
+from disentangle import command_line
 from disentangle import config as config_lib
 from disentangle import data as data_lib
 from disentangle import methods
@@ -448,19 +449,32 @@ def test_aggregate_mean_std_best_beside_published(tmp_path):
   assert (a["mean"], a["best"]) == (pytest.approx(60.0), pytest.approx(70.0))
   assert short["experiment"]["variant"] == "m4" and not short["experiment"]["exact"]
   assert short["experiment"]["differences"] == {"num_steps": [1000, 300_000]}
-  text = aggregate.markdown_table(table)
+  text = aggregate.markdown_table(table, "all")
   assert "80.00 (8.16) / 90.00" in text and "91.34 (7.36) / 98.62" in text
   assert "num_steps 1000 (variant 300000)" in text
   json.dumps(table)  # machine-readable as it is
 
+  # The command line: the compact table by default (the config's published metrics beside
+  # ours), every column with --columns=all, a column it has not in one line; the JSON whole.
+  compact = ("| experiment | method | seeds | step | score | score (paper) | shape acc. | "
+             "shape acc. (paper) |")
   out = tmp_path / "table.md"
   proc = subprocess.run([sys.executable, "-m", "experiments.aggregate", *map(str, runs),
                          f"--output={out}"], cwd=helpers.REPO, capture_output=True, text=True,
                         timeout=120, check=False)
   assert proc.returncode == 0, proc.stderr
-  assert "80.00 (8.16) / 90.00" in out.read_text()
+  assert not helpers.library_log_lines(proc.stdout + proc.stderr), proc.stderr[-2000:]
+  assert proc.stdout.splitlines()[0] == compact and out.read_text().splitlines()[0] == compact
+  assert "| dsprites_cascade:m4 | cascadevae | 3 | 300000 | 80.00 (8.16) | 91.34 (7.36) | " \
+         "60.00 (8.16) | 76.00 (22.16) |" in out.read_text()
   assert json.loads(out.with_suffix(".json").read_text())["rows"][0]["metrics"][
       "factor_score"]["n"] == 3
+  every = helpers.run_in_process("experiments.aggregate", *map(str, runs), "--columns=all")
+  assert every.returncode == 0 and every.stdout.startswith(text.splitlines()[0]), every.stderr
+  assert "80.00 (8.16) / 90.00" in every.stdout
+  bad = helpers.run_in_process("experiments.aggregate", *map(str, runs), "--columns=seeds,nope")
+  assert bad.returncode == command_line.BAD_INPUT_STATUS and bad.stderr.startswith(
+      "error: --columns: 'nope' not in this table; its columns: experiment, "), bad.stderr
 
 
 @pytest.mark.slow
@@ -571,7 +585,9 @@ def test_aggregate_accepts_published_numbers_without_std_or_best(tmp_path):
   (row,) = table["rows"]
   assert row["experiment"]["module"] == "fake_parted" and row["experiment"]["exact"]
   assert row["metrics"]["factor_score"]["published"] == {"mean": 95.0}
-  text = aggregate.markdown_table(table)
+  assert "| 85.00 (5.00) | 95.00 (-) | 85.00 (5.00) | 83.00 (1.50) |" in \
+      aggregate.markdown_table(table)
+  text = aggregate.markdown_table(table, "all")
   assert "| 85.00 (5.00) / 90.00 | 95.00 (-) / - |" in text
   assert "| 85.00 (5.00) / 90.00 | 83.00 (1.50) / - |" in text
 

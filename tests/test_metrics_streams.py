@@ -160,4 +160,4 @@ def test_aggregate_shows_the_repeats_std_beside_the_spread_across_seeds(tmp_path
   (row,) = table["rows"]
   assert row["metrics"]["mig"]["repeat_std"] == pytest.approx(2.0)  # percent, mean over seeds
   assert row["metrics"]["mig"]["std"] == pytest.approx(10.0)
-  assert "30.00 (10.00) / 40.00 [2.00]" in aggregate.markdown_table(table)
+  assert "30.00 (10.00) / 40.00 [2.00]" in aggregate.markdown_table(table, "all")

@@ -285,6 +285,14 @@ def test_table_cells_mean_population_std_and_best_beside_the_published():
   assert data["fraction"] == "1/50" and data["fraction_value"] == 0.02
   assert data["std_ddof"] == 0
   text = render.markdown(data)
+  # The compact table first (mean (std) of the published metric beside the paper's), then every
+  # column (best seeds, comparability).
+  compact, full = text.index("| method | m | seeds |"), text.index("| method | m | accuracy")
+  assert compact < full and text[compact:].splitlines()[0] == (
+      "| method | m | seeds | accuracy, final | accuracy, selected | accuracy, paper |")
+  assert "| CascadeVAE | 3 | 3 | 80.00 (8.16) | 80.00 (14.72) | 81.41 (9.54) |" in text
+  assert "| B † | 4 | 2 | 50.00 (0.00) | - | - |" in text
+  assert "| VAE | 6 | - | no config | no config | 41.00 (-) |" in text
   assert ("| CascadeVAE | 3 | 80.00 (8.16) / 90.00 | 80.00 (14.72) / 95.00 | "
           "81.41 (9.54) / 97.31 | 3 | yes |") in text
   assert "| VAE | 6 | no config | no config | 41.00 (-) / - | - | no config |" in text
@@ -377,6 +385,8 @@ def test_a_tiny_table_trains_evaluates_resumes_without_retraining_and_prints(tmp
   text = (tmp_path / "table.md").read_text()
   assert aggregate.cell_text(lo["metrics"]["accuracy"]["final"]) in text
   assert "50.00 (1.00) / 52.00" in text and "| VAE | 6 | no config |" in text
+  assert f"| lo † | 3 | 2 | {aggregate.compact_cell(lo['metrics']['accuracy']['final'])} | " \
+         "50.00 (1.00) |" in text
   assert len(json.loads((tmp_path / run.RECORD).read_text())["commands"]) == 2
 
 
@@ -403,6 +413,7 @@ def test_a_figure_row_is_one_line_per_grid_point_with_the_means_along_each_field
   text = render.markdown(data)
   # the figure's words, the same for every line, are stated once instead of a column
   assert "- published: Fig. 1: plotted only" in text and text.count("plotted only") == 1
+  assert "| F (penalty = 0.1, beta_low = 1) | 3 | 2 | 1.60 (0.50) |" in text  # the compact one
   assert "| F (penalty = 0.1, beta_low = 1) | 3 | 1.60 (0.50) / 2.10 | 2 |" in text
   assert "- F: penalty = 0.1, accuracy: " in text
 

@@ -213,7 +213,8 @@ def test_aggregate_prints_final_and_selected_per_seed_and_as_mean_std_best(tmp_p
   table = aggregate.aggregate_runs(runs)
   (row,) = table["rows"]
   assert row["metrics_selected"]["accuracy"]["mean"] == pytest.approx(75.0)
-  text = aggregate.markdown_table(table)
+  assert "| 55.00 (5.00) | 75.00 (5.00) | - |" in aggregate.markdown_table(table)
+  text = aggregate.markdown_table(table, "all")
   assert "| accuracy (final) | accuracy (selected) | accuracy (paper) |" in text
   assert "| 55.00 (5.00) / 60.00 | 75.00 (5.00) / 80.00 | - |" in text
   assert "seed 0: final (step 6) accuracy 50.00 | selected (step 2) accuracy 70.00" in text

@@ -41,6 +41,12 @@ UDR (`disentangle.metrics.dlib.udr`) is scored per row from the ``udr_sample`` o
 the correlation the runs' ``eval.udr_correlation`` names ('lasso', disentanglement_lib's default,
 or 'spearman'); a row whose seeds name different ones gets no UDR and a warning.
 
+The markdown (`markdown_table`) is compact by default: experiment, method, seeds, step and the
+headline metrics (those the experiment's published numbers name; the factor score and MIG where
+none) as mean (std) beside the published mean (std); ``columns='all'`` gives every tabulated
+metric with the best seed's figure, at the final and the selected checkpoint (`table_columns`).
+The JSON (`aggregate`'s dict) holds every number either way.
+
 The metrics and their titles are the tabulated ones of the registry
 (`disentangle.metrics.registry`). The library never imports the experiments: the caller
 (``experiments/aggregate.py``) passes the config modules in (`config_candidates`).
@@ -48,7 +54,8 @@ The metrics and their titles are the tabulated ones of the registry
 from __future__ import annotations
 
 import json
-from typing import Iterable, Optional, Sequence
+import re
+from typing import Callable, Container, Iterable, Optional, Sequence
 
 import ml_collections
 import numpy as np
@@ -87,6 +94,9 @@ def config_candidates(modules: Iterable) -> list[dict]:
   trained and scored without leaving the paper's setting (``best_validation``: the paper's
   50,000 training images and a checkpoint kept on held-out data): each is also combined with
   every ``PUBLISHED`` row (``"m4,best_validation"``), which keeps that row's published numbers.
+  Each candidate's ``headline`` names the metrics of its published numbers, or those of every
+  ``PUBLISHED`` row of its module for a variant without numbers (a smoke run of a paper's
+  experiment): the metric columns of the compact table (`table_columns`).
 
   Args:
     modules: config modules (``get_config(arg)``, ``PUBLISHED``, optional ``VARIANTS`` and
@@ -105,6 +115,7 @@ def config_candidates(modules: Iterable) -> list[dict]:
     variants = [(f"{row},{protocol}", module.PUBLISHED[row])
                 for row in module.PUBLISHED for protocol in protocols]
     variants += [(v, module.PUBLISHED.get(v, {})) for v in getattr(module, "VARIANTS", ())]
+    named = list(dict.fromkeys(m for row in module.PUBLISHED.values() for m in row))
     seen = set()
     for variant, published in variants + [(None, {})]:
       fields = significant_fields(module.get_config(variant))
@@ -113,7 +124,7 @@ def config_candidates(modules: Iterable) -> list[dict]:
         continue
       seen.add(key)
       out.append({"module": name, "variant": variant or "default", "file": file,
-                  "fields": fields, "published": published})
+                  "fields": fields, "published": published, "headline": list(published) or named})
   return out
 
 
@@ -369,16 +380,103 @@ def udr_of_row(samples: Sequence[tuple], correlation: str = "lasso") -> Optional
           "kl_threshold": out["kl_threshold"], "pairwise": out["pairwise"].tolist()}
 
 
-def markdown_table(table: dict) -> str:
-  """The papers' format: method, m, n, step, then ours and published per metric."""
-  titles = registry.titles()
-  names = [n for n in registry.tabulated() if any(n in r["metrics"] for r in table["rows"])]
-  both = any(r.get("metrics_selected") for r in table["rows"])  # final and selected columns
-  head = ["experiment", "method", "m", "seeds", "step"]
+COMPACT, ALL = "compact", "all"  # the column sets of `table_columns`
+HEADLINE_DEFAULT = ("factor_score", "mig")  # the compact table's metrics where none is published
+
+
+class UnknownColumn(errors.UserError, ValueError):
+  """A column asked of `table_columns` that the table has not."""
+
+
+def headline(keys: Sequence[str], named: Container[str],
+             metric_of: Callable[[str], str] = str) -> list[str]:
+  """The metric columns of a compact table, in the order of ``keys`` (the full table's): those
+  whose metric (``metric_of(key)``) ``named`` holds (the metrics the published numbers name);
+  where none, the factor score and MIG (`HEADLINE_DEFAULT`); where neither, the first two."""
+  for wanted in (named, HEADLINE_DEFAULT):
+    chosen = [k for k in keys if metric_of(k) in wanted]
+    if chosen:
+      return chosen
+  return list(keys[:2])
+
+
+def compact_cell(s: Optional[dict]) -> str:
+  """``mean (std)`` of a summary (`summarize`; std '-' for one value) or of a published entry
+  (std '-' where not published)."""
+  if not s or s.get("mean") is None:
+    return "-"
+  std = s.get("std") if s.get("n", 2) >= 2 else None
+  return f"{s['mean']:.2f} ({'-' if std is None else f'{std:.2f}'})"
+
+
+def _step_text(row: dict) -> str:
+  return f"{row['step']}" + ("" if row["final"] else f" of {row['num_steps']} (not final)")
+
+
+_BASE_COLUMNS = {"experiment": lambda row, label: label,
+                 "method": lambda row, label: row["method"],
+                 "m": lambda row, label: str(row["latent_dim"]),
+                 "seeds": lambda row, label: str(len(row["seeds"])),
+                 "step": lambda row, label: _step_text(row)}
+
+
+def _tabulated_in(rows: Sequence[dict]) -> list[str]:
+  return [n for n in registry.tabulated() if any(n in r["metrics"] for r in rows)]
+
+
+def table_columns(table: dict, columns=COMPACT) -> list[tuple[str, str, Callable]]:
+  """The columns of `markdown_table`: ``(key, title, cell of (row, its label))``.
+
+  Args:
+    table: `aggregate`'s.
+    columns: 'compact': experiment, method, seeds, step and the experiments' headline metrics
+      (`headline` of the candidates' ``headline``) as mean (std), at the final checkpoint and,
+      for runs that kept a selected one (``eval.select``), at that one, each beside the
+      published mean (std). 'all': also ``m`` and every tabulated metric a row has, as mean
+      (std) / best. Or a sequence (or a comma-separated string) of the keys of 'all', cells as
+      there: ``experiment``, ``method``, ``m``, ``seeds``, ``step`` and per metric its name (the
+      final checkpoint's figures), ``<name>:selected`` (where the runs kept a selected
+      checkpoint) and ``<name>:paper``; `UnknownColumn` names a key the table has not, with
+      those it has.
+  """
+  titles, rows = registry.titles(), table["rows"]
+  both = any(r.get("metrics_selected") for r in rows)  # final and selected columns
+  present = _tabulated_in(rows)
+  if columns == COMPACT:  # selected columns where a checkpoint was selected ('final': none)
+    both = any(r.get("metrics_selected") and r.get("selection_rule") != "final" for r in rows)
+    named = {n for r in rows for n in (r["experiment"] or {}).get("headline", ())}
+    keys = [n for n in registry.tabulated() if n in present or n in named]
+    names, cell, paper = headline(keys, named), compact_cell, compact_cell
+    base = ("experiment", "method", "seeds", "step")
+  else:
+    names, cell, paper = present, cell_text, published_cell
+    base = tuple(_BASE_COLUMNS)
+  out = [(k, k, _BASE_COLUMNS[k]) for k in base]
   for n in names:
-    head += ([f"{titles[n]} (final)", f"{titles[n]} (selected)"] if both else [f"{titles[n]}"])
-    head += [f"{titles[n]} (paper)"]
-  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out.append((n, f"{titles[n]} (final)" if both else titles[n],
+                lambda row, _, n=n: cell(row["metrics"].get(n))))
+    if both:
+      out.append((f"{n}:selected", f"{titles[n]} (selected)",
+                  lambda row, _, n=n: cell(row.get("metrics_selected", {}).get(n))))
+    out.append((f"{n}:paper", f"{titles[n]} (paper)", lambda row, _, n=n: paper(
+        ((row["experiment"] or {}).get("published") or {}).get(n))))
+  if columns in (COMPACT, ALL):
+    return out
+  if isinstance(columns, str):
+    columns = [key.strip() for key in columns.split(",") if key.strip()]
+  by_key = {c[0]: c for c in out}
+  unknown = [k for k in columns if k not in by_key]
+  if unknown:
+    raise UnknownColumn(f"--columns: {', '.join(map(repr, unknown))} not in this table; its "
+                        f"columns: {', '.join(by_key)}")
+  return [by_key[k] for k in columns]
+
+
+def markdown_table(table: dict, columns=COMPACT) -> str:
+  """The papers' format: a line per row with ours beside the published numbers (``columns``:
+  `table_columns`'), then what the marks mean, each row's notes and each seed's figures."""
+  cols = table_columns(table, columns)
+  lines = ["| " + " | ".join(title for _, title, _ in cols) + " |", "|" + "---|" * len(cols)]
   notes = []
   for i, row in enumerate(table["rows"], 1):
     exp = row["experiment"]
@@ -390,49 +488,53 @@ def markdown_table(table: dict) -> str:
       notes.append(f"[{i}] differs from {label}: {diff}")
     if row["comparable_with_published"] is not True:
       marks += " †"
-    step = f"{row['step']}" + ("" if row["final"] else f" of {row['num_steps']} (not final)")
-    cells = [label + marks, row["method"], str(row["latent_dim"]), str(len(row["seeds"])), step]
-    for n in names:
-      cells += [cell_text(row["metrics"].get(n))]
-      cells += [cell_text(row.get("metrics_selected", {}).get(n))] if both else []
-      cells += [published_cell((row["metrics"].get(n) or {}).get("published"))]
-    lines.append("| " + " | ".join(cells) + " |")
-  footer = ["", "Values in percent: mean (std) / best over seeds; std with "
-            f"ddof={table['std_ddof']} (population); best = max. Published numbers: the config "
-            "modules' PUBLISHED.",
-            "† data not comparable with the papers' (rendered dSprites, a stand-in or an "
-            "override; see results.json 'dataset')."]
-  if both:
+    lines.append("| " + " | ".join(cell(row, label + marks) for _, _, cell in cols) + " |")
+  if columns == COMPACT:
+    footer = ["", f"Values in percent: mean (std) over seeds, std with ddof={table['std_ddof']} "
+              "(population), beside the config modules' PUBLISHED mean (std). The metrics: "
+              "those the experiments' published numbers name (the factor score and MIG where "
+              "none); every column, with the best seed's: --columns=all."]
+  else:
+    footer = ["", "Values in percent: mean (std) / best over seeds; std with "
+              f"ddof={table['std_ddof']} (population); best = max. Published numbers: the "
+              "config modules' PUBLISHED."]
+  footer.append("† data not comparable with the papers' (rendered dSprites, a stand-in or an "
+                "override; see results.json 'dataset').")
+  if any(key.endswith(":selected") for key, _, _ in cols):
     footer.append("(final): the final checkpoint; (selected): the checkpoint kept by "
                   "eval.select (rule per row below; test data never selects).")
-  if any(s.get("repeat_std") is not None for r in table["rows"] for s in r["metrics"].values()):
+  figures = lines + mig_lines(table, column=any(key == "mig" for key, _, _ in cols))
+  if any(re.search(r"\) / [-\d.]+ \[", line) for line in figures):  # `cell_text`'s marks
     footer.append("[x]: the mean over seeds of the std across eval.repeats (sampling error).")
-  if any(s["n"] >= OUTLIER_MIN_PRINTED for r in table["rows"] for s in r["metrics"].values()):
+  if any("‡" in line for line in figures):
     footer.append(f"‡: the mean with outliers excluded ({OUTLIER_RULE}).")
-  footer += mig_lines(table)
+  footer += figures[len(lines):]
   for i, row in enumerate(table["rows"], 1):
     if row.get("udr"):
       u = row["udr"]
       per = ", ".join(f"seed {k} {v:.3f}" for k, v in u["per_seed"].items())
       footer.append(f"UDR row {i} ({u['correlation']}, {u['num_points']} points): mean "
                     f"{u['mean']:.3f} ({u['std']:.3f}); {per}")
-  return "\n".join(lines + footer + notes + per_seed_lines(table, names)) + "\n"
+  per_seed = per_seed_lines(table, _tabulated_in(table["rows"]))
+  return "\n".join(lines + footer + notes + per_seed) + "\n"
 
 
-def mig_lines(table: dict) -> list[str]:
-  """Per row with MIG: each estimator's factor set and figures; then the swept means."""
+def mig_lines(table: dict, column: bool = True) -> list[str]:
+  """Per row with MIG: each estimator's factor set and figures (the headline estimator's are
+  the MIG column's where the table has one, ``column``); then the swept means."""
   lines = []
   for i, row in enumerate(table["rows"], 1):
     settings = row.get("metric_settings", {}).get("mig")
     if not isinstance(settings, dict):
       continue
     by = row.get("metrics_by_estimator", {}).get("mig", {})
-    headline = row["metrics"].get("mig", {}).get("values")
+    mig_values = row["metrics"].get("mig", {}).get("values")
     parts = []
     for e, st in settings.items():
       names = ", ".join(map(str, st["factor_names"] or []))
-      figures = (": the MIG column" if e not in by or by[e]["values"] == headline
-                 else f": {cell_text(by[e])}")
+      same = e not in by or by[e]["values"] == mig_values
+      figures = (": the MIG column" if same and column else
+                 f": {cell_text(row['metrics']['mig'] if same else by[e])}")
       parts.append(f"{e} estimator over {st['factor_set']} factors ({names}){figures}")
     lines.append(f"MIG row {i}: " + "; ".join(parts))
   swept = [s for s in table.get("swept_means", ()) if s["metric"].startswith("mig")]

@@ -3,7 +3,10 @@
 
 Each table line is a row of the paper (or one grid point of a figure's sweep); its cells give,
 per metric, mean (std) and best over the seeds, in percent, at the final checkpoint and, where
-the protocol selects one, at the selected checkpoint, beside the published cell. The statistics
+the protocol selects one, at the selected checkpoint, beside the published cell. ``table.md``
+opens with the compact form of `aggregate.markdown_table` (`compact_table`): the headline metrics
+(those the published cells name; the factor score and MIG where none) as mean (std) beside the
+published mean (std); every column follows it. The statistics
 are `aggregate.summarize`'s: the population standard deviation (ddof 0; ddof 1 in the JSON) and
 the best = max over seeds. A line is "not comparable" when its runs' data are (rendered dSprites,
 a data override; ``results.json``'s ``dataset.comparable_with_published``).
@@ -213,6 +216,42 @@ def _factor_set_lines(data: dict) -> list[str]:
   return out
 
 
+def _ours(line: dict, cell: dict, selected: bool, fmt) -> list[str]:
+  """A line's cells of one metric (final, and selected where the protocol selects): ``fmt`` of
+  each summary, or the line's status words where it has no figures."""
+  if line["status"] in ("no config", "pending"):
+    return [line["status"]] * (2 if selected else 1)
+  return [fmt(cell.get(k)) for k in (("final", "selected") if selected else ("final",))]
+
+
+def compact_table(data: dict, figure: str | None) -> list[str]:
+  """The compact table: method, m, seeds and the headline metrics (`aggregate.headline` of the
+  metrics the published cells name) as mean (std), beside the published mean (std) unless every
+  line publishes the same words (``figure``); a line whose data are not comparable marked †."""
+  titles, selected = data["titles"], data["selected"]
+  named = {m for line in data["lines"] if isinstance(line["published"], dict)
+           for m in line["published"]}
+  keys = aggregate.headline(data["metrics"], named, lambda k: plan_lib.column_of(k)[0])
+  head = ["method", "m", "seeds"]
+  for k in keys:
+    head += [f"{titles[k]}, final", f"{titles[k]}, selected"] if selected else [titles[k]]
+    head += [] if figure is not None else [f"{titles[k]}, paper"]
+  out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for line in data["lines"]:
+    mark = " †" if line["seeds"] and line["comparable"] is not True else ""
+    cells = [_label(line) + mark, line["m"] or "-",
+             str(len(line["seeds"])) if line["seeds"] else "-"]
+    for k in keys:
+      p = line["published"]
+      cells += _ours(line, line["metrics"].get(k, {}), selected, aggregate.compact_cell)
+      cells += [] if figure is not None else [
+          p if isinstance(p, str) else aggregate.compact_cell((p or {}).get(k))]
+    out.append("| " + " | ".join(cells) + " |")
+  return out + ["", f"Percent: mean (std) over seeds (std with ddof={data['std_ddof']}); † data "
+                "not comparable with the paper's (the comparable column below says why). Every "
+                "column, with the best seed's:"]
+
+
 def markdown(data: dict) -> str:
   """``table.md``: the heading facts, one line per row (or grid point), the per-seed values."""
   titles, selected = data["titles"], data["selected"]
@@ -237,6 +276,7 @@ def markdown(data: dict) -> str:
   figure = shared_published_words(data["lines"])
   if figure is not None:
     out.append(f"- published: {figure}")
+  out += [""] + compact_table(data, figure)
   head = ["method", "m"]
   for m in data["metrics"]:
     head += ([f"{titles[m]}, final", f"{titles[m]}, selected"] if selected else [titles[m]])
@@ -246,14 +286,7 @@ def markdown(data: dict) -> str:
   for line in data["lines"]:
     cells = [_label(line), line["m"] or "-"]
     for m in data["metrics"]:
-      cell = line["metrics"].get(m, {})
-      if line["status"] == "no config":
-        ours = ["no config"] * (2 if selected else 1)
-      elif line["status"] == "pending":
-        ours = ["pending"] * (2 if selected else 1)
-      else:
-        ours = [aggregate.cell_text(cell.get(k))
-                for k in (("final", "selected") if selected else ("final",))]
+      ours = _ours(line, line["metrics"].get(m, {}), selected, aggregate.cell_text)
       cells += ours + ([] if figure is not None else [published_text(line["published"], m)])
     cells += [str(len(line["seeds"])) if line["seeds"] else "-", line["comparable_words"]]
     out.append("| " + " | ".join(cells) + " |")
