@@ -71,28 +71,6 @@ flags.mark_flag_as_required("config")
 _PAUSE_S = 0.2
 
 
-def bare_step(config, warmup: int) -> step_timing.StepBench:
-  """The bare step of the loop's timed steps (``warmup`` to ``config.num_steps``): the trainer's
-  step of their phase (``method.phase``; CascadeVAE after t_d: the codes' costs, their solve and
-  the update), compiled on its own. ``--config.num_seeds=N``: the step over the N runs' stacked
-  states and batches, in the trainer's seed layout.
-
-  Raises:
-    ValueError: the timed steps are in two phases (t_d among them).
-  """
-  from disentangle import methods  # pylint: disable=g-import-not-at-top
-  from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
-  image = throughput.image_shape(config)
-  method = methods.build(config, image)
-  phase = method.phase(warmup)
-  if method.phase(config.num_steps - 1) != phase:
-    raise ValueError(f"the timed steps {warmup} to {config.num_steps} are in two phases of "
-                     f"{config.method} (t_d among them): time one (--warmup, --steps, "
-                     f"--force_discrete)")
-  return step_timing.build_step(config, image, num_seeds=config.num_seeds, seed=config.seed,
-                                seed_batching=seeds.layout(config), phase=phase)
-
-
 class _Interleaver:
   """Trainer hook: every ``block`` loop steps after ``warmup``, times a block of bare steps."""
 
@@ -281,7 +259,7 @@ def main(argv) -> None:
   config.checkpoint_every = config.num_steps  # one checkpoint, at the end, after timing
   config.eval_every = config.num_steps        # no evaluator is passed: no evaluation at all
   config.progress_bar = _PROGRESS_BAR.value
-  bench = bare_step(config, warmup)
+  bench = step_timing.bare_step(config, warmup)
   bench.batches = real_batches(config, bench)
   hook = _Interleaver(bench, warmup, block, rounds)
   load_start = throughput.load_average()

@@ -402,3 +402,25 @@ def callback_summary(callback_s: Sequence[float], step_s: Sequence[float], solve
              "own u (includes the pure_callback machinery) / median step time")
   out["callback_note"] = note
   return out
+
+
+def bare_step(config, warmup: int) -> StepBench:
+  """The bare step of `benchmarks.loop`'s timed steps (``warmup`` to ``config.num_steps``): the trainer's
+  step of their phase (``method.phase``; CascadeVAE after t_d: the codes' costs, their solve and
+  the update), compiled on its own. ``--config.num_seeds=N``: the step over the N runs' stacked
+  states and batches, in the trainer's seed layout.
+
+  Raises:
+    ValueError: the timed steps are in two phases (t_d among them).
+  """
+  from disentangle import methods  # pylint: disable=g-import-not-at-top
+  from disentangle.train import seeds  # pylint: disable=g-import-not-at-top
+  image = throughput.image_shape(config)
+  method = methods.build(config, image)
+  phase = method.phase(warmup)
+  if method.phase(config.num_steps - 1) != phase:
+    raise ValueError(f"the timed steps {warmup} to {config.num_steps} are in two phases of "
+                     f"{config.method} (t_d among them): time one (--warmup, --steps, "
+                     f"--force_discrete)")
+  return build_step(config, image, num_seeds=config.num_seeds, seed=config.seed,
+                                seed_batching=seeds.layout(config), phase=phase)

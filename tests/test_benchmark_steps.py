@@ -5,7 +5,6 @@ import jax
 import numpy as np
 import pytest
 
-from benchmarks import loop
 from benchmarks import step_timing
 from disentangle import config as config_lib
 from disentangle import methods
@@ -40,7 +39,7 @@ def test_loop_bare_step_is_the_trainers_step_of_the_timed_phase(method, fields, 
   config = _smoke(method, **fields)
   with config.unlocked():
     config.num_steps = warmup + 40
-  bench = loop.bare_step(config, warmup)
+  bench = step_timing.bare_step(config, warmup)
   built = methods.build(config, throughput.image_shape(config))
   assert bench.phase == built.phase(warmup)
   trainers = built.for_phase(built.phase(warmup))
@@ -63,7 +62,7 @@ def _loop_across_t_d():
   config = _smoke("cascadevae", **{"cascade.discrete_start": 30})
   with config.unlocked():
     config.num_steps = 60
-  loop.bare_step(config, warmup=20)
+  step_timing.bare_step(config, warmup=20)
 
 
 @pytest.mark.parametrize("build, message", [
