@@ -14,13 +14,16 @@ benchmarks/README.md is read for
 The commands' arguments are run as written in ``tests/test_doc_commands.py``.
 """
 import functools
-import importlib
 import pathlib
 import re
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+import api_coverage  # noqa: E402  (the site's resolver of dotted names)
+
 PAGES = ["README.md", "CONTRIBUTING.md", "benchmarks/README.md",
          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 PATH = re.compile(r"(?<![\w./-])((?:disentangle|experiments|benchmarks|tests|docs|\.ci)/"
@@ -56,19 +59,11 @@ def _exists(path: str) -> bool:
 
 
 def _imports(dotted: str) -> bool:
-  parts = dotted.split(".")
-  for i in range(len(parts), 0, -1):
-    try:
-      obj = importlib.import_module(".".join(parts[:i]))
-    except ImportError:
-      continue
-    try:
-      for attr in parts[i:]:
-        obj = getattr(obj, attr)
-    except AttributeError:
-      return False
-    return True
-  return False
+  try:
+    api_coverage.resolve(dotted)
+  except (ImportError, AttributeError):
+    return False
+  return True
 
 
 def stale(text: str) -> list[str]:
